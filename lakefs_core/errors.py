@@ -1,0 +1,135 @@
+"""Typed errors of the versioning server.
+
+Every failure that a caller can act on has its own class. The REST API and the S3
+gateway map these to status codes in one place; nothing below them knows HTTP.
+"""
+
+from __future__ import annotations
+
+
+class LakeFSError(Exception):
+    """Base of every error raised by lakefs_core."""
+
+
+# --- bad input -----------------------------------------------------------------
+class ValidationError(LakeFSError, ValueError):
+    """An argument is malformed (a name, a ref expression, a path, a config value)."""
+
+
+class InvalidRefError(ValidationError):
+    """A ref expression cannot be parsed."""
+
+
+# --- not found -----------------------------------------------------------------
+class NotFoundError(LakeFSError):
+    """Something that was asked for does not exist."""
+
+
+class RepositoryNotFoundError(NotFoundError):
+    pass
+
+
+class BranchNotFoundError(NotFoundError):
+    pass
+
+
+class TagNotFoundError(NotFoundError):
+    pass
+
+
+class CommitNotFoundError(NotFoundError):
+    pass
+
+
+class RefNotFoundError(NotFoundError):
+    """A ref expression names no branch, tag or commit."""
+
+
+class ObjectNotFoundError(NotFoundError):
+    """No object at this path (in the ref) or at this physical address (in the store)."""
+
+
+class RangeNotFoundError(NotFoundError):
+    """A range or metarange file is missing from the storage namespace."""
+
+
+class StorageNotFoundError(NotFoundError):
+    """No blockstore is configured with this storage id."""
+
+
+# --- already exists / conflicts ------------------------------------------------
+class AlreadyExistsError(LakeFSError):
+    pass
+
+
+class RepositoryExistsError(AlreadyExistsError):
+    pass
+
+
+class BranchExistsError(AlreadyExistsError):
+    pass
+
+
+class TagExistsError(AlreadyExistsError):
+    pass
+
+
+class ObjectExistsError(AlreadyExistsError):
+    """A conditional write (If-None-Match: *) found an object at the path."""
+
+
+class ConflictError(LakeFSError):
+    """The operation conflicts with the current state."""
+
+
+class BranchChangedError(ConflictError):
+    """A compare-and-swap on a branch lost the race: the branch moved meanwhile."""
+
+
+class MergeConflictError(ConflictError):
+    """A merge or cherry-pick found paths changed differently on both sides."""
+
+    def __init__(self, message: str = "conflict", paths: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.paths = paths or []
+
+
+class NoChangesError(LakeFSError):
+    """Nothing to commit or merge."""
+
+    def __init__(self, message: str = "no changes") -> None:
+        super().__init__(message)
+
+
+class DirtyBranchError(LakeFSError):
+    """The branch has uncommitted changes and the operation needs a clean branch."""
+
+    def __init__(self, message: str = "dirty branch") -> None:
+        super().__init__(message)
+
+
+class CannotDeleteDefaultBranchError(LakeFSError):
+    pass
+
+
+# --- refused ---------------------------------------------------------------------
+class ForbiddenError(LakeFSError):
+    """The operation is not allowed on this resource."""
+
+
+class ReadOnlyRepositoryError(ForbiddenError):
+    """The repository is read-only (for example a mirror)."""
+
+    def __init__(self, message: str = "read-only repository") -> None:
+        super().__init__(message)
+
+
+class ProtectedBranchError(ForbiddenError):
+    """The branch is protected: direct writes and commits are refused."""
+
+    def __init__(self, message: str = "cannot write to protected branch") -> None:
+        super().__init__(message)
+
+
+class StorageError(LakeFSError):
+    """The object store failed (network, permissions, corrupt data)."""

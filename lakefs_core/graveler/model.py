@@ -1,0 +1,128 @@
+"""Immutable values of the versioning model: entries, ranges, metaranges, commits.
+
+See DESIGN section 3. Ids are SHA-256 hex digests over canonical encodings (see
+:mod:`lakefs_core.graveler.encoding`), so the same content gives the same id in
+every region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class AddressType(StrEnum):
+    """How an entry's physical address is to be read."""
+
+    RELATIVE = "relative"  # relative to the repository's storage namespace
+    FULL = "full"  # an absolute URI (imported objects)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What a path points to at one version: one object in the store."""
+
+    address: str
+    size: int
+    etag: str
+    mtime: float
+    address_type: AddressType = AddressType.RELATIVE
+    content_type: str = "application/octet-stream"
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecord:
+    """A path with its entry. ``entry is None`` is a tombstone (a staged delete)."""
+
+    path: str
+    entry: Entry | None
+
+
+@dataclass(frozen=True, slots=True)
+class RangeInfo:
+    """A descriptor of one range file, as a metarange lists it."""
+
+    id: str
+    min_key: str
+    max_key: str
+    count: int
+    estimated_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Metarange:
+    """A metarange: its id and the sorted, non-overlapping ranges it lists."""
+
+    id: str
+    ranges: tuple[RangeInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """A commit record. Its id is computed from every field but ``generation``."""
+
+    parents: tuple[str, ...]
+    metarange_id: str
+    message: str
+    committer: str
+    creation_date: int
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    generation: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """A commit together with its id."""
+
+    id: str
+    commit: Commit
+
+
+@dataclass(frozen=True, slots=True)
+class Repository:
+    id: str
+    storage_namespace: str
+    default_branch: str
+    creation_date: int
+    storage_id: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """A branch row: its head commit, its live staging token and any sealed tokens.
+
+    ``sealed_tokens`` (newest first) hold staged changes that a commit in progress
+    is applying; they are still visible to readers until the commit lands.
+    """
+
+    name: str
+    commit_id: str
+    staging_token: str
+    sealed_tokens: tuple[str, ...] = ()
+    sealed_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tag:
+    name: str
+    commit_id: str
+
+
+class DiffType(StrEnum):
+    ADDED = "added"
+    REMOVED = "removed"
+    CHANGED = "changed"
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One path that differs. ``left`` is the old entry, ``right`` the new one."""
+
+    path: str
+    type: DiffType
+    left: Entry | None
+    right: Entry | None

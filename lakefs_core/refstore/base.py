@@ -1,0 +1,142 @@
+"""The refstore interface: repositories, branches, tags, commits and staging.
+
+One implementation on SQLAlchemy serves SQLite and PostgreSQL. Branch moves are
+compare-and-swap so that concurrent writers never lose an update.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+
+from lakefs_core.graveler.model import Branch, Commit, EntryRecord, Repository, Tag
+
+
+class RefStore(ABC):
+    """Durable state of the versioning engine (everything but range files)."""
+
+    # --- repositories ---------------------------------------------------------
+    @abstractmethod
+    def create_repository(self, repo: Repository, default_branch: Branch) -> None:
+        """Create a repository with its default branch, atomically.
+
+        Raises RepositoryExistsError.
+        """
+
+    @abstractmethod
+    def get_repository(self, repo_id: str) -> Repository:
+        """Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def list_repositories(
+        self, prefix: str = "", after: str = "", amount: int = 1000
+    ) -> list[Repository]:
+        """Repositories with id starting with ``prefix`` and greater than ``after``, sorted."""
+
+    @abstractmethod
+    def delete_repository(self, repo_id: str) -> None:
+        """Delete a repository and every branch, tag, commit and staged entry of it."""
+
+    @abstractmethod
+    def update_repository(self, repo: Repository) -> None:
+        """Replace mutable repository fields (read_only). Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def get_repository_metadata(self, repo_id: str) -> dict[str, str]: ...
+
+    @abstractmethod
+    def set_repository_metadata(self, repo_id: str, metadata: Mapping[str, str]) -> None:
+        """Merge ``metadata`` into the repository's metadata."""
+
+    @abstractmethod
+    def delete_repository_metadata(self, repo_id: str, keys: list[str]) -> None: ...
+
+    # --- settings (branch protection rules and the like), JSON values ----------
+    @abstractmethod
+    def get_setting(self, repo_id: str, key: str) -> str | None: ...
+
+    @abstractmethod
+    def set_setting(self, repo_id: str, key: str, value: str) -> None: ...
+
+    # --- branches --------------------------------------------------------------
+    @abstractmethod
+    def create_branch(self, repo_id: str, branch: Branch) -> None:
+        """Raises BranchExistsError."""
+
+    @abstractmethod
+    def get_branch(self, repo_id: str, name: str) -> Branch:
+        """Raises BranchNotFoundError."""
+
+    @abstractmethod
+    def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
+                      amount: int = 1000) -> list[Branch]: ...
+
+    @abstractmethod
+    def delete_branch(self, repo_id: str, name: str) -> None:
+        """Raises BranchNotFoundError."""
+
+    @abstractmethod
+    def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
+        """Compare-and-swap: replace the branch only if it still equals ``expected``.
+
+        The comparison is on (commit_id, staging_token, sealed_tokens).
+
+        Raises:
+            BranchNotFoundError: the branch is gone.
+            BranchChangedError: the branch moved since ``expected`` was read.
+        """
+
+    # --- tags -------------------------------------------------------------------
+    @abstractmethod
+    def create_tag(self, repo_id: str, tag: Tag) -> None:
+        """Raises TagExistsError."""
+
+    @abstractmethod
+    def get_tag(self, repo_id: str, name: str) -> Tag:
+        """Raises TagNotFoundError."""
+
+    @abstractmethod
+    def list_tags(self, repo_id: str, prefix: str = "", after: str = "",
+                  amount: int = 1000) -> list[Tag]: ...
+
+    @abstractmethod
+    def delete_tag(self, repo_id: str, name: str) -> None:
+        """Raises TagNotFoundError."""
+
+    # --- commits ------------------------------------------------------------------
+    @abstractmethod
+    def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
+        """Store a commit record. Idempotent: the same id always has the same record."""
+
+    @abstractmethod
+    def get_commit(self, repo_id: str, commit_id: str) -> Commit:
+        """Raises CommitNotFoundError."""
+
+    @abstractmethod
+    def find_commit_ids(self, repo_id: str, prefix: str, limit: int = 2) -> list[str]:
+        """Up to ``limit`` commit ids starting with ``prefix`` (to resolve short ids)."""
+
+    # --- staging ----------------------------------------------------------------------
+    @abstractmethod
+    def put_staged(self, repo_id: str, token: str, record: EntryRecord) -> None:
+        """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
+
+    @abstractmethod
+    def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
+        """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
+
+    @abstractmethod
+    def list_staged(self, repo_id: str, token: str, prefix: str = "",
+                    after: str = "") -> Iterator[EntryRecord]:
+        """Staged records (tombstones included) with path > ``after``, sorted by path."""
+
+    @abstractmethod
+    def delete_staged(self, repo_id: str, token: str, path: str) -> None:
+        """Remove a staged record (undo a staged change)."""
+
+    @abstractmethod
+    def drop_staging(self, repo_id: str, token: str) -> None:
+        """Drop every record staged under ``token``."""
+
+    @abstractmethod
+    def has_staged(self, repo_id: str, token: str) -> bool: ...

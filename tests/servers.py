@@ -1,0 +1,157 @@
+"""Real servers for tests, benchmarks and e2e runs: PostgreSQL and moto, on loopback.
+
+PostgreSQL is started from the installed server binaries (never assumed running).
+initdb refuses to run as root, so as root the cluster is run as the ``postgres``
+system user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_bindir() -> str:
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    for path in candidates:
+        if os.path.exists(os.path.join(path, "initdb")):
+            return path
+    found = shutil.which("initdb")
+    if found:
+        return os.path.dirname(found)
+    raise RuntimeError(
+        "PostgreSQL server binaries not found (looked in /usr/lib/postgresql/*/bin and PATH); "
+        "install the postgresql package"
+    )
+
+
+@dataclass
+class PostgresServer:
+    """A throwaway PostgreSQL cluster listening on 127.0.0.1."""
+
+    port: int
+    datadir: str
+    bindir: str
+    user: str = "postgres"
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
+
+    def create_database(self, name: str) -> str:
+        """Create a fresh database and return its SQLAlchemy URL."""
+        self._run(
+            [os.path.join(self.bindir, "psql"), "-h", "127.0.0.1", "-p", str(self.port),
+             "-U", self.user, "-d", "postgres", "-q", "-c", f'CREATE DATABASE "{name}"'],
+        )
+        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{name}"
+
+    def _run(self, cmd: list[str]) -> None:
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run([os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-m", "immediate",
+                       "-w", "stop"])
+        shutil.rmtree(os.path.dirname(self.datadir), ignore_errors=True)
+
+
+def start_postgres() -> PostgresServer:
+    bindir = _pg_bindir()
+    root = tempfile.mkdtemp(prefix="lakefs-pg-")
+    datadir = os.path.join(root, "data")
+    sockdir = os.path.join(root, "sock")
+    os.makedirs(sockdir)
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        for path in (root, sockdir):
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+        os.chmod(root, 0o755)
+        user = "postgres"
+    else:
+        user = pwd.getpwuid(os.geteuid()).pw_name
+    port = free_port()
+    server = PostgresServer(port=port, datadir=datadir, bindir=bindir, user=user)
+    server._run([os.path.join(bindir, "initdb"), "-D", datadir, "-U", user, "-A", "trust",
+                 "-E", "UTF8", "--no-sync"])
+    opts = (f"-c listen_addresses=127.0.0.1 -c port={port} -k {sockdir} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+    server._run([os.path.join(bindir, "pg_ctl"), "-D", datadir, "-o", opts, "-l",
+                 os.path.join(root, "log"), "-w", "-t", "60", "start"])
+    return server
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[PostgresServer]:
+    server = start_postgres()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class MotoServer:
+    """moto in server mode (S3, DynamoDB, DynamoDB Streams) on 127.0.0.1."""
+
+    port: int
+    _server: object
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self._server.stop()  # type: ignore[attr-defined]
+
+
+def start_moto() -> MotoServer:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            break
+        time.sleep(0.05)
+    return MotoServer(port=port, _server=server)
+
+
+@contextlib.contextmanager
+def moto() -> Iterator[MotoServer]:
+    server = start_moto()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+#: credentials moto accepts (any will do); tests set them in the environment
+MOTO_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
