@@ -10,10 +10,16 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.servers import MOTO_ENV, MotoServer, PostgresServer, start_moto, start_postgres
+
+if TYPE_CHECKING:
+    from lakefs_core.block.base import BlockStore
+    from lakefs_core.block.s3 import S3BlockStore
 
 for _k, _v in MOTO_ENV.items():
     os.environ.setdefault(_k, _v)
@@ -50,3 +56,38 @@ def moto_endpoint(moto_server: MotoServer) -> str:
 def unique_name() -> str:
     """A name unique within the test session (for buckets, tables, repositories)."""
     return f"t{os.getpid()}-{next(_counter)}"
+
+
+# --- blockstores ------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def s3_blockstore(moto_endpoint: str) -> Iterator[S3BlockStore]:
+    """One S3BlockStore on the session's moto server (stores are bucket-agnostic)."""
+    from lakefs_core.block.config import S3Config, S3Credentials
+    from lakefs_core.block.s3 import S3BlockStore
+
+    store = S3BlockStore(S3Config(
+        region=MOTO_ENV["AWS_DEFAULT_REGION"], endpoint=moto_endpoint, force_path_style=True,
+        credentials=S3Credentials(access_key_id=MOTO_ENV["AWS_ACCESS_KEY_ID"],
+                                  secret_access_key=MOTO_ENV["AWS_SECRET_ACCESS_KEY"]),
+    ))
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["local", "s3"])
+def blockstore_namespace(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_name: str
+) -> tuple[BlockStore, str]:
+    """A blockstore and an empty storage namespace on it, for each backend.
+
+    local: a LocalBlockStore over ``tmp_path`` and ``local://ns-<unique>``;
+    s3: the moto-backed S3BlockStore, a fresh bucket and ``s3://<bucket>/ns``.
+    """
+    if request.param == "local":
+        from lakefs_core.block.local import LocalBlockStore
+
+        return LocalBlockStore(str(tmp_path / "blockstore")), f"local://ns-{unique_name}"
+    store: S3BlockStore = request.getfixturevalue("s3_blockstore")
+    bucket = f"bs-{unique_name}"
+    store.client.create_bucket(Bucket=bucket)
+    return store, f"s3://{bucket}/ns"

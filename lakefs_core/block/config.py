@@ -1,0 +1,157 @@
+"""Blockstore configuration as typed value objects, shaped like lakeFS's YAML.
+
+Single store (``blockstore``)::
+
+    blockstore:
+      type: s3
+      s3:
+        region: us-east-1
+        endpoint: http://minio.local
+        force_path_style: true
+        credentials: {access_key_id: ..., secret_access_key: ...}
+
+Several stores (``blockstores``, seed 004)::
+
+    blockstores:
+      signing: {secret_key: some-secret}
+      stores:
+        - id: minio-prod
+          description: Primary on-prem MinIO
+          backward_compatible: true
+          type: s3
+          s3: {force_path_style: true, endpoint: http://minio-prod.local}
+
+This module imports no storage driver, so configuration can be parsed and checked
+without boto3 installed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class BlockstoreType(StrEnum):
+    """The storage types this server can drive (lakeFS's ``blockstore.type``)."""
+
+    LOCAL = "local"
+    S3 = "s3"
+
+
+class _Section(BaseModel):
+    # lakeFS configs carry options for features we do not implement (pre-signed
+    # URLs, server-side encryption, ...); accept them rather than refuse to start.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class LocalConfig(_Section):
+    """``blockstore.local``: objects as files under ``path``."""
+
+    path: str = "~/lakefs/data/block"
+    import_enabled: bool = False
+    import_hidden: bool = False
+    allowed_external_prefixes: tuple[str, ...] = ()
+
+
+class S3Credentials(_Section):
+    """``blockstore.s3.credentials``: static keys; omit to use the default AWS chain."""
+
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+
+
+class S3Config(_Section):
+    """``blockstore.s3``: any S3 endpoint (AWS, MinIO, moto).
+
+    Attributes:
+        region: the signing region (and the default bucket region).
+        endpoint: an explicit endpoint URL; None means AWS's own.
+        force_path_style: address buckets as ``endpoint/bucket`` (MinIO, moto).
+        discover_bucket_region: accepted for compatibility; botocore already follows
+            region redirects.
+        profile: a named profile of the shared AWS config, used when no static
+            credentials are given.
+        credentials: static credentials; None (or empty keys) means the default chain.
+        max_pool_connections: HTTP connections the shared client may keep open.
+        multipart_part_size: streaming writes go multipart once they exceed one part;
+            parts are this size (at least S3's 5 MiB minimum).
+    """
+
+    region: str = "us-east-1"
+    endpoint: str | None = None
+    force_path_style: bool = False
+    discover_bucket_region: bool = True
+    profile: str | None = None
+    credentials: S3Credentials | None = None
+    max_pool_connections: int = Field(default=50, ge=1)
+    multipart_part_size: int = Field(default=8 << 20, ge=5 << 20)
+
+
+class SigningConfig(_Section):
+    """``blockstore(s).signing``: the secret used to sign pre-signed links."""
+
+    secret_key: str | None = None
+
+
+class BlockstoreConfig(_Section):
+    """The single-store ``blockstore`` section."""
+
+    type: BlockstoreType = BlockstoreType.LOCAL
+    local: LocalConfig | None = None
+    s3: S3Config | None = None
+    signing: SigningConfig | None = None
+
+    @model_validator(mode="after")
+    def _fill_type_section(self) -> BlockstoreConfig:
+        # the section named by ``type`` may be omitted: every field has a default
+        if self.type is BlockstoreType.LOCAL and self.local is None:
+            object.__setattr__(self, "local", LocalConfig())
+        if self.type is BlockstoreType.S3 and self.s3 is None:
+            object.__setattr__(self, "s3", S3Config())
+        return self
+
+
+class StoreConfig(BlockstoreConfig):
+    """One entry of ``blockstores.stores``: a blockstore plus its identity."""
+
+    id: str
+    description: str = ""
+    backward_compatible: bool = False
+
+    @model_validator(mode="after")
+    def _check_id(self) -> StoreConfig:
+        if not self.id.strip():
+            raise ValueError("blockstores.stores: every store needs a non-empty id")
+        return self
+
+
+class BlockstoresConfig(_Section):
+    """The multi-store ``blockstores`` section (seed 004)."""
+
+    signing: SigningConfig | None = None
+    stores: tuple[StoreConfig, ...]
+
+    @model_validator(mode="after")
+    def _check_stores(self) -> BlockstoresConfig:
+        if not self.stores:
+            raise ValueError("blockstores.stores: at least one store is required")
+        seen: set[str] = set()
+        for store in self.stores:
+            if store.id in seen:
+                raise ValueError(f"blockstores.stores: duplicate store id {store.id!r}")
+            seen.add(store.id)
+        compatible = [s.id for s in self.stores if s.backward_compatible]
+        if len(compatible) > 1:
+            raise ValueError(
+                "blockstores.stores: at most one store may be backward_compatible, "
+                f"found {compatible}"
+            )
+        return self
+
+
+def type_section(config: BlockstoreConfig) -> Any:
+    """The type-specific section of ``config`` (its ``local`` or ``s3`` value)."""
+    return getattr(config, config.type.value)

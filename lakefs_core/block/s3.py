@@ -1,0 +1,273 @@
+"""S3 blockstore on boto3: ``s3://bucket/key`` on AWS, MinIO or moto.
+
+One botocore client is built per store and shared by every thread (botocore
+clients are thread-safe; the connection pool is sized by ``max_pool_connections``).
+Streaming writes are uploaded part by part, so a writer never holds more than one
+part in memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lakefs_core.block.base import BlockStore, ObjectStat
+from lakefs_core.block.config import S3Config
+from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+SCHEME = "s3://"
+#: S3 caps a multipart upload at this many parts
+_MAX_PARTS = 10_000
+#: part size doubles after every this many parts, so a stream of any size fits
+_PARTS_PER_SIZE_STEP = 1_000
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]:
+    """Split ``s3://bucket/key`` into ``(bucket, key)``.
+
+    Raises:
+        ValidationError: not an s3 address, no bucket, or (if ``key_required``) no key.
+    """
+    if not address.startswith(SCHEME):
+        raise ValidationError(f"not an s3 address: {address!r}")
+    bucket, _, key = address[len(SCHEME):].partition("/")
+    if not bucket:
+        raise ValidationError(f"s3 address has no bucket: {address!r}")
+    if key_required and not key:
+        raise ValidationError(f"s3 address has no key: {address!r}")
+    return bucket, key
+
+
+def _etag(value: str) -> str:
+    return value.strip('"')
+
+
+class S3BlockStore(BlockStore):
+    """Objects in S3 buckets, addressed as ``s3://bucket/key``.
+
+    Args:
+        config: endpoint, region, addressing style and credentials.
+    """
+
+    type = "s3"
+    scheme = "s3"
+
+    def __init__(self, config: S3Config | None = None) -> None:
+        self.config = config or S3Config()
+        creds = self.config.credentials
+        session_args: dict[str, Any] = {"region_name": self.config.region}
+        if creds is not None and creds.access_key_id and creds.secret_access_key:
+            session_args.update(
+                aws_access_key_id=creds.access_key_id,
+                aws_secret_access_key=creds.secret_access_key,
+                aws_session_token=creds.session_token or None,
+            )
+        elif self.config.profile:
+            session_args["profile_name"] = self.config.profile
+        botocore_config = Config(
+            max_pool_connections=self.config.max_pool_connections,
+            retries={"max_attempts": 5, "mode": "standard"},
+            s3={"addressing_style": "path" if self.config.force_path_style else "auto"},
+        )
+        try:
+            self._client: S3Client = boto3.session.Session(**session_args).client(
+                "s3", endpoint_url=self.config.endpoint or None, config=botocore_config
+            )
+        except BotoCoreError as e:
+            raise StorageError(f"cannot build the s3 client: {e}") from e
+
+    @property
+    def client(self) -> S3Client:
+        """The shared boto3 S3 client (for administration, such as creating buckets)."""
+        return self._client
+
+    def close(self) -> None:
+        self._client.close()
+
+    # --- writes ---------------------------------------------------------------
+    def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
+        bucket, key = split_address(address)
+        if isinstance(data, bytes | bytearray | memoryview):
+            return self._put_single(address, bucket, key, bytes(data))
+        part_size = self.config.multipart_part_size
+        chunks = iter(data)
+        buffer = bytearray()
+        for chunk in chunks:
+            buffer += chunk
+            if len(buffer) > part_size:
+                return self._put_multipart(address, bucket, key, buffer, chunks)
+        return self._put_single(address, bucket, key, bytes(buffer))
+
+    def _put_single(self, address: str, bucket: str, key: str, body: bytes) -> ObjectStat:
+        try:
+            resp = self._client.put_object(Bucket=bucket, Key=key, Body=body)
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "put", address)
+        return ObjectStat(address=address, size=len(body), etag=_etag(resp["ETag"]),
+                          mtime=time.time())
+
+    def _put_multipart(self, address: str, bucket: str, key: str, buffer: bytearray,
+                       rest: Iterator[bytes]) -> ObjectStat:
+        try:
+            upload_id = self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "put", address)
+        parts: list[dict[str, Any]] = []
+        size = 0
+
+        def upload(body: bytes | bytearray) -> None:
+            nonlocal size
+            number = len(parts) + 1
+            if number > _MAX_PARTS:
+                raise StorageError(f"s3 put {address}: stream needs more than {_MAX_PARTS} parts")
+            resp = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                            PartNumber=number, Body=bytes(body))
+            parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+            size += len(body)
+
+        def part_size() -> int:
+            # every part but the last must be >= 5 MiB; growing the size keeps a
+            # stream of any length within the 10,000-part cap
+            return self.config.multipart_part_size << (len(parts) // _PARTS_PER_SIZE_STEP)
+
+        def drain() -> None:
+            # keep the last (possibly short) part in the buffer until the stream ends
+            while len(buffer) > part_size():
+                n = part_size()
+                upload(buffer[:n])
+                del buffer[:n]
+
+        try:
+            drain()
+            for chunk in rest:
+                buffer += chunk
+                drain()
+            upload(buffer)
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": parts},  # type: ignore[typeddict-item]
+            )
+        except BaseException as e:
+            # the original failure is the one worth reporting
+            with contextlib.suppress(ClientError, BotoCoreError):
+                self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            if isinstance(e, ClientError | BotoCoreError):
+                _raise_storage(e, "put", address)
+            raise
+        stat = self.stat(address)
+        if stat.size != size:
+            raise StorageError(f"s3 put {address}: wrote {size} bytes, store has {stat.size}")
+        return stat
+
+    def copy(self, src: str, dst: str) -> ObjectStat:
+        """Copy with one server-side ``CopyObject`` (objects up to 5 GiB)."""
+        src_bucket, src_key = split_address(src)
+        dst_bucket, dst_key = split_address(dst)
+        try:
+            resp = self._client.copy_object(Bucket=dst_bucket, Key=dst_key,
+                                            CopySource={"Bucket": src_bucket, "Key": src_key})
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "copy", f"{src} -> {dst}", not_found=src)
+        result = resp["CopyObjectResult"]
+        stat = self.stat(dst)
+        return ObjectStat(address=dst, size=stat.size, etag=_etag(result.get("ETag", stat.etag)),
+                          mtime=stat.mtime)
+
+    def delete(self, address: str) -> None:
+        bucket, key = split_address(address)
+        try:
+            self._client.delete_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as e:
+            if _code(e) in _NOT_FOUND_CODES:
+                return
+            _raise_storage(e, "delete", address)
+
+    # --- reads ----------------------------------------------------------------
+    def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        bucket, key = split_address(address)
+        args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if byte_range is not None:
+            first, last = _check_range(byte_range)
+            args["Range"] = f"bytes={first}-{last}"
+        try:
+            resp = self._client.get_object(**args)
+            with resp["Body"] as body:
+                return body.read()
+        except (ClientError, BotoCoreError) as e:
+            if byte_range is not None and _code(e) == "InvalidRange":
+                # the range starts at or past the end: nothing to return (as the
+                # local store does); callers that need a 416 compare with stat()
+                self.stat(address)
+                return b""
+            _raise_storage(e, "get", address)
+
+    def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        bucket, key = split_address(address)
+        try:
+            body = self._client.get_object(Bucket=bucket, Key=key)["Body"]
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "get", address)
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                yield from body.iter_chunks(chunk_size)
+            except (ClientError, BotoCoreError) as e:
+                _raise_storage(e, "get", address)
+            finally:
+                body.close()
+
+        return chunks()
+
+    def stat(self, address: str) -> ObjectStat:
+        bucket, key = split_address(address)
+        try:
+            resp = self._client.head_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "stat", address)
+        return ObjectStat(address=address, size=resp["ContentLength"], etag=_etag(resp["ETag"]),
+                          mtime=resp["LastModified"].timestamp())
+
+    def list(self, prefix: str) -> Iterator[ObjectStat]:
+        """Objects under ``prefix`` (``s3://bucket/some/prefix``), in key order, page by page."""
+        bucket, key_prefix = split_address(prefix, key_required=False)
+        paginator = self._client.get_paginator("list_objects_v2")
+        base = SCHEME + bucket + "/"
+        try:
+            for page in paginator.paginate(Bucket=bucket, Prefix=key_prefix):
+                for obj in page.get("Contents", []):
+                    yield ObjectStat(address=base + obj["Key"], size=obj["Size"],
+                                     etag=_etag(obj["ETag"]),
+                                     mtime=obj["LastModified"].timestamp())
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "list", prefix)
+
+
+def _check_range(byte_range: tuple[int, int]) -> tuple[int, int]:
+    first, last = byte_range
+    if first < 0 or last < first:
+        raise ValidationError(f"invalid byte range {byte_range!r}")
+    return first, last
+
+
+def _code(e: Exception) -> str:
+    if isinstance(e, ClientError):
+        return str(e.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _raise_storage(e: ClientError | BotoCoreError, op: str, address: str,
+                   not_found: str | None = None) -> NoReturn:
+    code = _code(e)
+    if code in _NOT_FOUND_CODES:
+        raise ObjectNotFoundError(f"object not found: {not_found or address}") from e
+    raise StorageError(f"s3 {op} {address}: {code or type(e).__name__}: {e}") from e
