@@ -133,3 +133,40 @@ class ProtectedBranchError(ForbiddenError):
 
 class StorageError(LakeFSError):
     """The object store failed (network, permissions, corrupt data)."""
+
+
+# --- authentication and authorization --------------------------------------------
+class AuthenticationError(LakeFSError):
+    """The caller's credentials are missing, unknown or wrong."""
+
+
+class InvalidAccessKeyIdError(AuthenticationError):
+    """A signed request names an access key id that does not exist."""
+
+
+class SignatureMismatchError(AuthenticationError):
+    """A request's signature differs from the one computed with the key's secret."""
+
+
+class MalformedAuthorizationError(AuthenticationError):
+    """The signature fields of a request (header or query) cannot be parsed."""
+
+
+class RequestExpiredError(AuthenticationError):
+    """A presigned request is past its expiry (or not valid yet)."""
+
+
+class RequestTimeTooSkewedError(AuthenticationError):
+    """A signed request's date is too far from the server's clock."""
+
+
+class PermissionDeniedError(ForbiddenError):
+    """The authenticated user's policies do not allow the operation."""
+
+    def __init__(self, message: str = "insufficient permissions") -> None:
+        super().__init__(message)
+
+
+class SecretDecryptionError(LakeFSError):
+    """A stored secret cannot be decrypted: ``auth.encrypt.secret_key`` differs from the
+    key it was encrypted with, or the stored value is corrupt."""
