@@ -170,3 +170,8 @@ class PermissionDeniedError(ForbiddenError):
 class SecretDecryptionError(LakeFSError):
     """A stored secret cannot be decrypted: ``auth.encrypt.secret_key`` differs from the
     key it was encrypted with, or the stored value is corrupt."""
+
+
+class DatabaseError(LakeFSError):
+    """The metadata database (the refstore's SQLite file or PostgreSQL) failed or is
+    unreachable."""
