@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Self
 
 from lakefs_core.graveler.model import Branch, Commit, EntryRecord, Repository, Tag
 
 
 class RefStore(ABC):
     """Durable state of the versioning engine (everything but range files)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Release connections and other resources. The store must not be used afterwards."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
     # --- repositories ---------------------------------------------------------
     @abstractmethod

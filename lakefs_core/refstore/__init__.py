@@ -1,0 +1,106 @@
+"""The refstore: repositories, branches, tags, commits and staged entries.
+
+:func:`open_refstore` opens one by lakeFS's ``database.type``; each type has a lazy
+loader, so a database driver is imported only when its type is chosen.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from lakefs_core.errors import DatabaseError, ValidationError
+from lakefs_core.refstore.base import RefStore
+
+if TYPE_CHECKING:
+    from lakefs_core.refstore.sql import SQLRefStore
+
+__all__ = ["DatabaseType", "RefStore", "SQLRefStore", "open_refstore", "postgres_url"]
+
+#: the file created inside ``sqlite_path`` when that path is a directory
+SQLITE_FILE_NAME = "refstore.db"
+
+
+class DatabaseType(StrEnum):
+    """lakeFS ``database.type`` values that this server supports."""
+
+    LOCAL = "local"  # an SQLite file on this machine
+    POSTGRES = "postgres"
+
+
+def postgres_url(connection_string: str) -> str:
+    """A SQLAlchemy URL (psycopg 3 driver) for a PostgreSQL connection string.
+
+    Accepts ``postgres://``, ``postgresql://`` and ``postgresql+psycopg://`` URLs.
+
+    Raises:
+        ValidationError: the string is not a PostgreSQL URL.
+    """
+    scheme, sep, rest = connection_string.partition("://")
+    if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ValidationError(
+            "database.postgres.connection_string must be a URL like "
+            "postgres://user:password@host:5432/dbname")
+    return f"postgresql+psycopg://{rest}"
+
+
+def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefStore:
+    if not sqlite_path:
+        raise ValidationError("database type 'local' needs database.local.path")
+    path = os.path.expanduser(sqlite_path)
+    if os.path.isdir(path):
+        path = os.path.join(path, SQLITE_FILE_NAME)
+    from lakefs_core.refstore.sql import SQLRefStore
+
+    return SQLRefStore(f"sqlite:///{os.path.abspath(path)}")
+
+
+def _open_postgres(sqlite_path: str | None, connection_string: str | None) -> RefStore:
+    if not connection_string:
+        raise ValidationError("database type 'postgres' needs database.postgres.connection_string")
+    url = postgres_url(connection_string)
+    if importlib.util.find_spec("psycopg") is None:
+        raise DatabaseError("the PostgreSQL driver is not installed: pip install 'psycopg[binary]'")
+    from lakefs_core.refstore.sql import SQLRefStore
+
+    return SQLRefStore(url)
+
+
+_LOADERS: dict[DatabaseType, Callable[[str | None, str | None], RefStore]] = {
+    DatabaseType.LOCAL: _open_local,
+    DatabaseType.POSTGRES: _open_postgres,
+}
+
+
+def open_refstore(db_type: str, *, sqlite_path: str | None = None,
+                  connection_string: str | None = None) -> RefStore:
+    """Open (and create the schema of) the refstore for a lakeFS ``database.type``.
+
+    Args:
+        db_type: ``local`` (an SQLite file) or ``postgres``.
+        sqlite_path: for ``local``: the database file, or a directory to hold
+            ``refstore.db``; ``~`` is expanded and missing directories are created.
+        connection_string: for ``postgres``: a ``postgres://`` or ``postgresql://`` URL.
+
+    Raises:
+        ValidationError: unknown type or missing/malformed location.
+        DatabaseError: the database cannot be reached or initialized.
+    """
+    try:
+        loader = _LOADERS[DatabaseType(db_type)]
+    except ValueError:
+        valid = ", ".join(t.value for t in DatabaseType)
+        raise ValidationError(
+            f"unknown database type {db_type!r}; valid types: {valid}") from None
+    return loader(sqlite_path, connection_string)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SQLRefStore":
+        from lakefs_core.refstore.sql import SQLRefStore
+
+        return SQLRefStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,770 @@
+"""The refstore on SQLAlchemy Core: one implementation for SQLite and PostgreSQL.
+
+Every public method runs in its own short transaction on a pooled connection, so
+the store is safe to share between threads. Branch moves are compare-and-swap
+``UPDATE ... WHERE`` statements; transient lock errors are retried with bounds.
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on. Write
+transactions start with ``BEGIN IMMEDIATE`` so that a writer takes the write lock
+up front instead of failing to upgrade a read lock halfway through.
+
+Key columns (ids, names, paths) compare by code point on both backends (SQLite's
+BINARY collation, PostgreSQL's ``C``), which is the order Python's ``sorted`` gives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+import sqlalchemy.exc as sa_exc
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    ColumnElement,
+    Connection,
+    Double,
+    Engine,
+    ForeignKey,
+    Integer,
+    MetaData,
+    Row,
+    Select,
+    Table,
+    Text,
+    create_engine,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import URL, make_url
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from lakefs_core.errors import (
+    BranchChangedError,
+    BranchExistsError,
+    BranchNotFoundError,
+    CommitNotFoundError,
+    DatabaseError,
+    RepositoryExistsError,
+    RepositoryNotFoundError,
+    TagExistsError,
+    TagNotFoundError,
+    ValidationError,
+)
+from lakefs_core.graveler.model import (
+    AddressType,
+    Branch,
+    Commit,
+    Entry,
+    EntryRecord,
+    Repository,
+    Tag,
+)
+from lakefs_core.refstore.base import RefStore
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: rows fetched per query when streaming staged entries
+DEFAULT_PAGE_SIZE = 1000
+
+#: key for pg_advisory_xact_lock, held while the schema is created
+_SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
+
+#: connection execution option marking a write transaction (SQLite: BEGIN IMMEDIATE)
+_WRITE_OPTION = "lakefs_refstore_write"
+
+
+def _key() -> Text:
+    """A text key column that sorts by code point on every backend."""
+    return Text().with_variant(Text(collation="C"), "postgresql")
+
+
+def _repo_fk() -> ForeignKey:
+    return ForeignKey("repositories.id", ondelete="CASCADE")
+
+
+metadata = MetaData()
+
+repositories = Table(
+    "repositories", metadata,
+    Column("id", _key(), primary_key=True),
+    Column("storage_namespace", Text, nullable=False),
+    Column("default_branch", Text, nullable=False),
+    Column("storage_id", Text, nullable=False),
+    Column("read_only", Boolean, nullable=False),
+    Column("creation_date", BigInteger, nullable=False),
+)
+
+repository_metadata = Table(
+    "repository_metadata", metadata,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("key", _key(), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+settings = Table(
+    "settings", metadata,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("key", _key(), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+branches = Table(
+    "branches", metadata,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+    Column("commit_id", Text, nullable=False),
+    Column("staging_token", Text, nullable=False),
+    Column("sealed_tokens", Text, nullable=False),  # canonical JSON list, compared as text
+    Column("sealed_at", Double, nullable=False),
+)
+
+tags = Table(
+    "tags", metadata,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+    Column("commit_id", Text, nullable=False),
+)
+
+# Commits and staged entries carry no foreign key: a repository's first commit is
+# written before the repository row (its id names the default branch's head).
+commits = Table(
+    "commits", metadata,
+    Column("repo", _key(), primary_key=True),
+    Column("commit_id", _key(), primary_key=True),
+    Column("parents", Text, nullable=False),  # JSON list
+    Column("metarange_id", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("committer", Text, nullable=False),
+    Column("creation_date", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=False),  # JSON object
+    Column("generation", Integer, nullable=False),
+)
+
+staged_entries = Table(
+    "staged_entries", metadata,
+    Column("repo", _key(), primary_key=True),
+    Column("staging_token", _key(), primary_key=True),
+    Column("path", _key(), primary_key=True),
+    Column("tombstone", Boolean, nullable=False),
+    # the entry's fields; NULL for a tombstone
+    Column("address", Text),
+    Column("size", BigInteger),
+    Column("etag", Text),
+    Column("mtime", Double),
+    Column("address_type", Text),
+    Column("content_type", Text),
+    Column("metadata", Text),  # JSON object
+)
+
+_REPO_CHILDREN = (staged_entries, commits, tags, branches, settings, repository_metadata)
+
+
+# --- helpers --------------------------------------------------------------------------
+def prefix_end(prefix: str) -> str | None:
+    """The least string greater than every string that starts with ``prefix``.
+
+    Prefix filters use ``key >= prefix AND key < prefix_end(prefix)``: unlike LIKE
+    this needs no escaping of ``%`` and ``_``, is case-sensitive on SQLite too, and
+    is a plain index range scan. None means there is no upper bound.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= 0x10FFFF:
+            if 0xD800 <= code <= 0xDFFF:  # surrogates are not valid text
+                code = 0xE000
+            return "".join(chars) + chr(code)
+    return None
+
+
+def _key_range(column: Any, prefix: str, after: str) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = []
+    if prefix:
+        clauses.append(column >= prefix)
+        end = prefix_end(prefix)
+        if end is not None:
+            clauses.append(column < end)
+    if after:
+        clauses.append(column > after)
+    return clauses
+
+
+def _fetch_all(conn: Connection, stmt: Select[Any]) -> Sequence[Row[Any]]:
+    return conn.execute(stmt).all()
+
+
+def _check_amount(amount: int) -> None:
+    if amount < 0:
+        raise ValidationError(f"amount must not be negative, got {amount}")
+
+
+def _dump_tokens(tokens: tuple[str, ...]) -> str:
+    return json.dumps(list(tokens), separators=(",", ":"))
+
+
+def _dump_map(values: Mapping[str, str]) -> str:
+    return json.dumps(dict(values), separators=(",", ":"))
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A lock or serialization failure that a fresh attempt may not meet."""
+    if not isinstance(exc, sa_exc.OperationalError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate is not None:  # PostgreSQL: serialization failure, deadlock detected
+        return sqlstate in ("40001", "40P01")
+    text = str(exc.orig)  # SQLite: SQLITE_BUSY, SQLITE_LOCKED
+    return "database is locked" in text or "database table is locked" in text
+
+
+#: retries of a transaction that met a lock; copied per call (a Retrying keeps state)
+_TRANSIENT_RETRY = Retrying(
+    retry=retry_if_exception(_is_transient),
+    stop=stop_after_attempt(10),
+    wait=wait_random_exponential(multiplier=0.01, max=0.5),
+    before_sleep=before_sleep_log(_log, logging.DEBUG),
+    reraise=True,
+)
+
+
+def _repository(row: Row[Any]) -> Repository:
+    return Repository(
+        id=row.id,
+        storage_namespace=row.storage_namespace,
+        default_branch=row.default_branch,
+        creation_date=row.creation_date,
+        storage_id=row.storage_id,
+        read_only=bool(row.read_only),
+    )
+
+
+def _branch(row: Row[Any]) -> Branch:
+    return Branch(
+        name=row.name,
+        commit_id=row.commit_id,
+        staging_token=row.staging_token,
+        sealed_tokens=tuple(json.loads(row.sealed_tokens)),
+        sealed_at=row.sealed_at,
+    )
+
+
+def _branch_values(branch: Branch) -> dict[str, Any]:
+    return {
+        "commit_id": branch.commit_id,
+        "staging_token": branch.staging_token,
+        "sealed_tokens": _dump_tokens(branch.sealed_tokens),
+        "sealed_at": float(branch.sealed_at),
+    }
+
+
+def _entry_record(row: Row[Any]) -> EntryRecord:
+    if row.tombstone:
+        return EntryRecord(path=row.path, entry=None)
+    return EntryRecord(
+        path=row.path,
+        entry=Entry(
+            address=row.address,
+            size=row.size,
+            etag=row.etag,
+            mtime=row.mtime,
+            address_type=AddressType(row.address_type),
+            content_type=row.content_type,
+            metadata=json.loads(row.metadata),
+        ),
+    )
+
+
+def _entry_values(record: EntryRecord) -> dict[str, Any]:
+    entry = record.entry
+    if entry is None:
+        return {"tombstone": True, "address": None, "size": None, "etag": None, "mtime": None,
+                "address_type": None, "content_type": None, "metadata": None}
+    return {
+        "tombstone": False,
+        "address": entry.address,
+        "size": entry.size,
+        "etag": entry.etag,
+        "mtime": float(entry.mtime),
+        "address_type": AddressType(entry.address_type).value,
+        "content_type": entry.content_type,
+        "metadata": _dump_map(entry.metadata),
+    }
+
+
+# --- engines --------------------------------------------------------------------------
+def _sqlite_engine(url: URL, busy_timeout: float, pool_size: int, max_overflow: int) -> Engine:
+    path = url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        raise ValidationError("the SQLite refstore needs a file path (sqlite:///path/to/file.db)")
+    parent = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as exc:
+        raise DatabaseError(f"cannot create the directory of SQLite database {path!r}: {exc}") \
+            from exc
+    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                           connect_args={"check_same_thread": False})
+    busy_ms = int(busy_timeout * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # SQLAlchemy emits BEGIN itself (below); the driver must not.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def _postgres_engine(url: URL, pool_size: int, max_overflow: int) -> Engine:
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = 10
+    return create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                         pool_pre_ping=True, connect_args=connect_args)
+
+
+# --- the store ------------------------------------------------------------------------
+class SQLRefStore(RefStore):
+    """A :class:`RefStore` on SQLite or PostgreSQL through SQLAlchemy Core.
+
+    The schema is created on construction if missing (idempotent, and safe when
+    several processes open the same database at once).
+
+    Args:
+        url: a SQLAlchemy URL, ``sqlite:///path/to/file.db`` or
+            ``postgresql+psycopg://user:password@host:port/dbname``.
+        pool_size: connections kept open in the pool.
+        max_overflow: extra connections allowed under load (the default pool serves
+            about 50 threads at once).
+        busy_timeout: SQLite only: seconds a writer waits for the write lock before
+            the attempt counts as failed (and is retried, a bounded number of times).
+        page_size: rows per query when :meth:`list_staged` streams entries.
+
+    Raises:
+        ValidationError: the URL names an unsupported database.
+        DatabaseError: the database cannot be reached or the schema cannot be created.
+    """
+
+    def __init__(
+        self,
+        url: str | URL,
+        *,
+        pool_size: int = 10,
+        max_overflow: int = 40,
+        busy_timeout: float = 10.0,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> None:
+        try:
+            parsed = make_url(url)
+        except sa_exc.ArgumentError as exc:
+            raise ValidationError(f"invalid database URL: {exc}") from exc
+        if page_size < 1:
+            raise ValidationError(f"page_size must be positive, got {page_size}")
+        self._page_size = page_size
+        self._display_url = parsed.render_as_string(hide_password=True)
+        backend = parsed.get_backend_name()
+        if backend == "sqlite":
+            self._engine = _sqlite_engine(parsed, busy_timeout, pool_size, max_overflow)
+        elif backend == "postgresql":
+            self._engine = _postgres_engine(parsed, pool_size, max_overflow)
+        else:
+            raise ValidationError(
+                f"unsupported refstore database {backend!r}: use sqlite or postgresql")
+        try:
+            self._write(self._create_schema)
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (for diagnostics and instrumentation)."""
+        return self._engine
+
+    def close(self) -> None:
+        """Close every pooled connection. The store must not be used afterwards."""
+        self._engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"SQLRefStore({self._display_url!r})"
+
+    # --- transactions -----------------------------------------------------------------
+    def _create_schema(self, conn: Connection) -> None:
+        if conn.dialect.name == "postgresql":
+            # CREATE TABLE IF NOT EXISTS still races on PostgreSQL's catalogs
+            conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
+        metadata.create_all(conn)
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        return self._run(work, write=False)
+
+    def _write(self, work: Callable[[Connection], T], *, repo_fk: str | None = None) -> T:
+        """Run ``work`` in a write transaction.
+
+        ``repo_fk`` names the repository that the written rows reference by foreign
+        key: the only constraint such a write can break is that the repository is gone.
+        """
+        return self._run(work, write=True, repo_fk=repo_fk)
+
+    def _run(self, work: Callable[[Connection], T], *, write: bool,
+             repo_fk: str | None = None) -> T:
+        try:
+            return _TRANSIENT_RETRY.copy()(self._attempt, work, write)
+        except sa_exc.IntegrityError as exc:
+            if repo_fk is None:
+                raise DatabaseError(f"refstore constraint violated: {exc.orig}") from exc
+            raise RepositoryNotFoundError(f"repository {repo_fk!r} not found") from exc
+        except sa_exc.DataError as exc:
+            raise ValidationError(f"value refused by the database: {exc.orig}") from exc
+        except sa_exc.DBAPIError as exc:
+            raise DatabaseError(f"refstore database {self._display_url}: {exc.orig}") from exc
+
+    def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
+        with self._engine.connect() as conn:
+            if write:
+                conn.execution_options(**{_WRITE_OPTION: True})
+            with conn.begin():
+                return work(conn)
+
+    def _insert(self, table: Table) -> Any:
+        """An INSERT that supports ``on_conflict_do_*`` on the engine's dialect."""
+        if self._engine.dialect.name == "postgresql":
+            return postgresql.insert(table)
+        return sqlite.insert(table)
+
+    @staticmethod
+    def _require_repository(conn: Connection, repo_id: str) -> None:
+        found = conn.execute(
+            select(repositories.c.id).where(repositories.c.id == repo_id)).first()
+        if found is None:
+            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+
+    # --- repositories -----------------------------------------------------------------
+    def create_repository(self, repo: Repository, default_branch: Branch) -> None:
+        """Create a repository with its default branch in one transaction.
+
+        Raises:
+            RepositoryExistsError: a repository with this id exists.
+            ValidationError: the branch is not the repository's default branch.
+        """
+        if default_branch.name != repo.default_branch:
+            raise ValidationError(
+                f"branch {default_branch.name!r} is not the default branch "
+                f"{repo.default_branch!r} of repository {repo.id!r}")
+
+        def work(conn: Connection) -> None:
+            created = conn.execute(self._insert(repositories).values(
+                id=repo.id, storage_namespace=repo.storage_namespace,
+                default_branch=repo.default_branch, storage_id=repo.storage_id,
+                read_only=repo.read_only, creation_date=repo.creation_date,
+            ).on_conflict_do_nothing())
+            if created.rowcount == 0:
+                raise RepositoryExistsError(f"repository {repo.id!r} already exists")
+            conn.execute(branches.insert().values(
+                repo=repo.id, name=default_branch.name, **_branch_values(default_branch)))
+
+        self._write(work)
+
+    def get_repository(self, repo_id: str) -> Repository:
+        """Raises RepositoryNotFoundError."""
+        row = self._read(lambda conn: conn.execute(
+            select(repositories).where(repositories.c.id == repo_id)).first())
+        if row is None:
+            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+        return _repository(row)
+
+    def list_repositories(self, prefix: str = "", after: str = "",
+                          amount: int = 1000) -> list[Repository]:
+        """Repositories with id starting with ``prefix`` and greater than ``after``, sorted."""
+        _check_amount(amount)
+        stmt = (select(repositories)
+                .where(*_key_range(repositories.c.id, prefix, after))
+                .order_by(repositories.c.id).limit(amount))
+        return [_repository(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
+
+    def delete_repository(self, repo_id: str) -> None:
+        """Delete a repository and all its rows in one transaction.
+
+        Raises RepositoryNotFoundError.
+        """
+
+        def work(conn: Connection) -> None:
+            for table in _REPO_CHILDREN:
+                conn.execute(table.delete().where(table.c.repo == repo_id))
+            deleted = conn.execute(repositories.delete().where(repositories.c.id == repo_id))
+            if deleted.rowcount == 0:
+                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+
+        self._write(work)
+
+    def update_repository(self, repo: Repository) -> None:
+        """Replace the mutable fields (read_only, default_branch).
+
+        Raises RepositoryNotFoundError.
+        """
+        stmt = (repositories.update().where(repositories.c.id == repo.id)
+                .values(read_only=repo.read_only, default_branch=repo.default_branch))
+        if self._write(lambda conn: conn.execute(stmt).rowcount) == 0:
+            raise RepositoryNotFoundError(f"repository {repo.id!r} not found")
+
+    def get_repository_metadata(self, repo_id: str) -> dict[str, str]:
+        """The repository's metadata. Raises RepositoryNotFoundError."""
+
+        def work(conn: Connection) -> dict[str, str]:
+            self._require_repository(conn, repo_id)
+            rows = conn.execute(
+                select(repository_metadata.c.key, repository_metadata.c.value)
+                .where(repository_metadata.c.repo == repo_id)
+                .order_by(repository_metadata.c.key)).all()
+            return {r.key: r.value for r in rows}
+
+        return self._read(work)
+
+    def set_repository_metadata(self, repo_id: str, metadata: Mapping[str, str]) -> None:
+        """Merge ``metadata`` into the repository's metadata. Raises RepositoryNotFoundError."""
+
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id)
+            if metadata:
+                self._upsert(conn, repository_metadata, ("repo", "key"),
+                             [{"repo": repo_id, "key": k, "value": v}
+                              for k, v in metadata.items()])
+
+        self._write(work, repo_fk=repo_id)
+
+    def delete_repository_metadata(self, repo_id: str, keys: list[str]) -> None:
+        """Remove these keys (missing ones are ignored). Raises RepositoryNotFoundError."""
+
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id)
+            if keys:
+                conn.execute(repository_metadata.delete().where(
+                    repository_metadata.c.repo == repo_id,
+                    repository_metadata.c.key.in_(keys)))
+
+        self._write(work)
+
+    def _upsert(self, conn: Connection, table: Table, keys: tuple[str, ...],
+                rows: list[dict[str, Any]]) -> None:
+        stmt = self._insert(table)
+        update = {c.name: stmt.excluded[c.name] for c in table.c if c.name not in keys}
+        conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=update), rows)
+
+    # --- settings ---------------------------------------------------------------------
+    def get_setting(self, repo_id: str, key: str) -> str | None:
+        """The setting's value, or None when unset (or the repository is missing)."""
+        return self._read(lambda conn: conn.execute(
+            select(settings.c.value).where(settings.c.repo == repo_id, settings.c.key == key)
+        ).scalar_one_or_none())
+
+    def set_setting(self, repo_id: str, key: str, value: str) -> None:
+        """Set a repository setting. Raises RepositoryNotFoundError."""
+        row = {"repo": repo_id, "key": key, "value": value}
+        self._write(lambda conn: self._upsert(conn, settings, ("repo", "key"), [row]),
+                    repo_fk=repo_id)
+
+    # --- branches ---------------------------------------------------------------------
+    def create_branch(self, repo_id: str, branch: Branch) -> None:
+        """Raises BranchExistsError, RepositoryNotFoundError."""
+        stmt = self._insert(branches).values(
+            repo=repo_id, name=branch.name, **_branch_values(branch)).on_conflict_do_nothing()
+        if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
+            raise BranchExistsError(f"branch {branch.name!r} already exists")
+
+    def get_branch(self, repo_id: str, name: str) -> Branch:
+        """Raises BranchNotFoundError."""
+        row = self._read(lambda conn: conn.execute(
+            select(branches).where(branches.c.repo == repo_id, branches.c.name == name)).first())
+        if row is None:
+            raise BranchNotFoundError(f"branch {name!r} not found")
+        return _branch(row)
+
+    def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
+                      amount: int = 1000) -> list[Branch]:
+        """Branches named with ``prefix``, after ``after``, sorted (empty if no repository)."""
+        _check_amount(amount)
+        stmt = (select(branches)
+                .where(branches.c.repo == repo_id, *_key_range(branches.c.name, prefix, after))
+                .order_by(branches.c.name).limit(amount))
+        return [_branch(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
+
+    def delete_branch(self, repo_id: str, name: str) -> None:
+        """Raises BranchNotFoundError."""
+        stmt = branches.delete().where(branches.c.repo == repo_id, branches.c.name == name)
+        if self._write(lambda conn: conn.execute(stmt).rowcount) == 0:
+            raise BranchNotFoundError(f"branch {name!r} not found")
+
+    def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
+        """Compare-and-swap on (commit_id, staging_token, sealed_tokens).
+
+        Raises:
+            BranchNotFoundError: the branch is gone.
+            BranchChangedError: the branch moved since ``expected`` was read.
+            ValidationError: ``new`` names another branch.
+        """
+        if new.name != expected.name:
+            raise ValidationError(f"cannot rename branch {expected.name!r} to {new.name!r}")
+        where = (branches.c.repo == repo_id, branches.c.name == expected.name)
+        stmt = branches.update().where(
+            *where,
+            branches.c.commit_id == expected.commit_id,
+            branches.c.staging_token == expected.staging_token,
+            branches.c.sealed_tokens == _dump_tokens(expected.sealed_tokens),
+        ).values(**_branch_values(new))
+
+        def work(conn: Connection) -> None:
+            if conn.execute(stmt).rowcount == 1:
+                return
+            if conn.execute(select(branches.c.name).where(*where)).first() is None:
+                raise BranchNotFoundError(f"branch {expected.name!r} not found")
+            raise BranchChangedError(f"branch {expected.name!r} changed concurrently")
+
+        self._write(work)
+
+    # --- tags -------------------------------------------------------------------------
+    def create_tag(self, repo_id: str, tag: Tag) -> None:
+        """Raises TagExistsError, RepositoryNotFoundError."""
+        stmt = self._insert(tags).values(
+            repo=repo_id, name=tag.name, commit_id=tag.commit_id).on_conflict_do_nothing()
+        if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
+            raise TagExistsError(f"tag {tag.name!r} already exists")
+
+    def get_tag(self, repo_id: str, name: str) -> Tag:
+        """Raises TagNotFoundError."""
+        commit_id = self._read(lambda conn: conn.execute(
+            select(tags.c.commit_id).where(tags.c.repo == repo_id, tags.c.name == name)
+        ).scalar_one_or_none())
+        if commit_id is None:
+            raise TagNotFoundError(f"tag {name!r} not found")
+        return Tag(name=name, commit_id=commit_id)
+
+    def list_tags(self, repo_id: str, prefix: str = "", after: str = "",
+                  amount: int = 1000) -> list[Tag]:
+        """Tags named with ``prefix``, after ``after``, sorted (empty if no repository)."""
+        _check_amount(amount)
+        stmt = (select(tags.c.name, tags.c.commit_id)
+                .where(tags.c.repo == repo_id, *_key_range(tags.c.name, prefix, after))
+                .order_by(tags.c.name).limit(amount))
+        rows = self._read(lambda conn: conn.execute(stmt).all())
+        return [Tag(name=r.name, commit_id=r.commit_id) for r in rows]
+
+    def delete_tag(self, repo_id: str, name: str) -> None:
+        """Raises TagNotFoundError."""
+        stmt = tags.delete().where(tags.c.repo == repo_id, tags.c.name == name)
+        if self._write(lambda conn: conn.execute(stmt).rowcount) == 0:
+            raise TagNotFoundError(f"tag {name!r} not found")
+
+    # --- commits ----------------------------------------------------------------------
+    def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
+        """Store a commit record; a record already stored under this id is kept."""
+        stmt = self._insert(commits).values(
+            repo=repo_id, commit_id=commit_id, parents=json.dumps(list(commit.parents)),
+            metarange_id=commit.metarange_id, message=commit.message,
+            committer=commit.committer, creation_date=commit.creation_date,
+            metadata=_dump_map(commit.metadata), generation=commit.generation,
+        ).on_conflict_do_nothing()
+        self._write(lambda conn: conn.execute(stmt))
+
+    def get_commit(self, repo_id: str, commit_id: str) -> Commit:
+        """Raises CommitNotFoundError."""
+        row = self._read(lambda conn: conn.execute(select(commits).where(
+            commits.c.repo == repo_id, commits.c.commit_id == commit_id)).first())
+        if row is None:
+            raise CommitNotFoundError(f"commit {commit_id!r} not found")
+        return Commit(
+            parents=tuple(json.loads(row.parents)),
+            metarange_id=row.metarange_id,
+            message=row.message,
+            committer=row.committer,
+            creation_date=row.creation_date,
+            metadata=json.loads(row.metadata),
+            generation=row.generation,
+        )
+
+    def find_commit_ids(self, repo_id: str, prefix: str, limit: int = 2) -> list[str]:
+        """Up to ``limit`` commit ids starting with ``prefix``, sorted."""
+        _check_amount(limit)
+        stmt = (select(commits.c.commit_id)
+                .where(commits.c.repo == repo_id, *_key_range(commits.c.commit_id, prefix, ""))
+                .order_by(commits.c.commit_id).limit(limit))
+        return list(self._read(lambda conn: conn.execute(stmt).scalars().all()))
+
+    # --- staging ----------------------------------------------------------------------
+    def _staged_key(self, repo_id: str, token: str) -> tuple[ColumnElement[bool], ...]:
+        return staged_entries.c.repo == repo_id, staged_entries.c.staging_token == token
+
+    def put_staged(self, repo_id: str, token: str, record: EntryRecord) -> None:
+        """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
+        row = {"repo": repo_id, "staging_token": token, "path": record.path,
+               **_entry_values(record)}
+        self._write(lambda conn: self._upsert(
+            conn, staged_entries, ("repo", "staging_token", "path"), [row]))
+
+    def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
+        """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
+        row = self._read(lambda conn: conn.execute(select(staged_entries).where(
+            *self._staged_key(repo_id, token), staged_entries.c.path == path)).first())
+        return None if row is None else _entry_record(row)
+
+    def list_staged(self, repo_id: str, token: str, prefix: str = "",
+                    after: str = "") -> Iterator[EntryRecord]:
+        """Stream staged records (tombstones included) with path > ``after``, sorted by path.
+
+        Pages through the rows by key, one short query per ``page_size`` rows; no
+        connection is held between pages.
+        """
+        key = self._staged_key(repo_id, token)
+        while True:
+            stmt = (select(staged_entries)
+                    .where(*key, *_key_range(staged_entries.c.path, prefix, after))
+                    .order_by(staged_entries.c.path).limit(self._page_size))
+            rows = self._read(partial(_fetch_all, stmt=stmt))
+            for row in rows:
+                yield _entry_record(row)
+            if len(rows) < self._page_size:
+                return
+            after = rows[-1].path
+
+    def delete_staged(self, repo_id: str, token: str, path: str) -> None:
+        """Remove a staged record (nothing happens if none is staged at ``path``)."""
+        stmt = staged_entries.delete().where(
+            *self._staged_key(repo_id, token), staged_entries.c.path == path)
+        self._write(lambda conn: conn.execute(stmt))
+
+    def drop_staging(self, repo_id: str, token: str) -> None:
+        """Drop every record staged under ``token``."""
+        stmt = staged_entries.delete().where(*self._staged_key(repo_id, token))
+        self._write(lambda conn: conn.execute(stmt))
+
+    def has_staged(self, repo_id: str, token: str) -> bool:
+        """Whether anything (entry or tombstone) is staged under ``token``."""
+        stmt = select(staged_entries.c.path).where(*self._staged_key(repo_id, token)).limit(1)
+        return self._read(lambda conn: conn.execute(stmt).first()) is not None
