@@ -1,0 +1,199 @@
+"""Canonical binary encoding of graveler values, and the ids computed from it.
+
+Every value is one type-tag byte, an 8-byte big-endian payload length, then the
+payload:
+
+========  ====  ==============================================================
+type      tag   payload
+========  ====  ==============================================================
+None      ``N`` empty
+bool      ``T`` one byte, 0 or 1
+int       ``I`` 8 bytes, signed big-endian (values outside 64 bits are refused)
+float     ``F`` 8 bytes, IEEE 754 double big-endian (-0.0 is 0.0, one NaN)
+str       ``S`` UTF-8 bytes
+bytes     ``Y`` the bytes
+sequence  ``L`` the encodings of the items, concatenated (tuple and list alike)
+mapping   ``M`` encoded keys and values alternating, sorted by the key's encoding
+========  ====  ==============================================================
+
+The encoding depends on nothing but the value (not on dict order, hash seeds,
+``repr`` of floats or the platform), so an id computed in one process or region is
+the same in every other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lakefs_core.errors import ValidationError
+from lakefs_core.graveler.model import Commit, Entry, EntryRecord, RangeInfo
+
+_LEN = struct.Struct(">Q")
+_INT = struct.Struct(">q")
+_FLOAT = struct.Struct(">d")
+_INT_MIN = -(1 << 63)
+_INT_MAX = (1 << 63) - 1
+_NAN = _FLOAT.pack(math.nan)
+
+_NONE = b"N" + _LEN.pack(0)
+_TRUE = b"T" + _LEN.pack(1) + b"\x01"
+_FALSE = b"T" + _LEN.pack(1) + b"\x00"
+_EMPTY_MAPPING = b"M" + _LEN.pack(0)
+_INT_HEAD = b"I" + _LEN.pack(8)
+_FLOAT_HEAD = b"F" + _LEN.pack(8)
+
+
+def _str(value: str) -> bytes:
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"string is not valid unicode: {value!r}") from e
+    return b"S" + _LEN.pack(len(data)) + data
+
+
+def _int(value: int) -> bytes:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValidationError(f"integer out of the 64-bit range: {value}")
+    return _INT_HEAD + _INT.pack(value)
+
+
+def _float(value: float) -> bytes:
+    if math.isnan(value):
+        return _FLOAT_HEAD + _NAN
+    return _FLOAT_HEAD + _FLOAT.pack(value + 0.0)  # -0.0 + 0.0 == 0.0
+
+
+def _framed(tag: bytes, parts: Iterable[bytes]) -> bytes:
+    payload = b"".join(parts)
+    return tag + _LEN.pack(len(payload)) + payload
+
+
+def _mapping(value: Mapping[Any, Any]) -> bytes:
+    if not value:
+        return _EMPTY_MAPPING
+    items = sorted((encode(k), encode(v)) for k, v in value.items())
+    return _framed(b"M", (part for item in items for part in item))
+
+
+def encode(value: Any) -> bytes:
+    """The canonical encoding of ``value``.
+
+    Args:
+        value: None, bool, int, float, str, bytes, or tuples, lists and mappings of
+            those (nested freely). ``StrEnum`` members encode as their string value.
+
+    Returns:
+        The type-tagged, length-prefixed bytes.
+
+    Raises:
+        ValidationError: a value of another type, an int outside 64 bits, or a
+            string that is not valid unicode.
+    """
+    if value is None:
+        return _NONE
+    if isinstance(value, bool):
+        return _TRUE if value else _FALSE
+    if isinstance(value, int):
+        return _int(value)
+    if isinstance(value, float):
+        return _float(value)
+    if isinstance(value, str):
+        return _str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        return b"Y" + _LEN.pack(len(data)) + data
+    if isinstance(value, tuple | list):
+        return _framed(b"L", (encode(v) for v in value))
+    if isinstance(value, Mapping):
+        return _mapping(value)
+    raise ValidationError(f"cannot encode a value of type {type(value).__name__}")
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+# --- commits ----------------------------------------------------------------------
+def commit_id(commit: Commit) -> str:
+    """The id of a commit: SHA-256 (hex) over the encoding of its fields.
+
+    The fields are parents, metarange id, message, committer, creation date and
+    metadata; ``generation`` is derived from the parents and is left out.
+    """
+    fields = (
+        tuple(commit.parents),
+        commit.metarange_id,
+        commit.message,
+        commit.committer,
+        commit.creation_date,
+        commit.metadata,
+    )
+    return _digest(encode(fields)).hex()
+
+
+# --- entries and ranges -----------------------------------------------------------
+def entry_fields(entry: Entry) -> tuple[Any, ...]:
+    """An entry's fields in encoding order (the Parquet columns after ``path``)."""
+    return (
+        entry.address,
+        str(entry.address_type),
+        entry.size,
+        entry.etag,
+        float(entry.mtime),
+        entry.content_type,
+        entry.metadata,
+    )
+
+
+def record_encoding(record: EntryRecord) -> bytes:
+    """The encoding of one record: ``(path, *entry_fields)``, or ``(path, None)``.
+
+    Equal to ``encode(...)`` of that tuple, written out by hand because ranges
+    encode every record they hold. ``mtime`` always encodes as a float (Parquet
+    stores it as a double), so ``mtime=5`` and ``mtime=5.0`` give the same id.
+    """
+    entry = record.entry
+    if entry is None:
+        return _framed(b"L", (_str(record.path), _NONE))
+    parts = (
+        _str(record.path),
+        _str(entry.address),
+        _str(str(entry.address_type)),
+        _int(entry.size),
+        _str(entry.etag),
+        _float(float(entry.mtime)),
+        _str(entry.content_type),
+        _mapping(entry.metadata) if entry.metadata else _EMPTY_MAPPING,
+    )
+    return _framed(b"L", parts)
+
+
+def entry_digest(record: EntryRecord) -> bytes:
+    """SHA-256 (raw bytes) over the encoding of one record."""
+    return _digest(record_encoding(record))
+
+
+def range_id_of_encodings(encodings: Sequence[bytes]) -> str:
+    """A range id from record encodings already in path order."""
+    return _digest(_framed(b"L", encodings)).hex()
+
+
+def range_id(records: Iterable[EntryRecord]) -> str:
+    """The id of a range: SHA-256 (hex) over the encoding of its records by path."""
+    ordered = sorted(records, key=lambda r: r.path)
+    return range_id_of_encodings([record_encoding(r) for r in ordered])
+
+
+def metarange_id(ranges: Sequence[RangeInfo]) -> str:
+    """The id of a metarange: SHA-256 (hex) over the encoding of its range descriptors."""
+    return _digest(
+        encode([(r.id, r.min_key, r.max_key, r.count, r.estimated_size) for r in ranges])
+    ).hex()
+
+
+#: the id of the metarange that lists no range
+EMPTY_METARANGE_ID = metarange_id(())

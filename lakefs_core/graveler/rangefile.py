@@ -1,0 +1,142 @@
+"""Range and metarange files: Parquet, with plain columns that Spark, DuckDB and pandas read.
+
+A range file has one row per entry, sorted by ``path``:
+``path, address, address_type, size, etag, mtime, content_type, metadata`` where
+``metadata`` is the user metadata as a JSON object with sorted keys. A metarange
+file has one row per range: ``range_id, min_key, max_key, count, estimated_size``.
+The file-level key-value metadata ``lakefs_type`` says which of the two a file is.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakefs_core.errors import StorageError
+from lakefs_core.graveler.model import AddressType, Entry, EntryRecord, RangeInfo
+
+RANGE_SCHEMA = pa.schema(
+    [
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("address", pa.string(), nullable=False),
+        pa.field("address_type", pa.string(), nullable=False),
+        pa.field("size", pa.int64(), nullable=False),
+        pa.field("etag", pa.string(), nullable=False),
+        pa.field("mtime", pa.float64(), nullable=False),
+        pa.field("content_type", pa.string(), nullable=False),
+        pa.field("metadata", pa.string(), nullable=False),
+    ],
+    metadata={"lakefs_type": "range"},
+)
+
+METARANGE_SCHEMA = pa.schema(
+    [
+        pa.field("range_id", pa.string(), nullable=False),
+        pa.field("min_key", pa.string(), nullable=False),
+        pa.field("max_key", pa.string(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+        pa.field("estimated_size", pa.int64(), nullable=False),
+    ],
+    metadata={"lakefs_type": "metarange"},
+)
+
+_ADDRESS_TYPES = {str(t): t for t in AddressType}
+
+
+def _to_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    return buf.getvalue()
+
+
+def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as e:
+        raise StorageError(f"corrupt {what} file: {e}") from e
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise StorageError(f"{what} file lacks columns {missing}")
+    return table
+
+
+def _metadata_json(metadata: object) -> str:
+    if not metadata:
+        return "{}"
+    return json.dumps(dict(metadata), sort_keys=True, separators=(",", ":"))  # type: ignore[call-overload]
+
+
+def encode_range(records: Sequence[EntryRecord]) -> bytes:
+    """The Parquet bytes of a range holding ``records`` (sorted, no tombstones)."""
+    entries = [r.entry for r in records]
+    if any(e is None for e in entries):
+        raise ValueError("a range cannot hold tombstones")
+    present: list[Entry] = entries  # type: ignore[assignment]
+    columns = [
+        [r.path for r in records],
+        [e.address for e in present],
+        [str(e.address_type) for e in present],
+        [e.size for e in present],
+        [e.etag for e in present],
+        [float(e.mtime) for e in present],
+        [e.content_type for e in present],
+        [_metadata_json(e.metadata) for e in present],
+    ]
+    return _to_bytes(pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, RANGE_SCHEMA, strict=True)],
+        schema=RANGE_SCHEMA,
+    ))
+
+
+def decode_range(data: bytes) -> list[EntryRecord]:
+    """The records of a range file.
+
+    Raises:
+        StorageError: the bytes are not a range file.
+    """
+    table = _from_bytes(data, RANGE_SCHEMA, "range")
+    cols = [table.column(name).to_pylist() for name in RANGE_SCHEMA.names]
+    records = []
+    for path, address, address_type, size, etag, mtime, content_type, metadata in zip(
+        *cols, strict=True
+    ):
+        records.append(EntryRecord(path, Entry(
+            address=address,
+            size=size,
+            etag=etag,
+            mtime=mtime,
+            address_type=_ADDRESS_TYPES.get(address_type) or AddressType(address_type),
+            content_type=content_type,
+            metadata={} if metadata == "{}" else json.loads(metadata),
+        )))
+    return records
+
+
+def encode_metarange(ranges: Sequence[RangeInfo]) -> bytes:
+    """The Parquet bytes of a metarange listing ``ranges``."""
+    columns = [
+        [r.id for r in ranges],
+        [r.min_key for r in ranges],
+        [r.max_key for r in ranges],
+        [r.count for r in ranges],
+        [r.estimated_size for r in ranges],
+    ]
+    return _to_bytes(pa.Table.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, METARANGE_SCHEMA, strict=True)],
+        schema=METARANGE_SCHEMA,
+    ))
+
+
+def decode_metarange(data: bytes) -> tuple[RangeInfo, ...]:
+    """The range descriptors of a metarange file.
+
+    Raises:
+        StorageError: the bytes are not a metarange file.
+    """
+    table = _from_bytes(data, METARANGE_SCHEMA, "metarange")
+    cols = [table.column(name).to_pylist() for name in METARANGE_SCHEMA.names]
+    return tuple(RangeInfo(*row) for row in zip(*cols, strict=True))

@@ -1,0 +1,523 @@
+"""Ranges and metaranges on a blockstore: read, iterate, apply changes, diff, merge.
+
+Files live at ``<namespace>/_lakefs/<id>`` (see :mod:`.rangefile` for the format);
+ids are content hashes (see :mod:`.encoding`), so a file is written once and never
+changes. Range boundaries are content-defined (see :mod:`.chunking`), which lets
+:meth:`RangeManager.apply`, :meth:`~RangeManager.diff` and
+:meth:`~RangeManager.merge` cost O(changes + touched ranges): ranges that a change
+does not touch keep their ids and are neither read nor written.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from lakefs_core.block.base import BlockStore, join_address
+from lakefs_core.errors import (
+    MergeConflictError,
+    ObjectNotFoundError,
+    RangeNotFoundError,
+    ValidationError,
+)
+from lakefs_core.graveler.chunking import MetarangeBuilder
+from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id
+from lakefs_core.graveler.model import (
+    Difference,
+    DiffType,
+    Entry,
+    EntryRecord,
+    Metarange,
+    RangeInfo,
+)
+from lakefs_core.graveler.rangefile import (
+    decode_metarange,
+    decode_range,
+    encode_metarange,
+    encode_range,
+)
+
+#: default mean entries per range: a range of ~4k entries is a few hundred KiB of Parquet
+DEFAULT_RAGGEDNESS = 4_096
+#: default hard cap of entries per range
+DEFAULT_MAX_RANGE_ENTRIES = 65_536
+#: merge strategies: which side wins a path changed differently on both sides
+MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """The outcome of :meth:`RangeManager.apply`."""
+
+    metarange_id: str
+    #: ranges of the new metarange that the old one did not list
+    ranges_written: int
+    #: ranges of the new metarange taken over from the old one
+    ranges_reused: int
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """The outcome of :meth:`RangeManager.merge`."""
+
+    metarange_id: str
+    #: changes applied onto the destination
+    changes: int
+
+
+class _LRU(Generic[_K, _V]):
+    """A thread-safe LRU map bounded by item count and total weight."""
+
+    def __init__(self, max_items: int, max_weight: int | None = None) -> None:
+        self._items: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
+        self._max_items = max_items
+        self._max_weight = max_weight
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: _K, value: _V, weight: int = 1) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+            self._items[key] = (value, weight)
+            self._weight += weight
+            while self._items and (
+                len(self._items) > self._max_items
+                or (self._max_weight is not None and self._weight > self._max_weight)
+            ):
+                _, (_, w) = self._items.popitem(last=False)
+                self._weight -= w
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A metarange with its max keys, for binary search."""
+
+    metarange: Metarange
+    max_keys: tuple[str, ...]
+
+
+def _path(record: EntryRecord) -> str:
+    return record.path
+
+
+class _KeyFilter:
+    """Which paths ``prefix``/``after`` admit, and where scanning can start and stop."""
+
+    def __init__(self, prefix: str, after: str) -> None:
+        self.prefix = prefix
+        self.after = after
+
+    def first_range(self, index: _Index) -> int:
+        """Index of the first range that can hold an admitted path."""
+        if self.after >= self.prefix:
+            return bisect.bisect_right(index.max_keys, self.after)
+        return bisect.bisect_left(index.max_keys, self.prefix)
+
+    def first_record(self, records: Sequence[EntryRecord]) -> int:
+        """Index of the first admitted-or-later record of a sorted range."""
+        if self.after >= self.prefix:
+            return bisect.bisect_right(records, self.after, key=_path)
+        return bisect.bisect_left(records, self.prefix, key=_path)
+
+    def past(self, path: str) -> bool:
+        """True if ``path`` and every path after it are beyond the prefix."""
+        return bool(self.prefix) and path > self.prefix and not path.startswith(self.prefix)
+
+
+class _Cursor:
+    """Walks one metarange for a diff: either at a range header or inside a range."""
+
+    def __init__(self, manager: RangeManager, index: _Index, keys: _KeyFilter) -> None:
+        self._manager = manager
+        self._keys = keys
+        self.ranges = index.metarange.ranges
+        self.i = keys.first_range(index)
+        self.records: Sequence[EntryRecord] = ()
+        self.pos = 0
+
+    @property
+    def header(self) -> RangeInfo | None:
+        """The next range, unopened, if the cursor is between ranges."""
+        if self.pos < len(self.records) or self.i >= len(self.ranges):
+            return None
+        return self.ranges[self.i]
+
+    @property
+    def key(self) -> str | None:
+        """The next record's path, or the next range's min key, or None at the end."""
+        if self.pos < len(self.records):
+            return self.records[self.pos].path
+        if self.i < len(self.ranges):
+            return self.ranges[self.i].min_key
+        return None
+
+    @property
+    def record(self) -> EntryRecord:
+        return self.records[self.pos]
+
+    def skip_range(self) -> None:
+        self.i += 1
+
+    def open(self) -> None:
+        self.records = self._manager._records(self.ranges[self.i].id)
+        self.pos = self._keys.first_record(self.records)
+        self.i += 1
+
+
+class RangeManager:
+    """Reads and writes the ranges and metaranges of one storage namespace.
+
+    Args:
+        store: the blockstore that serves ``namespace``.
+        namespace: the repository's storage namespace (``local://...``, ``s3://...``).
+        raggedness: mean entries per range (a key ends a range when its hash is 0
+            modulo this).
+        max_range_entries: hard cap of entries per range.
+        cache_size: parsed ranges kept in memory (least recently used go first).
+        cache_max_entries: cap on the total entries of the cached ranges.
+
+    Safe to use from many threads.
+    """
+
+    def __init__(
+        self,
+        store: BlockStore,
+        namespace: str,
+        *,
+        raggedness: int = DEFAULT_RAGGEDNESS,
+        max_range_entries: int = DEFAULT_MAX_RANGE_ENTRIES,
+        cache_size: int = 256,
+        cache_max_entries: int = 200_000,
+    ) -> None:
+        if raggedness < 1 or max_range_entries < 1:
+            raise ValidationError("raggedness and max_range_entries must be positive")
+        self.store = store
+        self.namespace = namespace
+        self.raggedness = raggedness
+        self.max_range_entries = max_range_entries
+        self._ranges: _LRU[str, tuple[EntryRecord, ...]] = _LRU(cache_size, cache_max_entries)
+        self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
+        # ids whose files are known to be in the store (files never change or go away)
+        self._present: _LRU[str, bool] = _LRU(65_536)
+
+    # --- files ------------------------------------------------------------------
+    def range_address(self, range_or_metarange_id: str) -> str:
+        """The address of a range or metarange file: ``<namespace>/_lakefs/<id>``."""
+        return join_address(self.namespace, f"_lakefs/{range_or_metarange_id}")
+
+    def _read_file(self, file_id: str, what: str) -> bytes:
+        try:
+            return self.store.get(self.range_address(file_id))
+        except ObjectNotFoundError as e:
+            raise RangeNotFoundError(f"{what} not found: {file_id}") from e
+
+    def _write_once(self, file_id: str, content: Callable[[], bytes]) -> None:
+        """Write a file unless it is there already (ids are content hashes)."""
+        if self._present.get(file_id):
+            return
+        address = self.range_address(file_id)
+        if not self.store.exists(address):
+            self.store.put(address, content())
+        self._present.put(file_id, True)
+
+    def _store_range(self, info: RangeInfo, records: Sequence[EntryRecord]) -> None:
+        self._write_once(info.id, lambda: encode_range(records))
+        if self._ranges.get(info.id) is None:
+            self._ranges.put(info.id, tuple(records), len(records))
+
+    def _records(self, range_id: str) -> tuple[EntryRecord, ...]:
+        records = self._ranges.get(range_id)
+        if records is None:
+            records = tuple(decode_range(self._read_file(range_id, "range")))
+            self._ranges.put(range_id, records, len(records))
+            self._present.put(range_id, True)
+        return records
+
+    def read_range(self, range_id: str) -> list[EntryRecord]:
+        """The records of a range, sorted by path.
+
+        Raises:
+            RangeNotFoundError: no range file with this id.
+        """
+        return list(self._records(range_id))
+
+    # --- metaranges ---------------------------------------------------------------
+    def _write_metarange(self, ranges: Sequence[RangeInfo]) -> str:
+        mr_id = metarange_id(ranges)
+        self._write_once(mr_id, lambda: encode_metarange(ranges))
+        if self._metaranges.get(mr_id) is None:
+            self._metaranges.put(mr_id, _Index(
+                Metarange(mr_id, tuple(ranges)), tuple(r.max_key for r in ranges)
+            ))
+        return mr_id
+
+    def _index(self, mr_id: str) -> _Index:
+        index = self._metaranges.get(mr_id)
+        if index is None:
+            if mr_id == EMPTY_METARANGE_ID:
+                ranges: tuple[RangeInfo, ...] = ()
+            else:
+                ranges = decode_metarange(self._read_file(mr_id, "metarange"))
+                self._present.put(mr_id, True)
+            index = _Index(Metarange(mr_id, ranges), tuple(r.max_key for r in ranges))
+            self._metaranges.put(mr_id, index)
+        return index
+
+    def empty_metarange(self) -> str:
+        """The id of the metarange with no ranges, writing its file if absent."""
+        return self._write_metarange(())
+
+    def get_metarange(self, metarange_id: str) -> Metarange:
+        """A metarange by id.
+
+        Raises:
+            RangeNotFoundError: no metarange file with this id.
+        """
+        return self._index(metarange_id).metarange
+
+    def new_ranges(self, old_metarange_id: str, new_metarange_id: str) -> list[RangeInfo]:
+        """Ranges listed by the new metarange and not by the old one (compared by id)."""
+        old_ids = {r.id for r in self.get_metarange(old_metarange_id).ranges}
+        return [r for r in self.get_metarange(new_metarange_id).ranges if r.id not in old_ids]
+
+    # --- reading ------------------------------------------------------------------
+    def iterate(
+        self, metarange_id: str, prefix: str = "", after: str = ""
+    ) -> Iterator[EntryRecord]:
+        """Records of a metarange by path: those starting with ``prefix`` and after ``after``.
+
+        Ranges wholly before the start are skipped unread, using their min/max keys.
+
+        Raises:
+            RangeNotFoundError: the metarange (at call) or a range (while iterating)
+                is missing.
+        """
+        index = self._index(metarange_id)
+        return self._iterate(index, _KeyFilter(prefix, after))
+
+    def _iterate(self, index: _Index, keys: _KeyFilter) -> Iterator[EntryRecord]:
+        ranges = index.metarange.ranges
+        for i in range(keys.first_range(index), len(ranges)):
+            if keys.past(ranges[i].min_key):
+                return
+            records = self._records(ranges[i].id)
+            for j in range(keys.first_record(records), len(records)):
+                record = records[j]
+                if keys.past(record.path):
+                    return
+                yield record
+
+    def get_entry(self, metarange_id: str, path: str) -> Entry | None:
+        """The entry at ``path``, or None. Reads at most one range."""
+        index = self._index(metarange_id)
+        i = bisect.bisect_left(index.max_keys, path)
+        if i == len(index.max_keys) or index.metarange.ranges[i].min_key > path:
+            return None
+        records = self._records(index.metarange.ranges[i].id)
+        j = bisect.bisect_left(records, path, key=_path)
+        if j < len(records) and records[j].path == path:
+            return records[j].entry
+        return None
+
+    # --- writing ------------------------------------------------------------------
+    def apply(self, metarange_id: str, changes: Iterable[EntryRecord]) -> ApplyResult:
+        """Apply changes to a metarange, writing only the ranges they touch.
+
+        Args:
+            metarange_id: the metarange to change.
+            changes: records sorted by path with unique paths; ``entry=None``
+                deletes the path (deleting a missing path does nothing).
+
+        Returns:
+            The new metarange id (the same id if nothing changed) and how many of
+            its ranges are new or were taken over unread.
+
+        Raises:
+            ValidationError: changes out of order or with a repeated path.
+            RangeNotFoundError: the metarange or a range it lists is missing.
+        """
+        base = self._index(metarange_id).metarange
+        ranges = base.ranges
+        builder = MetarangeBuilder(self.raggedness, self.max_range_entries, self._store_range)
+        pending = _sorted_changes(changes)
+        change = next(pending, None)
+        old: Sequence[EntryRecord] = ()
+        pos = 0
+        i = 0
+        changed = False
+        while True:
+            if pos >= len(old) and i < len(ranges):
+                info = ranges[i]
+                if builder.at_cut and (change is None or (
+                        change.path > info.max_key and builder.ends_with_cut(info))):
+                    builder.reuse(info)
+                    i += 1
+                    continue
+                if change is None or change.path >= info.min_key:
+                    old, pos = self._records(info.id), 0
+                    i += 1
+                    continue
+            record = old[pos] if pos < len(old) else None
+            if change is None:
+                if record is None:
+                    break
+                builder.add(record)
+                pos += 1
+            elif record is not None and record.path < change.path:
+                builder.add(record)
+                pos += 1
+            else:
+                if record is not None and record.path == change.path:
+                    pos += 1
+                    changed = changed or record.entry != change.entry
+                else:
+                    changed = changed or change.entry is not None
+                if change.entry is not None:
+                    builder.add(change)
+                change = next(pending, None)
+        new_ranges = builder.finish()
+        if not changed:
+            return ApplyResult(metarange_id, 0, len(ranges))
+        old_ids = {r.id for r in ranges}
+        reused = sum(1 for r in new_ranges if r.id in old_ids)
+        return ApplyResult(self._write_metarange(new_ranges), len(new_ranges) - reused, reused)
+
+    # --- comparing ----------------------------------------------------------------
+    def diff(
+        self, left_id: str, right_id: str, prefix: str = "", after: str = ""
+    ) -> Iterator[Difference]:
+        """Paths that differ from the left metarange to the right one, by path.
+
+        ``left`` of each difference is the entry in ``left_id``, ``right`` the one
+        in ``right_id``. Ranges with the same id on both sides are skipped unread.
+
+        Raises:
+            RangeNotFoundError: a metarange (at call) or a range (while iterating)
+                is missing.
+        """
+        left = self._index(left_id)
+        right = self._index(right_id)
+        if left_id == right_id:
+            return iter(())
+        keys = _KeyFilter(prefix, after)
+        return self._diff(_Cursor(self, left, keys), _Cursor(self, right, keys), keys)
+
+    @staticmethod
+    def _diff(left: _Cursor, right: _Cursor, keys: _KeyFilter) -> Iterator[Difference]:
+        while True:
+            lh, rh = left.header, right.header
+            if lh is not None and rh is not None and lh.id == rh.id:
+                left.skip_range()
+                right.skip_range()
+                continue
+            lk, rk = left.key, right.key
+            if lk is None and rk is None:
+                return
+            if keys.past(min(k for k in (lk, rk) if k is not None)):
+                return
+            # open a range only when its keys are next: an unopened range whose
+            # twin comes up on the other side can still be skipped
+            if lh is not None and lk is not None and (rk is None or lk <= rk):
+                left.open()
+                continue
+            if rh is not None and rk is not None and (lk is None or rk <= lk):
+                right.open()
+                continue
+            if rk is None or (lk is not None and lk < rk):
+                yield Difference(left.record.path, DiffType.REMOVED, left.record.entry, None)
+                left.pos += 1
+            elif lk is None or rk < lk:
+                yield Difference(right.record.path, DiffType.ADDED, None, right.record.entry)
+                right.pos += 1
+            else:
+                old, new = left.record.entry, right.record.entry
+                if old != new:
+                    yield Difference(right.record.path, DiffType.CHANGED, old, new)
+                left.pos += 1
+                right.pos += 1
+
+    def merge(
+        self, base_id: str, source_id: str, dest_id: str, strategy: str | None = None
+    ) -> MergeResult:
+        """Three-way merge: apply the changes from base to source onto dest.
+
+        A path changed on both sides to different results is a conflict, unless
+        ``strategy`` picks a side (``"dest-wins"`` or ``"source-wins"``). The same
+        change on both sides is not a conflict.
+
+        Returns:
+            The merged metarange id (``dest_id`` itself when nothing is to be
+            applied; the caller decides whether that is an error) and the number of
+            changes applied onto dest.
+
+        Raises:
+            MergeConflictError: conflicting paths (in ``paths``) and no strategy.
+            ValidationError: an unknown strategy.
+        """
+        if strategy not in MERGE_STRATEGIES:
+            raise ValidationError(
+                f"unknown merge strategy {strategy!r}: use 'dest-wins' or 'source-wins'"
+            )
+        changes: list[EntryRecord] = []
+        conflicts: list[str] = []
+        for src, dst in _join_by_path(self.diff(base_id, source_id), self.diff(base_id, dest_id)):
+            if src is None:
+                continue  # changed on dest only: dest already has it
+            if dst is None or strategy == "source-wins":
+                if dst is None or dst.right != src.right:
+                    changes.append(EntryRecord(src.path, src.right))
+            elif dst.right != src.right and strategy is None:
+                conflicts.append(src.path)
+        if conflicts:
+            raise MergeConflictError(
+                f"conflict: {len(conflicts)} paths changed on both sides", paths=conflicts
+            )
+        if not changes:
+            return MergeResult(dest_id, 0)
+        return MergeResult(self.apply(dest_id, changes).metarange_id, len(changes))
+
+
+def _sorted_changes(changes: Iterable[EntryRecord]) -> Iterator[EntryRecord]:
+    previous: str | None = None
+    for change in changes:
+        if previous is not None and change.path <= previous:
+            raise ValidationError(
+                f"changes must be sorted by path with unique paths: {change.path!r} "
+                f"after {previous!r}"
+            )
+        previous = change.path
+        yield change
+
+
+def _join_by_path(
+    a: Iterator[Difference], b: Iterator[Difference]
+) -> Iterator[tuple[Difference | None, Difference | None]]:
+    """Pairs of differences on the same path from two sorted streams (None when absent)."""
+    x, y = next(a, None), next(b, None)
+    while x is not None or y is not None:
+        if y is None or (x is not None and x.path < y.path):
+            yield x, None
+            x = next(a, None)
+        elif x is None or y.path < x.path:
+            yield None, y
+            y = next(b, None)
+        else:
+            yield x, y
+            x, y = next(a, None), next(b, None)
