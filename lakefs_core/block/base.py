@@ -37,14 +37,23 @@ class BlockStore(ABC):
 
     @abstractmethod
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
-        """Write an object (whole, atomically: readers never see a partial object)."""
+        """Write an object (whole, atomically: readers never see a partial object).
+
+        An iterable of chunks is streamed: the store never holds the whole object
+        in memory.
+        """
 
     @abstractmethod
     def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
         """Read an object, or the inclusive byte range ``(first, last)`` of it.
 
+        A range reaching past the end is cut at the end; one starting at or past the
+        end reads ``b""`` (callers that must answer 416 compare with :meth:`stat`).
+
         Raises:
             ObjectNotFoundError: nothing at ``address``.
+            ValidationError: a malformed address or range (``first < 0``,
+                ``last < first``).
         """
 
     @abstractmethod
@@ -56,6 +65,7 @@ class BlockStore(ABC):
         """Size, etag and mtime of an object. Raises ObjectNotFoundError."""
 
     def exists(self, address: str) -> bool:
+        """Whether an object is at ``address``."""
         from lakefs_core.errors import ObjectNotFoundError
 
         try:
@@ -75,3 +85,7 @@ class BlockStore(ABC):
     @abstractmethod
     def copy(self, src: str, dst: str) -> ObjectStat:
         """Copy an object within this store."""
+
+    def close(self) -> None:
+        """Release connections and other resources (the default holds none)."""
+        return None

@@ -75,9 +75,11 @@ class S3Config(_Section):
         profile: a named profile of the shared AWS config, used when no static
             credentials are given.
         credentials: static credentials; None (or empty keys) means the default chain.
+        max_retries: retries of a failed request (botocore's standard retry mode).
         max_pool_connections: HTTP connections the shared client may keep open.
         multipart_part_size: streaming writes go multipart once they exceed one part;
             parts are this size (at least S3's 5 MiB minimum).
+        list_page_size: keys asked for per ListObjectsV2 request.
     """
 
     region: str = "us-east-1"
@@ -86,8 +88,10 @@ class S3Config(_Section):
     discover_bucket_region: bool = True
     profile: str | None = None
     credentials: S3Credentials | None = None
+    max_retries: int = Field(default=5, ge=0)
     max_pool_connections: int = Field(default=50, ge=1)
     multipart_part_size: int = Field(default=8 << 20, ge=5 << 20)
+    list_page_size: int = Field(default=1000, ge=1, le=1000)
 
 
 class SigningConfig(_Section):

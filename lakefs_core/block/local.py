@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from typing import BinaryIO
 
 from lakefs_core.block.base import BlockStore, ObjectStat
-from lakefs_core.errors import ObjectNotFoundError, ValidationError
+from lakefs_core.block.config import BlockstoreConfig, LocalConfig
+from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
 
 SCHEME = "local://"
+_TMP_PREFIX = ".tmp-"
+#: extended attribute caching "<md5>:<size>:<mtime_ns>" of a file, so stat and list
+#: need not re-read it; ignored when stale and skipped where xattrs are unsupported
+_ETAG_XATTR = "user.lakefs.etag"
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+_HAS_XATTR = hasattr(os, "setxattr")  # Linux only
 
 
 class LocalBlockStore(BlockStore):
     """Objects as files under ``root``. Writes go to a temp file and are renamed in.
 
-    The etag is the MD5 of the content (as S3 computes it for single-part objects),
-    kept in a sidecar-free way: computed on write, recomputed on stat.
+    The etag is the MD5 of the content (as S3 computes it for single-part objects).
+    It is computed while writing and cached in an extended attribute of the file,
+    keyed by size and mtime; a file changed behind the store's back, or one on a
+    filesystem without user xattrs, is hashed again when asked.
+
+    Args:
+        root: the directory that holds every ``local://`` name.
     """
 
     type = "local"
     scheme = "local"
 
     def __init__(self, root: str) -> None:
-        self.root = os.path.abspath(root)
+        self.root = os.path.abspath(os.path.expanduser(root))
         os.makedirs(self.root, exist_ok=True)
 
     def _path(self, address: str) -> str:
@@ -46,42 +61,50 @@ class LocalBlockStore(BlockStore):
 
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
         path = self._path(address)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        md5 = hashlib.md5()
-        size = 0
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        if path.endswith(os.sep):
+            raise ValidationError(f"local address names a directory: {address!r}")
+        chunks: Iterable[bytes] = (
+            [bytes(data)] if isinstance(data, bytes | bytearray | memoryview) else data
+        )
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=_TMP_PREFIX)
+        except OSError as e:
+            raise StorageError(f"local put {address}: {e}") from e
         try:
             with os.fdopen(fd, "wb") as f:
-                chunks: Iterable[bytes] = [data] if isinstance(data, bytes | bytearray) else data
-                for chunk in chunks:
-                    f.write(chunk)
-                    md5.update(chunk)
-                    size += len(chunk)
+                md5 = _copy_hashing(chunks, f)
+            st = os.stat(tmp)
+            _cache_etag(tmp, md5, st)
             os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
+        except BaseException as e:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
+            if isinstance(e, OSError):
+                raise StorageError(f"local put {address}: {e}") from e
             raise
-        return ObjectStat(address=address, size=size, etag=md5.hexdigest(),
-                          mtime=os.path.getmtime(path))
+        return ObjectStat(address=address, size=st.st_size, etag=md5, mtime=st.st_mtime)
 
     def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
         path = self._path(address)
+        if byte_range is not None:
+            first, last = byte_range
+            if first < 0 or last < first:
+                raise ValidationError(f"invalid byte range {byte_range!r}")
         try:
             with open(path, "rb") as f:
                 if byte_range is None:
                     return f.read()
-                first, last = byte_range
                 f.seek(first)
-                return f.read(max(0, last - first + 1))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+                return f.read(last - first + 1)
+        except _MISSING as e:
             raise ObjectNotFoundError(f"object not found: {address}") from e
 
     def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         path = self._path(address)
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed by the generator
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        except _MISSING as e:
             raise ObjectNotFoundError(f"object not found: {address}") from e
 
         def chunks() -> Iterator[bytes]:
@@ -97,35 +120,31 @@ class LocalBlockStore(BlockStore):
             st = os.stat(path)
             if not os.path.isfile(path):
                 raise FileNotFoundError(path)
-            md5 = hashlib.md5()
-            with open(path, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    md5.update(chunk)
-        except (FileNotFoundError, NotADirectoryError) as e:
+            etag = _etag(path, st)
+        except _MISSING as e:
             raise ObjectNotFoundError(f"object not found: {address}") from e
-        return ObjectStat(address=address, size=st.st_size, etag=md5.hexdigest(),
-                          mtime=st.st_mtime)
+        return ObjectStat(address=address, size=st.st_size, etag=etag, mtime=st.st_mtime)
 
     def exists(self, address: str) -> bool:
         return os.path.isfile(self._path(address))
 
     def delete(self, address: str) -> None:
-        try:
+        with contextlib.suppress(*_MISSING):
             os.unlink(self._path(address))
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            pass
 
     def list(self, prefix: str) -> Iterator[ObjectStat]:
         if not prefix.startswith(SCHEME):
             raise ValidationError(f"not a local address: {prefix!r}")
         rel = prefix[len(SCHEME):]
-        # walk the deepest existing directory that covers the prefix
+        if not rel or any(p in (".", "..") for p in rel.split("/")):
+            raise ValidationError(f"invalid local address: {prefix!r}")
+        # walk only the deepest directory that covers the prefix
         base_rel = rel.rsplit("/", 1)[0] if "/" in rel else ""
         base = os.path.join(self.root, *[p for p in base_rel.split("/") if p])
         found: list[str] = []
         for dirpath, _dirs, files in os.walk(base):
             for name in files:
-                if name.startswith(".tmp-"):
+                if name.startswith(_TMP_PREFIX):
                     continue
                 addr = self._address(os.path.join(dirpath, name))
                 if addr.startswith(prefix):
@@ -134,18 +153,73 @@ class LocalBlockStore(BlockStore):
             path = self._path(addr)
             try:
                 st = os.stat(path)
+                etag = _etag(path, st)
             except FileNotFoundError:
-                continue
-            yield ObjectStat(address=addr, size=st.st_size, etag="", mtime=st.st_mtime)
+                continue  # deleted while listing
+            yield ObjectStat(address=addr, size=st.st_size, etag=etag, mtime=st.st_mtime)
 
     def copy(self, src: str, dst: str) -> ObjectStat:
         src_path = self._path(src)
         if not os.path.isfile(src_path):
             raise ObjectNotFoundError(f"object not found: {src}")
         dst_path = self._path(dst)
-        os.makedirs(os.path.dirname(dst_path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst_path), prefix=".tmp-")
-        os.close(fd)
-        shutil.copyfile(src_path, tmp)
-        os.replace(tmp, dst_path)
+        try:
+            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst_path), prefix=_TMP_PREFIX)
+            os.close(fd)
+        except OSError as e:
+            raise StorageError(f"local copy {src} -> {dst}: {e}") from e
+        try:
+            shutil.copyfile(src_path, tmp)
+            os.replace(tmp, dst_path)
+        except BaseException as e:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            if isinstance(e, FileNotFoundError):
+                raise ObjectNotFoundError(f"object not found: {src}") from e
+            if isinstance(e, OSError):
+                raise StorageError(f"local copy {src} -> {dst}: {e}") from e
+            raise
         return self.stat(dst)
+
+
+def from_config(config: BlockstoreConfig) -> LocalBlockStore:
+    """Build a local store from a ``blockstore`` section of type ``local``."""
+    return LocalBlockStore((config.local or LocalConfig()).path)
+
+
+def _copy_hashing(chunks: Iterable[bytes], out: BinaryIO) -> str:
+    md5 = hashlib.md5()
+    for chunk in chunks:
+        out.write(chunk)
+        md5.update(chunk)
+    return md5.hexdigest()
+
+
+def _cache_etag(path: str, etag: str, st: os.stat_result) -> None:
+    if not _HAS_XATTR:
+        return
+    try:
+        os.setxattr(path, _ETAG_XATTR, f"{etag}:{st.st_size}:{st.st_mtime_ns}".encode())
+    except OSError as e:
+        if e.errno not in (errno.ENOTSUP, errno.EPERM, errno.EACCES, errno.ENOSPC, errno.E2BIG):
+            raise
+
+
+def _etag(path: str, st: os.stat_result) -> str:
+    try:
+        if not _HAS_XATTR:
+            raise OSError(errno.ENOTSUP, "no xattrs")
+        etag, size, mtime_ns = os.getxattr(path, _ETAG_XATTR).decode().split(":")
+        if int(size) == st.st_size and int(mtime_ns) == st.st_mtime_ns:
+            return etag
+    except (OSError, ValueError):
+        pass  # no cached value: hash the file below
+    md5 = hashlib.md5()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            md5.update(chunk)
+    etag = md5.hexdigest()
+    with contextlib.suppress(OSError):
+        _cache_etag(path, etag, st)
+    return etag

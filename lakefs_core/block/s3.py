@@ -18,7 +18,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lakefs_core.block.base import BlockStore, ObjectStat
-from lakefs_core.block.config import S3Config
+from lakefs_core.block.config import BlockstoreConfig, S3Config
 from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
 
 if TYPE_CHECKING:
@@ -30,6 +30,9 @@ _MAX_PARTS = 10_000
 #: part size doubles after every this many parts, so a stream of any size fits
 _PARTS_PER_SIZE_STEP = 1_000
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+#: reading an object of a bucket that does not exist finds no object; writing or
+#: listing there is a configuration problem and stays a StorageError
+_READ_NOT_FOUND_CODES = _NOT_FOUND_CODES | {"NoSuchBucket"}
 
 
 def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]:
@@ -76,7 +79,7 @@ class S3BlockStore(BlockStore):
             session_args["profile_name"] = self.config.profile
         botocore_config = Config(
             max_pool_connections=self.config.max_pool_connections,
-            retries={"max_attempts": 5, "mode": "standard"},
+            retries={"total_max_attempts": self.config.max_retries + 1, "mode": "standard"},
             s3={"addressing_style": "path" if self.config.force_path_style else "auto"},
         )
         try:
@@ -155,7 +158,7 @@ class S3BlockStore(BlockStore):
             upload(buffer)
             self._client.complete_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload_id,
-                MultipartUpload={"Parts": parts},  # type: ignore[typeddict-item]
+                MultipartUpload={"Parts": parts},
             )
         except BaseException as e:
             # the original failure is the one worth reporting
@@ -243,13 +246,22 @@ class S3BlockStore(BlockStore):
         paginator = self._client.get_paginator("list_objects_v2")
         base = SCHEME + bucket + "/"
         try:
-            for page in paginator.paginate(Bucket=bucket, Prefix=key_prefix):
+            pages = paginator.paginate(
+                Bucket=bucket, Prefix=key_prefix,
+                PaginationConfig={"PageSize": self.config.list_page_size},
+            )
+            for page in pages:
                 for obj in page.get("Contents", []):
                     yield ObjectStat(address=base + obj["Key"], size=obj["Size"],
                                      etag=_etag(obj["ETag"]),
                                      mtime=obj["LastModified"].timestamp())
         except (ClientError, BotoCoreError) as e:
             _raise_storage(e, "list", prefix)
+
+
+def from_config(config: BlockstoreConfig) -> S3BlockStore:
+    """Build an S3 store from a ``blockstore`` section of type ``s3``."""
+    return S3BlockStore(config.s3 or S3Config())
 
 
 def _check_range(byte_range: tuple[int, int]) -> tuple[int, int]:
@@ -268,6 +280,6 @@ def _code(e: Exception) -> str:
 def _raise_storage(e: ClientError | BotoCoreError, op: str, address: str,
                    not_found: str | None = None) -> NoReturn:
     code = _code(e)
-    if code in _NOT_FOUND_CODES:
+    if code in (_READ_NOT_FOUND_CODES if op in ("get", "stat") else _NOT_FOUND_CODES):
         raise ObjectNotFoundError(f"object not found: {not_found or address}") from e
     raise StorageError(f"s3 {op} {address}: {code or type(e).__name__}: {e}") from e
