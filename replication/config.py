@@ -1,0 +1,362 @@
+"""Settings of the replication sidecar (seed 003's configuration reference).
+
+Read from an optional YAML file (the Helm chart renders ``replication.config`` into
+one), then from ``REPLICATION_``-prefixed environment variables named after the
+field path (``REPLICATION_REGION``, ``REPLICATION_MIRRORS_DATABASE_DYNAMODB_TABLE_NAME``,
+``REPLICATION_COMMIT_SENSOR_PROCESS_BRANCHES_DURATION``), and finally from the keys of
+the replication Kubernetes secret, which the chart injects as environment variables
+under their own names: ``source_lakefs_access_key_id``,
+``source_lakefs_secret_access_key`` and ``auth_encrypt_secret_key``. The prefixed
+names win over the secret's, and both win over the file.
+
+Durations accept Go-style strings (``20s``, ``1m``, ``1h30m``, ``500ms``) or seconds
+and are timedelta values.
+
+Example:
+    >>> cfg = load_replication_config("replication.yaml")  # doctest: +SKIP
+    >>> cfg.commit_sensor.process_branches_duration
+    datetime.timedelta(seconds=60)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
+from lakefs_core.config import (
+    AuthApiConfig,
+    AuthCacheConfig,
+    ConfigError,
+    ConfigFieldError,
+    ConfigModel,
+    DatabaseConfig,
+    Duration,
+    FieldPathEnvSource,
+    FieldValueError,
+    LoggingConfig,
+    PostgresConfig,
+    check_http_url,
+    check_listen_address,
+    load_settings,
+    plain_dict,
+)
+
+__all__ = [
+    "REPLICATION_CONFIG_FILE_ENV",
+    "REPLICATION_ENV_PREFIX",
+    "SECRET_ENV_VARS",
+    "BuiltinCopierConfig",
+    "CommitSensorConfig",
+    "DynamoDBMirrorsConfig",
+    "LakeFSCredentials",
+    "MirrorsDatabaseConfig",
+    "MirrorsManagerConfig",
+    "ObjectReplicationConfig",
+    "ReplicationAuthCacheConfig",
+    "ReplicationAuthConfig",
+    "ReplicationConfig",
+    "ReplicationEncryptConfig",
+    "SqliteMirrorsConfig",
+    "ValidatorConfig",
+    "load_replication_config",
+]
+
+REPLICATION_ENV_PREFIX = "REPLICATION_"
+#: Environment variable naming the config file when no path is given explicitly.
+REPLICATION_CONFIG_FILE_ENV = "REPLICATION_CONFIG_FILE"
+#: Keys of the replication Kubernetes secret (seed 003), read un-prefixed from the
+#: environment, and the settings they fill.
+SECRET_ENV_VARS: Mapping[str, tuple[str, ...]] = {
+    "source_lakefs_access_key_id": ("source_lakefs", "access_key_id"),
+    "source_lakefs_secret_access_key": ("source_lakefs", "secret_access_key"),
+    "auth_encrypt_secret_key": ("auth", "encrypt", "secret_key"),
+}
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError("must be greater than zero, such as '20s' or '1m'")
+    return value
+
+
+#: An interval: a duration strictly greater than zero.
+Interval = Annotated[Duration, AfterValidator(_positive)]
+
+
+# --- mirrors database --------------------------------------------------------------
+class DynamoDBMirrorsConfig(ConfigModel):
+    """``mirrors_database.dynamodb``: the shared table (a global table across regions).
+
+    Attributes:
+        table_name: the table; created with streams (NEW_AND_OLD_IMAGES) if missing.
+        aws_region: the region of this installation's replica of the table.
+        endpoint: a custom endpoint (DynamoDB Local, moto); None means AWS's own.
+        aws_profile: named profile of the shared AWS config.
+        aws_access_key_id: static key; None means the default credentials chain.
+        aws_secret_access_key: static secret for ``aws_access_key_id``.
+    """
+
+    table_name: str = Field(min_length=1)
+    aws_region: str | None = None
+    endpoint: str | None = None
+    aws_profile: str | None = None
+    aws_access_key_id: SecretStr | None = None
+    aws_secret_access_key: SecretStr | None = None
+
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+
+class SqliteMirrorsConfig(ConfigModel):
+    """``mirrors_database.sqlite``: a single-machine table (tests, local pairs)."""
+
+    path: str = Field(min_length=1)
+
+
+class MirrorsDatabaseConfig(ConfigModel):
+    """``mirrors_database``: where the sidecars of every region coordinate mirrors.
+
+    ``type`` is ``dynamodb``, ``postgres`` (PostgreSQL or CockroachDB) or ``sqlite``
+    (``local`` is accepted as lakeFS's name for the embedded database). The section of
+    the chosen type is required.
+    """
+
+    type: Literal["dynamodb", "postgres", "sqlite"]
+    dynamodb: DynamoDBMirrorsConfig | None = None
+    postgres: PostgresConfig | None = None
+    sqlite: SqliteMirrorsConfig | None = None
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _local_is_sqlite(cls, value: object) -> object:
+        return "sqlite" if value == "local" else value
+
+    @model_validator(mode="after")
+    def _section_of_type(self) -> Self:
+        if getattr(self, self.type) is None:
+            raise FieldValueError(self.type, f"required when type is {self.type}")
+        if self.type == "postgres" and self.postgres and not self.postgres.connection_string:
+            raise FieldValueError(
+                "postgres.connection_string", "required when type is postgres"
+            )
+        return self
+
+
+# --- credentials and auth ------------------------------------------------------------------
+class LakeFSCredentials(ConfigModel):
+    """The replication user's lakeFS access key, the same on every installation."""
+
+    access_key_id: SecretStr
+    secret_access_key: SecretStr
+
+
+class ReplicationEncryptConfig(ConfigModel):
+    secret_key: SecretStr = Field(description="must match the lakeFS auth.encrypt.secret_key")
+
+
+class ReplicationAuthCacheConfig(AuthCacheConfig):
+    enabled: bool = False
+
+
+class ReplicationAuthConfig(ConfigModel):
+    encrypt: ReplicationEncryptConfig
+    api: AuthApiConfig = Field(default_factory=AuthApiConfig)
+    cache: ReplicationAuthCacheConfig = Field(default_factory=ReplicationAuthCacheConfig)
+
+
+# --- workers -------------------------------------------------------------------------
+class CommitSensorConfig(ConfigModel):
+    """How source branches are scanned for new heads."""
+
+    process_branches_duration: Interval = timedelta(minutes=1)
+    branches_scanner_concurrency_limit: int = Field(default=10, ge=1)
+    list_branch_page_size: int = Field(default=1000, ge=1)
+    log_commit_page_size: int = Field(default=1000, ge=1)
+
+
+class MirrorsManagerConfig(ConfigModel):
+    """How often mirror repositories are reconciled (created / deleted)."""
+
+    process_mirrors_interval_duration: Interval = timedelta(seconds=20)
+
+
+class ValidatorConfig(ConfigModel):
+    """How destination commits are validated before a mirror branch moves."""
+
+    run_interval: Interval = timedelta(minutes=1)
+    num_workers: int = Field(default=3, ge=1)
+    cooldown_on_missing: Duration = timedelta(minutes=1)
+    cooldown_on_error: Duration = timedelta(minutes=1)
+
+
+class BuiltinCopierConfig(ConfigModel):
+    """``object_replication.builtin``: the sidecar copies objects itself.
+
+    Attributes:
+        concurrency: objects copied at once.
+        retries: attempts after the first for one object before it counts as missing
+            until the validator's next round.
+        source_blockstores: per source region, a blockstore section through which the
+            source objects can be read directly; a region not listed is read through
+            the source lakeFS API (``dst_endpoints``), which works for any pair.
+    """
+
+    concurrency: int = Field(default=8, ge=1)
+    retries: int = Field(default=5, ge=0)
+    source_blockstores: dict[str, BlockstoreConfig] = Field(default_factory=dict)
+
+
+class ObjectReplicationConfig(ConfigModel):
+    """Who copies object data: the store's ``native`` replication, or the ``builtin`` copier."""
+
+    mode: Literal["native", "builtin"] = "native"
+    builtin: BuiltinCopierConfig = Field(default_factory=BuiltinCopierConfig)
+
+
+# --- the whole -----------------------------------------------------------------------
+class ReplicationConfig(BaseSettings):
+    """Settings of the replication sidecar (``lakefs-replication``).
+
+    Every field and default of seed 003's configuration reference, plus
+    ``source_lakefs`` (the replication user's credentials) and ``object_replication``.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    region: str = Field(min_length=1)
+    organization_id: str = Field(min_length=1)
+    organization_name: str | None = None
+    regional_endpoint: str | None = None
+    dst_endpoints: dict[str, str]
+    mirrors_database: MirrorsDatabaseConfig
+    blockstore: BlockstoreConfig | None = None
+    blockstores: BlockstoresConfig | None = None
+    auth: ReplicationAuthConfig
+    source_lakefs: LakeFSCredentials
+    listen_address: str = "0.0.0.0:8008"
+    refstore_database: DatabaseConfig | None = Field(
+        default=None, description="None: the lakeFS installation's own database"
+    )
+    list_mirrors_page_size: int = Field(default=1000, ge=1)
+    list_repositories_page_size: int = Field(default=1000, ge=1)
+    commit_sensor: CommitSensorConfig = Field(default_factory=CommitSensorConfig)
+    mirrors_manager: MirrorsManagerConfig = Field(default_factory=MirrorsManagerConfig)
+    validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
+    object_replication: ObjectReplicationConfig = Field(default_factory=ObjectReplicationConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @field_validator("listen_address")
+    @classmethod
+    def _check_listen_address(cls, value: str) -> str:
+        return check_listen_address(value)
+
+    @field_validator("regional_endpoint")
+    @classmethod
+    def _check_regional_endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else check_http_url(value)
+
+    @field_validator("dst_endpoints")
+    @classmethod
+    def _check_dst_endpoints(cls, value: dict[str, str]) -> dict[str, str]:
+        checked: dict[str, str] = {}
+        for region, url in value.items():
+            if not region.strip():
+                raise ValueError("region names must not be empty")
+            try:
+                checked[region] = check_http_url(url)
+            except ValueError as exc:
+                raise ValueError(f"{region}: {exc}") from None
+        return checked
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Self:
+        if self.region in self.dst_endpoints:
+            raise FieldValueError(
+                "dst_endpoints",
+                f"lists this installation's own region {self.region!r}; "
+                "name only the other regions",
+            )
+        if self.blockstore is not None and self.blockstores is not None:
+            raise FieldValueError(
+                "blockstores", "blockstore and blockstores are mutually exclusive: set one"
+            )
+        if self.blockstore is None and self.blockstores is None:
+            raise FieldValueError(
+                "blockstore", "required (the same blockstore as the lakeFS installation)"
+            )
+        if self.regional_endpoint is None:
+            if not self.organization_name:
+                raise FieldValueError(
+                    "regional_endpoint", "required (or organization_name on lakeFS Cloud)"
+                )
+            self.regional_endpoint = (
+                f"https://{self.organization_name}.{self.region}.lakefscloud.io"
+            )
+        return self
+
+    def endpoint_for(self, region: str) -> str:
+        """The lakeFS URL of ``region``: this region's own, or one of ``dst_endpoints``.
+
+        Raises:
+            ConfigError: the region is neither this one nor listed in dst_endpoints.
+        """
+        if region == self.region:
+            assert self.regional_endpoint is not None  # resolved by the validator
+            return self.regional_endpoint
+        try:
+            return self.dst_endpoints[region]
+        except KeyError:
+            raise ConfigError(
+                "unknown region",
+                [ConfigFieldError("dst_endpoints", f"no endpoint for region {region!r}")],
+            ) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, FieldPathEnvSource(
+            settings_cls, REPLICATION_ENV_PREFIX, os.environ, aliases=SECRET_ENV_VARS
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of the settings (see :func:`lakefs_core.config.plain_dict`)."""
+        return plain_dict(self)
+
+
+def load_replication_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ReplicationConfig:
+    """Load the sidecar settings: the YAML file, then the environment.
+
+    Args:
+        path: YAML config file; None reads the file named by ``REPLICATION_CONFIG_FILE``
+            if that is set, else no file (everything from the environment).
+        env: environment to read; defaults to ``os.environ``.
+
+    Raises:
+        ConfigError: the file cannot be read or a setting is invalid; the message
+            names each field and where its value came from.
+    """
+    return load_settings(
+        ReplicationConfig,
+        prefix=REPLICATION_ENV_PREFIX,
+        path=path,
+        env=os.environ if env is None else env,
+        file_env=REPLICATION_CONFIG_FILE_ENV,
+        aliases=SECRET_ENV_VARS,
+        what="replication configuration",
+    )
