@@ -51,6 +51,7 @@ from lakefs_core.errors import (
 )
 
 _SETUP_TIMESTAMP = "setup_timestamp"
+_SQLITE_BEGIN_OPTION = "lakefs_sqlite_begin"
 _NAME = sa.String(256)
 
 
@@ -167,7 +168,11 @@ def _create_engine(url: str) -> Engine:
 
         @sa.event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN")
+            # writers take the write lock up front: a deferred transaction that reads
+            # and then writes fails at once ("database is locked") when another
+            # writer got in between, instead of waiting for it
+            mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "")
+            conn.exec_driver_sql(f"BEGIN {mode}".strip())
 
         return engine
     if backend == "postgresql":
@@ -191,6 +196,8 @@ class AuthStore:
     def __init__(self, url: str, secret_key: str | bytes) -> None:
         self._box = SecretBox(secret_key)
         self._engine = _create_engine(url)
+        self._write_engine = self._engine.execution_options(
+            **{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
         self._create_tables()
 
     # --- lifecycle ---------------------------------------------------------------
@@ -230,8 +237,8 @@ class AuthStore:
         return sqlite_insert(table).on_conflict_do_nothing()
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        with self._engine.begin() as conn:
+    def _tx(self, write: bool = False) -> Iterator[Connection]:
+        with (self._write_engine if write else self._engine).begin() as conn:
             yield conn
 
     # --- helpers -------------------------------------------------------------------
@@ -247,10 +254,6 @@ class AuthStore:
     def _require_group(self, conn: Connection, name: str) -> None:
         if not self._exists(conn, groups, "name", name):
             raise NotFoundError(f"group not found: {name}")
-
-    def _require_policy(self, conn: Connection, name: str) -> None:
-        if not self._exists(conn, policies, "name", name):
-            raise NotFoundError(f"policy not found: {name}")
 
     def _bytewise(self, column: sa.ColumnElement[str]) -> sa.ColumnElement[str]:
         """``column`` compared by bytes, as SQLite does (PostgreSQL follows a locale)."""
@@ -300,7 +303,7 @@ class AuthStore:
         """
         user = User(username=username, email=email, friendly_name=friendly_name)
         try:
-            with self._tx() as conn:
+            with self._tx(write=True) as conn:
                 if self._exists(conn, users, "username", username):
                     raise AlreadyExistsError(f"user already exists: {username}")
                 self._insert_user(conn, user)
@@ -334,7 +337,7 @@ class AuthStore:
         Raises:
             NotFoundError: No such user.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             if conn.execute(users.delete().where(users.c.username == username)).rowcount == 0:
                 raise NotFoundError(f"user not found: {username}")
 
@@ -355,7 +358,7 @@ class AuthStore:
             user=username,
         )
         try:
-            with self._tx() as conn:
+            with self._tx(write=True) as conn:
                 self._insert_credential(conn, cred)
         except sa.exc.IntegrityError as exc:
             # lost a race with a concurrent delete of the user or insert of the key
@@ -411,7 +414,7 @@ class AuthStore:
         Raises:
             NotFoundError: No such user, or the key is not the user's.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             self._require_user(conn, username)
             deleted = conn.execute(credentials.delete().where(
                 credentials.c.access_key_id == access_key_id,
@@ -450,7 +453,7 @@ class AuthStore:
         """
         group = Group(name=name, description=description)
         try:
-            with self._tx() as conn:
+            with self._tx(write=True) as conn:
                 if self._exists(conn, groups, "name", name):
                     raise AlreadyExistsError(f"group already exists: {name}")
                 conn.execute(groups.insert().values(
@@ -479,7 +482,7 @@ class AuthStore:
         Raises:
             NotFoundError: No such group.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             if conn.execute(groups.delete().where(groups.c.name == name)).rowcount == 0:
                 raise NotFoundError(f"group not found: {name}")
 
@@ -524,7 +527,7 @@ class AuthStore:
             AlreadyExistsError: A policy with this name exists.
         """
         try:
-            with self._tx() as conn:
+            with self._tx(write=True) as conn:
                 if self._exists(conn, policies, "name", policy.name):
                     raise AlreadyExistsError(f"policy already exists: {policy.name}")
                 conn.execute(policies.insert().values(**self._policy_values(policy)))
@@ -546,7 +549,7 @@ class AuthStore:
         Raises:
             NotFoundError: No such policy.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             updated = conn.execute(
                 policies.update().where(policies.c.name == policy.name)
                 .values(statements=[st.to_dict() for st in policy.statements])).rowcount
@@ -576,7 +579,7 @@ class AuthStore:
         Raises:
             NotFoundError: No such policy.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             if conn.execute(policies.delete().where(policies.c.name == name)).rowcount == 0:
                 raise NotFoundError(f"policy not found: {name}")
 
@@ -655,7 +658,7 @@ class AuthStore:
 
     def _link(self, table: sa.Table, **keys: str) -> None:
         try:
-            with self._tx() as conn:
+            with self._tx(write=True) as conn:
                 self._require_parents(conn, keys)
                 conn.execute(self._insert_ignore(table).values(**keys))
         except sa.exc.IntegrityError:
@@ -665,7 +668,7 @@ class AuthStore:
             raise
 
     def _unlink(self, table: sa.Table, missing: str, **keys: str) -> None:
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             self._require_parents(conn, keys)
             deleted = conn.execute(table.delete().where(
                 *(table.c[k] == v for k, v in keys.items()))).rowcount
@@ -683,7 +686,7 @@ class AuthStore:
 
         Existing policies and groups of those names are left as they are.
         """
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             self._ensure_builtins(conn)
 
     def _ensure_builtins(self, conn: Connection) -> None:
@@ -735,7 +738,7 @@ class AuthStore:
 
     def _setup_admin_once(self, username: str, access_key_id: str | None,
                           secret: str | None) -> Credential:
-        with self._tx() as conn:
+        with self._tx(write=True) as conn:
             self._ensure_builtins(conn)
             user_existed = self._exists(conn, users, "username", username)
             if not user_existed:
