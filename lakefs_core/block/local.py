@@ -6,7 +6,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
@@ -86,26 +85,17 @@ class LocalBlockStore(BlockStore):
         return ObjectStat(address=address, size=st.st_size, etag=md5, mtime=st.st_mtime)
 
     def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        path = self._path(address)
-        if byte_range is not None:
+        if byte_range is not None and (byte_range[0] < 0 or byte_range[1] < byte_range[0]):
+            raise ValidationError(f"invalid byte range {byte_range!r}")
+        with self._open(address) as f:
+            if byte_range is None:
+                return f.read()
             first, last = byte_range
-            if first < 0 or last < first:
-                raise ValidationError(f"invalid byte range {byte_range!r}")
-        try:
-            with open(path, "rb") as f:
-                if byte_range is None:
-                    return f.read()
-                f.seek(first)
-                return f.read(last - first + 1)
-        except _MISSING as e:
-            raise ObjectNotFoundError(f"object not found: {address}") from e
+            f.seek(first)
+            return f.read(last - first + 1)
 
     def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        path = self._path(address)
-        try:
-            f = open(path, "rb")  # noqa: SIM115 - closed by the generator
-        except _MISSING as e:
-            raise ObjectNotFoundError(f"object not found: {address}") from e
+        f = self._open(address)
 
         def chunks() -> Iterator[bytes]:
             with f:
@@ -159,28 +149,15 @@ class LocalBlockStore(BlockStore):
             yield ObjectStat(address=addr, size=st.st_size, etag=etag, mtime=st.st_mtime)
 
     def copy(self, src: str, dst: str) -> ObjectStat:
-        src_path = self._path(src)
-        if not os.path.isfile(src_path):
-            raise ObjectNotFoundError(f"object not found: {src}")
-        dst_path = self._path(dst)
+        self._path(dst)  # a bad destination fails before the source is opened
+        with self._open(src) as f:
+            return self.put(dst, iter(lambda: f.read(1 << 20), b""))
+
+    def _open(self, address: str) -> BinaryIO:
         try:
-            os.makedirs(os.path.dirname(dst_path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst_path), prefix=_TMP_PREFIX)
-            os.close(fd)
-        except OSError as e:
-            raise StorageError(f"local copy {src} -> {dst}: {e}") from e
-        try:
-            shutil.copyfile(src_path, tmp)
-            os.replace(tmp, dst_path)
-        except BaseException as e:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            if isinstance(e, FileNotFoundError):
-                raise ObjectNotFoundError(f"object not found: {src}") from e
-            if isinstance(e, OSError):
-                raise StorageError(f"local copy {src} -> {dst}: {e}") from e
-            raise
-        return self.stat(dst)
+            return open(self._path(address), "rb")
+        except _MISSING as e:
+            raise ObjectNotFoundError(f"object not found: {address}") from e
 
 
 def from_config(config: BlockstoreConfig) -> LocalBlockStore:

@@ -3,7 +3,9 @@
 One botocore client is built per store and shared by every thread (botocore
 clients are thread-safe; the connection pool is sized by ``max_pool_connections``).
 Streaming writes are uploaded part by part, so a writer never holds more than one
-part in memory.
+part in memory. As on S3 itself, the etag is the content's MD5 for objects written
+in one request (bytes, or a stream of at most one part) and ``<md5-of-part-md5s>-<n>``
+for streams uploaded in ``n`` parts.
 """
 
 from __future__ import annotations
@@ -177,14 +179,11 @@ class S3BlockStore(BlockStore):
         src_bucket, src_key = split_address(src)
         dst_bucket, dst_key = split_address(dst)
         try:
-            resp = self._client.copy_object(Bucket=dst_bucket, Key=dst_key,
-                                            CopySource={"Bucket": src_bucket, "Key": src_key})
+            self._client.copy_object(Bucket=dst_bucket, Key=dst_key,
+                                     CopySource={"Bucket": src_bucket, "Key": src_key})
         except (ClientError, BotoCoreError) as e:
             _raise_storage(e, "copy", f"{src} -> {dst}", not_found=src)
-        result = resp["CopyObjectResult"]
-        stat = self.stat(dst)
-        return ObjectStat(address=dst, size=stat.size, etag=_etag(result.get("ETag", stat.etag)),
-                          mtime=stat.mtime)
+        return self.stat(dst)
 
     def delete(self, address: str) -> None:
         bucket, key = split_address(address)
