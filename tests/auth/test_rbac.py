@@ -1,0 +1,270 @@
+"""Policy evaluation: the built-in roles, deny statements, wildcards and requirement trees."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakefs_core.auth import (
+    AuthStore,
+    Decision,
+    Effect,
+    Permission,
+    Policy,
+    Statement,
+    all_of,
+    any_of,
+    authorize,
+    builtin,
+    check,
+    evaluate,
+    rbac,
+)
+from lakefs_core.auth.rbac import arn_match, wildcard_match
+from lakefs_core.errors import PermissionDeniedError, ValidationError
+
+BUILTINS = {p.name: p for p in builtin.builtin_policies()}
+
+
+def _role(group: str) -> list[Policy]:
+    return [BUILTINS[name] for name in builtin.BUILTIN_GROUPS[group]]
+
+
+def _allow(actions: list[str], resource: str = "*") -> Statement:
+    return Statement(effect=Effect.ALLOW, action=actions, resource=resource)
+
+
+def _deny(actions: list[str], resource: str = "*") -> Statement:
+    return Statement(effect=Effect.DENY, action=actions, resource=resource)
+
+
+REPO = rbac.repository_arn("repo1")
+OBJ = rbac.object_arn("repo1", "data/part-0.parquet")
+BRANCH = rbac.branch_arn("repo1", "main")
+
+# (action, resource) -> allowed for Viewers, Developers, SuperUsers, Admins
+MATRIX = [
+    (rbac.LIST_REPOSITORIES, "*", (True, True, True, True)),
+    (rbac.READ_REPOSITORY, REPO, (True, True, True, True)),
+    (rbac.READ_OBJECT, OBJ, (True, True, True, True)),
+    (rbac.LIST_OBJECTS, REPO, (True, True, True, True)),
+    (rbac.READ_COMMIT, REPO, (True, True, True, True)),
+    (rbac.WRITE_OBJECT, OBJ, (False, True, True, True)),
+    (rbac.DELETE_OBJECT, OBJ, (False, True, True, True)),
+    (rbac.CREATE_COMMIT, BRANCH, (False, True, True, True)),
+    (rbac.CREATE_BRANCH, BRANCH, (False, True, True, True)),
+    (rbac.CREATE_REPOSITORY, REPO, (False, False, True, True)),
+    (rbac.DELETE_REPOSITORY, REPO, (False, False, True, True)),
+    (rbac.ATTACH_STORAGE_NAMESPACE, rbac.storage_namespace_arn("s3://b/p"),
+     (False, False, True, True)),
+    (rbac.MIRROR_REPOSITORY, REPO, (False, False, True, True)),
+    (rbac.SET_BRANCH_PROTECTION_RULES, REPO, (False, False, False, True)),
+    (rbac.GET_BRANCH_PROTECTION_RULES, REPO, (False, True, True, True)),
+    (rbac.READ_CONFIG, "*", (True, True, True, True)),
+    (rbac.CREATE_USER, rbac.user_arn("bob"), (False, False, False, True)),
+    (rbac.CREATE_CREDENTIALS, rbac.user_arn("alice"), (True, True, True, True)),
+    (rbac.CREATE_CREDENTIALS, rbac.user_arn("bob"), (False, False, False, True)),
+    (rbac.LIST_CREDENTIALS, rbac.user_arn("alice"), (True, True, True, True)),
+]
+
+
+@pytest.mark.parametrize("action, resource, expected", MATRIX,
+                         ids=[f"{a}@{r}" for a, r, _ in MATRIX])
+def test_builtin_roles(action: str, resource: str, expected: tuple[bool, ...]) -> None:
+    roles = (builtin.VIEWERS, builtin.DEVELOPERS, builtin.SUPER_USERS, builtin.ADMINS)
+    got = tuple(authorize(_role(g), Permission(action, resource), username="alice")
+                for g in roles)
+    assert got == expected
+
+
+def test_no_policies_means_denied() -> None:
+    assert evaluate([], Permission(rbac.READ_OBJECT, OBJ)) is Decision.NEUTRAL
+    assert not authorize([], Permission(rbac.READ_OBJECT, OBJ))
+
+
+def test_deny_overrides_allow_whatever_the_order() -> None:
+    deny_prod = Policy("NoProdWrites", [_deny(["fs:Write*", "fs:Delete*"],
+                                              rbac.repository_arn("prod") + "/*")])
+    for policies in (_role(builtin.ADMINS) + [deny_prod], [deny_prod] + _role(builtin.ADMINS)):
+        prod_obj = rbac.object_arn("prod", "a")
+        assert evaluate(policies, Permission(rbac.WRITE_OBJECT, prod_obj)) is Decision.DENY
+        assert not authorize(policies, Permission(rbac.DELETE_OBJECT, prod_obj))
+        assert authorize(policies, Permission(rbac.READ_OBJECT, prod_obj))
+        assert authorize(policies, Permission(rbac.WRITE_OBJECT, rbac.object_arn("dev", "a")))
+        # the repository itself is not under "prod/*"
+        assert authorize(policies, Permission(rbac.DELETE_REPOSITORY, rbac.repository_arn("prod")))
+
+
+def test_deny_within_one_policy() -> None:
+    policy = Policy("P", [_allow(["fs:*"]), _deny(["fs:DeleteRepository"])])
+    assert authorize([policy], Permission(rbac.CREATE_REPOSITORY, REPO))
+    assert not authorize([policy], Permission(rbac.DELETE_REPOSITORY, REPO))
+
+
+@pytest.mark.parametrize("pattern, value, expected", [
+    ("*", "", True),
+    ("*", "anything/at:all", True),
+    ("fs:Read*", "fs:ReadObject", True),
+    ("fs:Read*", "fs:ReadRepository", True),
+    ("fs:Read*", "fs:WriteObject", False),
+    ("fs:*Object", "fs:DeleteObject", True),
+    ("fs:*Object", "fs:ListObjects", False),
+    ("fs:Read?bject", "fs:ReadObject", True),
+    ("fs:Read?bject", "fs:ReadObbject", False),
+    ("a*b*c", "aXXbYYc", True),
+    ("a*b*c", "aXXcYYb", False),
+    ("*a*a*a", "aaaa", True),
+    ("?", "", False),
+    ("", "", True),
+    ("fs:ReadObject", "fs:readobject", False),  # case-sensitive
+])
+def test_wildcard_match(pattern: str, value: str, expected: bool) -> None:
+    assert wildcard_match(pattern, value) is expected
+
+
+@pytest.mark.parametrize("pattern, resource, expected", [
+    ("*", REPO, True),
+    ("*", "*", True),
+    ("arn:lakefs:fs:::repository/*", OBJ, True),
+    ("arn:lakefs:fs:::repository/repo1", OBJ, False),
+    ("arn:lakefs:fs:::repository/repo1/*", OBJ, True),
+    ("arn:lakefs:fs:::repository/repo?", REPO, True),
+    ("arn:lakefs:fs:::repository/repo?", rbac.repository_arn("repo12"), False),
+    ("arn:lakefs:fs:::repository/repo1/object/data/*", OBJ, True),
+    ("arn:lakefs:fs:::repository/repo1/object/logs/*", OBJ, False),
+    ("arn:lakefs:*:::*", rbac.user_arn("bob"), True),
+    ("arn:lakefs:fs:::*", rbac.user_arn("bob"), False),
+    ("arn:lakefs:auth:::user/*", rbac.user_arn("bob"), True),
+    # ':' inside an object path belongs to the resource field
+    ("arn:lakefs:fs:::repository/r/object/a:b*", rbac.object_arn("r", "a:b:c"), True),
+    ("arn:lakefs:fs:::namespace/s3://bucket/*", rbac.storage_namespace_arn("s3://bucket/x"),
+     True),
+    ("arn:lakefs:fs:::namespace/s3://bucket/*", rbac.storage_namespace_arn("s3://other/x"),
+     False),
+    ("arn:lakefs:fs:::repository/*", "*", False),
+])
+def test_arn_match(pattern: str, resource: str, expected: bool) -> None:
+    assert arn_match(pattern, resource) is expected
+
+
+def test_user_variable_in_resources() -> None:
+    policies = [BUILTINS[builtin.AUTH_MANAGE_OWN_CREDENTIALS]]
+    own = Permission(rbac.CREATE_CREDENTIALS, rbac.user_arn("alice"))
+    assert authorize(policies, own, username="alice")
+    assert not authorize(policies, own, username="bob")
+    assert not authorize(policies, own)  # no user, no substitution
+
+
+def test_resource_list() -> None:
+    policy = Policy("TwoRepos", [_allow(
+        ["fs:ReadObject"],
+        '["arn:lakefs:fs:::repository/a/*", "arn:lakefs:fs:::repository/b/*"]')])
+    assert authorize([policy], Permission(rbac.READ_OBJECT, rbac.object_arn("a", "x")))
+    assert authorize([policy], Permission(rbac.READ_OBJECT, rbac.object_arn("b", "x")))
+    assert not authorize([policy], Permission(rbac.READ_OBJECT, rbac.object_arn("c", "x")))
+
+
+def test_requirement_trees() -> None:
+    policies = [Policy("P", [
+        _allow([rbac.READ_OBJECT, rbac.WRITE_OBJECT]),
+        _deny([rbac.DELETE_OBJECT]),
+    ])]
+    read, write = Permission(rbac.READ_OBJECT, OBJ), Permission(rbac.WRITE_OBJECT, OBJ)
+    delete, commit = Permission(rbac.DELETE_OBJECT, OBJ), Permission(rbac.CREATE_COMMIT, BRANCH)
+
+    assert authorize(policies, all_of(read, write))
+    assert evaluate(policies, all_of(read, commit)) is Decision.NEUTRAL
+    assert evaluate(policies, all_of(read, delete)) is Decision.DENY
+    assert not authorize(policies, all_of())
+
+    assert authorize(policies, any_of(commit, read))
+    assert evaluate(policies, any_of(commit)) is Decision.NEUTRAL
+    # a deny anywhere wins, even when another branch is allowed
+    assert evaluate(policies, any_of(read, delete)) is Decision.DENY
+    assert not authorize(policies, any_of(read, delete))
+
+    assert authorize(policies, all_of(read, any_of(commit, write)))
+    assert not authorize(policies, all_of(read, any_of(commit, delete)))
+
+
+def test_check_raises_insufficient_permissions() -> None:
+    viewers = _role(builtin.VIEWERS)
+    check(viewers, Permission(rbac.READ_OBJECT, OBJ))
+    with pytest.raises(PermissionDeniedError, match="insufficient permissions"):
+        check(viewers, Permission(rbac.WRITE_OBJECT, OBJ))
+
+
+def test_narrow_replication_policy_from_the_mirroring_guide(store: AuthStore) -> None:
+    """A replication user scoped to one source, one mirror and one namespace."""
+    src, mirror, ns = "src-repo", "src-repo-mirror", "s3://dr-bucket/mirrors/src"
+    reads = ["fs:ReadRepository", "fs:ReadObject", "fs:ListObjects", "fs:ReadCommit",
+             "fs:ListCommits", "fs:ReadBranch", "fs:ListBranches"]
+    writes = reads + ["fs:CreateRepository", "fs:UpdateRepository", "fs:DeleteRepository",
+                      "fs:AttachStorageNamespace", "fs:WriteObject", "fs:DeleteObject",
+                      "fs:CreateCommit", "fs:CreateBranch", "fs:DeleteBranch",
+                      "fs:RevertBranch"]
+    store.create_policy(Policy.from_dict({"id": "ReplicationPolicy", "statement": [
+        {"action": ["fs:ListRepositories"], "effect": "allow", "resource": "*"},
+        {"action": reads, "effect": "allow", "resource": rbac.repository_arn(src)},
+        {"action": writes, "effect": "allow", "resource": rbac.repository_arn(mirror)},
+        {"action": ["fs:AttachStorageNamespace"], "effect": "allow",
+         "resource": rbac.storage_namespace_arn(ns)},
+    ]}))
+    store.create_user("replicator")
+    store.attach_policy_to_user("replicator", "ReplicationPolicy")
+    policies = store.effective_policies("replicator")
+
+    def allowed(action: str, resource: str) -> bool:
+        return authorize(policies, Permission(action, resource), username="replicator")
+
+    assert allowed(rbac.LIST_REPOSITORIES, "*")
+    assert allowed(rbac.READ_BRANCH, rbac.repository_arn(src))
+    assert not allowed(rbac.WRITE_OBJECT, rbac.repository_arn(src))
+    assert allowed(rbac.CREATE_REPOSITORY, rbac.repository_arn(mirror))
+    assert allowed(rbac.ATTACH_STORAGE_NAMESPACE, rbac.storage_namespace_arn(ns))
+    assert not allowed(rbac.ATTACH_STORAGE_NAMESPACE, rbac.storage_namespace_arn("s3://x/y"))
+    # creating a mirror also needs fs:MirrorRepository on the source: not granted here
+    create_mirror = all_of(
+        Permission(rbac.CREATE_REPOSITORY, rbac.repository_arn(mirror)),
+        Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(src)),
+        Permission(rbac.ATTACH_STORAGE_NAMESPACE, rbac.storage_namespace_arn(ns)),
+    )
+    assert not authorize(policies, create_mirror)
+    store.create_policy(Policy("MirrorSrc", [_allow([rbac.MIRROR_REPOSITORY],
+                                                    rbac.repository_arn(src))]))
+    store.attach_policy_to_user("replicator", "MirrorSrc")
+    assert authorize(store.effective_policies("replicator"), create_mirror)
+
+
+# --- policy validation --------------------------------------------------------------------
+@pytest.mark.parametrize("statement", [
+    {"effect": "maybe", "action": ["fs:ReadObject"], "resource": "*"},
+    {"effect": "allow", "action": [], "resource": "*"},
+    {"effect": "allow", "action": "fs:ReadObject", "resource": "*"},
+    {"effect": "allow", "action": ["ReadObject"], "resource": "*"},
+    {"effect": "allow", "action": ["storage:ReadObject"], "resource": "*"},
+    {"effect": "allow", "action": ["fs:Read Object"], "resource": "*"},
+    {"effect": "allow", "action": ["fs:ReadObject"], "resource": ""},
+    {"effect": "allow", "action": ["fs:ReadObject"], "resource": "[not json"},
+    {"effect": "allow", "action": ["fs:ReadObject"], "resource": "[]"},
+    {"effect": "allow", "action": ["fs:ReadObject"]},
+])
+def test_invalid_statements_are_refused(statement: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Policy.from_dict({"id": "P", "statement": [statement]})
+
+
+def test_policy_json_round_trip() -> None:
+    data = {"id": "P", "statement": [
+        {"Effect": "Deny", "Action": ["fs:Delete*"], "Resource": "arn:lakefs:fs:::repository/*"},
+        {"effect": "allow", "action": ["*"], "resource": "*"},
+    ]}
+    policy = Policy.from_dict(data)
+    assert policy.statements[0].effect is Effect.DENY
+    again = Policy.from_dict(policy.to_dict())
+    assert again.statements == policy.statements
+    assert policy.to_dict()["statement"][0] == {
+        "effect": "deny", "action": ["fs:Delete*"], "resource": "arn:lakefs:fs:::repository/*"}
+    with pytest.raises(ValidationError):
+        Policy.from_dict({"id": "P", "statement": []})
+    with pytest.raises(ValidationError):
+        Policy.from_dict({"statement": [{"effect": "allow", "action": ["*"], "resource": "*"}]})
