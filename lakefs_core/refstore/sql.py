@@ -398,6 +398,10 @@ class SQLRefStore(RefStore):
         else:
             raise ValidationError(
                 f"unsupported refstore database {backend!r}: use sqlite or postgresql")
+        self._write_engine = self._engine.execution_options(**{_WRITE_OPTION: True})
+        # a PostgreSQL read is one statement: autocommit spares the BEGIN/ROLLBACK round trips
+        self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
+                             if backend == "postgresql" else self._engine)
         try:
             self._write(self._create_schema)
         except BaseException:
@@ -448,17 +452,19 @@ class SQLRefStore(RefStore):
             raise DatabaseError(f"refstore database {self._display_url}: {exc.orig}") from exc
 
     def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
-        with self._engine.connect() as conn:
-            if write:
-                conn.execution_options(**{_WRITE_OPTION: True})
-            with conn.begin():
-                return work(conn)
+        with (self._write_engine if write else self._read_engine).begin() as conn:
+            return work(conn)
 
     def _insert(self, table: Table) -> Any:
         """An INSERT that supports ``on_conflict_do_*`` on the engine's dialect."""
         if self._engine.dialect.name == "postgresql":
             return postgresql.insert(table)
         return sqlite.insert(table)
+
+    def _insert_new(self, table: Table, **values: Any) -> Any:
+        """INSERT unless the key exists; the result's rowcount says which happened."""
+        return (self._insert(table).values(**values).on_conflict_do_nothing()
+                .execution_options(preserve_rowcount=True))
 
     @staticmethod
     def _require_repository(conn: Connection, repo_id: str) -> None:
@@ -481,11 +487,10 @@ class SQLRefStore(RefStore):
                 f"{repo.default_branch!r} of repository {repo.id!r}")
 
         def work(conn: Connection) -> None:
-            created = conn.execute(self._insert(repositories).values(
-                id=repo.id, storage_namespace=repo.storage_namespace,
+            created = conn.execute(self._insert_new(
+                repositories, id=repo.id, storage_namespace=repo.storage_namespace,
                 default_branch=repo.default_branch, storage_id=repo.storage_id,
-                read_only=repo.read_only, creation_date=repo.creation_date,
-            ).on_conflict_do_nothing())
+                read_only=repo.read_only, creation_date=repo.creation_date))
             if created.rowcount == 0:
                 raise RepositoryExistsError(f"repository {repo.id!r} already exists")
             conn.execute(branches.insert().values(
@@ -594,8 +599,8 @@ class SQLRefStore(RefStore):
     # --- branches ---------------------------------------------------------------------
     def create_branch(self, repo_id: str, branch: Branch) -> None:
         """Raises BranchExistsError, RepositoryNotFoundError."""
-        stmt = self._insert(branches).values(
-            repo=repo_id, name=branch.name, **_branch_values(branch)).on_conflict_do_nothing()
+        stmt = self._insert_new(branches, repo=repo_id, name=branch.name,
+                                **_branch_values(branch))
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
             raise BranchExistsError(f"branch {branch.name!r} already exists")
 
@@ -652,8 +657,7 @@ class SQLRefStore(RefStore):
     # --- tags -------------------------------------------------------------------------
     def create_tag(self, repo_id: str, tag: Tag) -> None:
         """Raises TagExistsError, RepositoryNotFoundError."""
-        stmt = self._insert(tags).values(
-            repo=repo_id, name=tag.name, commit_id=tag.commit_id).on_conflict_do_nothing()
+        stmt = self._insert_new(tags, repo=repo_id, name=tag.name, commit_id=tag.commit_id)
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
             raise TagExistsError(f"tag {tag.name!r} already exists")
 
@@ -685,12 +689,11 @@ class SQLRefStore(RefStore):
     # --- commits ----------------------------------------------------------------------
     def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
         """Store a commit record; a record already stored under this id is kept."""
-        stmt = self._insert(commits).values(
-            repo=repo_id, commit_id=commit_id, parents=json.dumps(list(commit.parents)),
+        stmt = self._insert_new(
+            commits, repo=repo_id, commit_id=commit_id, parents=json.dumps(list(commit.parents)),
             metarange_id=commit.metarange_id, message=commit.message,
             committer=commit.committer, creation_date=commit.creation_date,
-            metadata=_dump_map(commit.metadata), generation=commit.generation,
-        ).on_conflict_do_nothing()
+            metadata=_dump_map(commit.metadata), generation=commit.generation)
         self._write(lambda conn: conn.execute(stmt))
 
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:

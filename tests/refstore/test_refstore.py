@@ -1,0 +1,562 @@
+"""The refstore contract, run on SQLite and PostgreSQL alike (see conftest)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from lakefs_core.errors import (
+    BranchChangedError,
+    BranchExistsError,
+    BranchNotFoundError,
+    CommitNotFoundError,
+    RepositoryExistsError,
+    RepositoryNotFoundError,
+    TagExistsError,
+    TagNotFoundError,
+    ValidationError,
+)
+from lakefs_core.graveler.model import (
+    AddressType,
+    Branch,
+    Commit,
+    Entry,
+    EntryRecord,
+    Repository,
+    Tag,
+)
+from lakefs_core.refstore.sql import SQLRefStore, prefix_end
+
+#: names that sort differently by code point, by locale and case-insensitively
+AWKWARD_NAMES = ["B", "a", "a-b", "a/b", "a_b", "a%b", "ab", "z", "ä", "é", "\U0001f600"]
+
+
+def new_repo(store: SQLRefStore, repo_id: str = "repo", branch: str = "main",
+             **fields: Any) -> Repository:
+    repo = Repository(id=repo_id, storage_namespace=f"local://ns/{repo_id}",
+                      default_branch=branch, creation_date=1_700_000_000, **fields)
+    store.create_repository(repo, Branch(name=branch, commit_id="c0", staging_token="t0"))
+    return repo
+
+
+def entry(n: int = 0, **fields: Any) -> Entry:
+    values: dict[str, Any] = {"address": f"data/obj{n}", "size": n, "etag": f"etag{n}",
+                              "mtime": 1_712_345_678.125 + n}
+    values.update(fields)
+    return Entry(**values)
+
+
+def commit(message: str = "m", **fields: Any) -> Commit:
+    values: dict[str, Any] = {"parents": ("p1",), "metarange_id": "mr", "message": message,
+                              "committer": "alice", "creation_date": 1_700_000_001}
+    values.update(fields)
+    return Commit(**values)
+
+
+# --- repositories -------------------------------------------------------------------
+def test_create_and_get_repository(store: SQLRefStore) -> None:
+    repo = new_repo(store, "r1", branch="develop", storage_id="s3-west", read_only=True)
+    assert store.get_repository("r1") == repo
+    assert store.get_branch("r1", "develop") == Branch("develop", "c0", "t0")
+
+
+def test_repository_exists_and_creation_is_atomic(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    again = Repository(id="r1", storage_namespace="local://other", default_branch="other",
+                       creation_date=2)
+    with pytest.raises(RepositoryExistsError):
+        store.create_repository(again, Branch("other", "c9", "t9"))
+    assert store.get_repository("r1").storage_namespace == "local://ns/r1"
+    with pytest.raises(BranchNotFoundError):
+        store.get_branch("r1", "other")
+
+
+def test_create_repository_refuses_a_branch_that_is_not_the_default(store: SQLRefStore) -> None:
+    repo = Repository(id="r1", storage_namespace="local://x", default_branch="main",
+                      creation_date=1)
+    with pytest.raises(ValidationError):
+        store.create_repository(repo, Branch("dev", "c0", "t0"))
+    with pytest.raises(RepositoryNotFoundError):
+        store.get_repository("r1")
+
+
+def test_get_missing_repository(store: SQLRefStore) -> None:
+    with pytest.raises(RepositoryNotFoundError):
+        store.get_repository("nope")
+
+
+def test_list_repositories_pagination(store: SQLRefStore) -> None:
+    ids = ["alpha", "alpha-2", "alphabet", "beta", "gamma", "ALPHA"]
+    for repo_id in ids:
+        new_repo(store, repo_id)
+    assert [r.id for r in store.list_repositories()] == sorted(ids)
+    assert [r.id for r in store.list_repositories(prefix="alpha")] == [
+        "alpha", "alpha-2", "alphabet"]
+    assert [r.id for r in store.list_repositories(prefix="alpha", after="alpha")] == [
+        "alpha-2", "alphabet"]
+    assert [r.id for r in store.list_repositories(after="alphabet", amount=1)] == ["beta"]
+    assert store.list_repositories(amount=0) == []
+    assert store.list_repositories(prefix="delta") == []
+    with pytest.raises(ValidationError):
+        store.list_repositories(amount=-1)
+
+
+def test_update_repository(store: SQLRefStore) -> None:
+    repo = new_repo(store, "r1")
+    store.update_repository(replace(repo, read_only=True))
+    assert store.get_repository("r1") == replace(repo, read_only=True)
+    store.update_repository(repo)
+    assert store.get_repository("r1").read_only is False
+    with pytest.raises(RepositoryNotFoundError):
+        store.update_repository(replace(repo, id="nope"))
+
+
+def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
+    for repo_id in ("doomed", "kept"):
+        new_repo(store, repo_id)
+        store.create_branch(repo_id, Branch("dev", "c1", "t1"))
+        store.create_tag(repo_id, Tag("v1", "c1"))
+        store.put_commit(repo_id, "c1", commit())
+        store.put_staged(repo_id, "t1", EntryRecord("a", entry()))
+        store.set_setting(repo_id, "protection", "[]")
+        store.set_repository_metadata(repo_id, {"k": "v"})
+
+    store.delete_repository("doomed")
+
+    with pytest.raises(RepositoryNotFoundError):
+        store.get_repository("doomed")
+    assert store.list_branches("doomed") == []
+    assert store.list_tags("doomed") == []
+    with pytest.raises(CommitNotFoundError):
+        store.get_commit("doomed", "c1")
+    assert not store.has_staged("doomed", "t1")
+    assert store.get_setting("doomed", "protection") is None
+    # the same id can be used again, from scratch
+    new_repo(store, "doomed")
+    assert store.get_repository_metadata("doomed") == {}
+    assert [b.name for b in store.list_branches("doomed")] == ["main"]
+
+    assert [b.name for b in store.list_branches("kept")] == ["dev", "main"]
+    assert store.get_tag("kept", "v1") == Tag("v1", "c1")
+    assert store.get_commit("kept", "c1") == commit()
+    assert store.get_staged("kept", "t1", "a") == EntryRecord("a", entry())
+    assert store.get_setting("kept", "protection") == "[]"
+    assert store.get_repository_metadata("kept") == {"k": "v"}
+
+    with pytest.raises(RepositoryNotFoundError):
+        store.delete_repository("never-was")
+
+
+# --- repository metadata and settings -------------------------------------------------
+def test_repository_metadata(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    assert store.get_repository_metadata("r1") == {}
+    store.set_repository_metadata("r1", {"a": "1", "b": "2"})
+    store.set_repository_metadata("r1", {"b": "3", "ü": "ñ"})
+    assert store.get_repository_metadata("r1") == {"a": "1", "b": "3", "ü": "ñ"}
+    store.delete_repository_metadata("r1", ["a", "missing"])
+    assert store.get_repository_metadata("r1") == {"b": "3", "ü": "ñ"}
+    store.set_repository_metadata("r1", {})
+    store.delete_repository_metadata("r1", [])
+    assert store.get_repository_metadata("r1") == {"b": "3", "ü": "ñ"}
+
+
+def test_repository_metadata_of_missing_repository(store: SQLRefStore) -> None:
+    with pytest.raises(RepositoryNotFoundError):
+        store.get_repository_metadata("nope")
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_repository_metadata("nope", {"a": "1"})
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_repository_metadata("nope", {})
+    with pytest.raises(RepositoryNotFoundError):
+        store.delete_repository_metadata("nope", ["a"])
+
+
+def test_settings(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    new_repo(store, "r2")
+    assert store.get_setting("r1", "branch_protection") is None
+    store.set_setting("r1", "branch_protection", '["main"]')
+    store.set_setting("r1", "branch_protection", '["main", "release-*"]')
+    assert store.get_setting("r1", "branch_protection") == '["main", "release-*"]'
+    assert store.get_setting("r2", "branch_protection") is None
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_setting("nope", "branch_protection", "[]")
+    assert store.get_setting("nope", "branch_protection") is None
+
+
+# --- branches ---------------------------------------------------------------------------
+def test_branch_lifecycle(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    dev = Branch("dev", "c1", "t1", sealed_tokens=("t0", "tx"), sealed_at=1712.5)
+    store.create_branch("r1", dev)
+    assert store.get_branch("r1", "dev") == dev
+    with pytest.raises(BranchExistsError):
+        store.create_branch("r1", Branch("dev", "c2", "t2"))
+    assert store.get_branch("r1", "dev") == dev
+    store.delete_branch("r1", "dev")
+    with pytest.raises(BranchNotFoundError):
+        store.get_branch("r1", "dev")
+    with pytest.raises(BranchNotFoundError):
+        store.delete_branch("r1", "dev")
+
+
+def test_branch_of_missing_repository(store: SQLRefStore) -> None:
+    with pytest.raises(RepositoryNotFoundError):
+        store.create_branch("nope", Branch("dev", "c1", "t1"))
+    with pytest.raises(BranchNotFoundError):
+        store.get_branch("nope", "main")
+    assert store.list_branches("nope") == []
+
+
+def test_branches_are_per_repository(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    new_repo(store, "r2")
+    store.create_branch("r1", Branch("dev", "c1", "t1"))
+    with pytest.raises(BranchNotFoundError):
+        store.get_branch("r2", "dev")
+    store.create_branch("r2", Branch("dev", "c2", "t2"))
+    assert store.get_branch("r1", "dev").commit_id == "c1"
+
+
+def test_list_branches_pagination_and_order(store: SQLRefStore) -> None:
+    new_repo(store, "r1", branch="main")
+    for name in AWKWARD_NAMES:
+        store.create_branch("r1", Branch(name, "c", "t"))
+    names = sorted([*AWKWARD_NAMES, "main"])
+    assert [b.name for b in store.list_branches("r1")] == names
+    # % and _ in a prefix are literal characters, and prefixes are case-sensitive
+    assert [b.name for b in store.list_branches("r1", prefix="a_")] == ["a_b"]
+    assert [b.name for b in store.list_branches("r1", prefix="a%")] == ["a%b"]
+    assert [b.name for b in store.list_branches("r1", prefix="a")] == [
+        "a", "a%b", "a-b", "a/b", "a_b", "ab"]
+    assert [b.name for b in store.list_branches("r1", prefix="a", after="a/b")] == [
+        "a_b", "ab"]
+    assert [b.name for b in store.list_branches("r1", prefix="b")] == []
+    assert [b.name for b in store.list_branches("r1", after="z")] == ["ä", "é", "\U0001f600"]
+    pages: list[str] = []
+    after = ""
+    while page := store.list_branches("r1", after=after, amount=3):
+        assert len(page) <= 3
+        pages.extend(b.name for b in page)
+        after = page[-1].name
+    assert pages == names
+
+
+# --- compare-and-swap ----------------------------------------------------------------------
+def test_update_branch_swaps_when_unchanged(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    current = store.get_branch("r1", "main")
+    sealed = Branch("main", "c0", "t1", sealed_tokens=("t0",), sealed_at=99.5)
+    store.update_branch("r1", current, sealed)
+    assert store.get_branch("r1", "main") == sealed
+    landed = Branch("main", "c1", "t1")
+    store.update_branch("r1", sealed, landed)
+    assert store.get_branch("r1", "main") == landed
+
+
+@pytest.mark.parametrize("stale", [
+    {"commit_id": "other"},
+    {"staging_token": "other"},
+    {"sealed_tokens": ("t0",)},
+    {"sealed_tokens": ("b", "a")},  # same tokens, other order
+])
+def test_update_branch_refuses_a_stale_expectation(store: SQLRefStore,
+                                                    stale: dict[str, Any]) -> None:
+    new_repo(store, "r1")
+    current = Branch("main", "c1", "t1", sealed_tokens=("a", "b"))
+    store.update_branch("r1", store.get_branch("r1", "main"), current)
+    with pytest.raises(BranchChangedError):
+        store.update_branch("r1", replace(current, **stale), Branch("main", "c2", "t2"))
+    assert store.get_branch("r1", "main") == current
+
+
+def test_update_branch_ignores_sealed_at_in_the_comparison(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    current = store.get_branch("r1", "main")
+    store.update_branch("r1", replace(current, sealed_at=123.0), replace(current, commit_id="c1"))
+    assert store.get_branch("r1", "main").commit_id == "c1"
+
+
+def test_update_branch_of_deleted_branch(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    store.create_branch("r1", Branch("dev", "c1", "t1"))
+    stale = store.get_branch("r1", "dev")
+    store.delete_branch("r1", "dev")
+    with pytest.raises(BranchNotFoundError):
+        store.update_branch("r1", stale, replace(stale, commit_id="c2"))
+    with pytest.raises(BranchNotFoundError):
+        store.update_branch("nope", stale, replace(stale, commit_id="c2"))
+
+
+def test_update_branch_cannot_rename(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    current = store.get_branch("r1", "main")
+    with pytest.raises(ValidationError):
+        store.update_branch("r1", current, replace(current, name="other"))
+
+
+def test_concurrent_compare_and_swap_loses_no_update(store: SQLRefStore) -> None:
+    threads, increments = 16, 20
+    new_repo(store, "r1")
+    store.update_branch("r1", store.get_branch("r1", "main"), Branch("main", "0", "t0"))
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            for _ in range(increments):
+                for _attempt in range(10_000):
+                    seen = store.get_branch("r1", "main")
+                    try:
+                        store.update_branch(
+                            "r1", seen, replace(seen, commit_id=str(int(seen.commit_id) + 1)))
+                        break
+                    except BranchChangedError:
+                        continue
+                else:
+                    raise AssertionError("compare-and-swap never succeeded")
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=worker) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert failures == []
+    assert store.get_branch("r1", "main").commit_id == str(threads * increments)
+
+
+# --- tags ------------------------------------------------------------------------------------
+def test_tags(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    for name in AWKWARD_NAMES:
+        store.create_tag("r1", Tag(name, f"commit-{name}"))
+    assert store.get_tag("r1", "a_b") == Tag("a_b", "commit-a_b")
+    with pytest.raises(TagExistsError):
+        store.create_tag("r1", Tag("a_b", "other"))
+    assert store.get_tag("r1", "a_b").commit_id == "commit-a_b"
+    assert [t.name for t in store.list_tags("r1")] == sorted(AWKWARD_NAMES)
+    assert [t.name for t in store.list_tags("r1", prefix="a_")] == ["a_b"]
+    assert [t.name for t in store.list_tags("r1", prefix="a", after="a%b", amount=2)] == [
+        "a-b", "a/b"]
+    store.delete_tag("r1", "a_b")
+    with pytest.raises(TagNotFoundError):
+        store.get_tag("r1", "a_b")
+    with pytest.raises(TagNotFoundError):
+        store.delete_tag("r1", "a_b")
+    with pytest.raises(RepositoryNotFoundError):
+        store.create_tag("nope", Tag("v1", "c1"))
+    assert store.list_tags("nope") == []
+
+
+# --- commits ------------------------------------------------------------------------------------
+def test_commit_round_trip(store: SQLRefStore) -> None:
+    record = commit("first line\nsecond: ünïcödé ✓", parents=("a" * 64, "b" * 64),
+                    metadata={"z": "1", "a": "", "κλειδί": "τιμή", "quote": '"{}"'},
+                    generation=7, creation_date=2**40)
+    store.put_commit("r1", "c1", record)
+    assert store.get_commit("r1", "c1") == record
+    root = commit(parents=(), metadata={})
+    store.put_commit("r1", "c0", root)
+    assert store.get_commit("r1", "c0") == root
+    with pytest.raises(CommitNotFoundError):
+        store.get_commit("r1", "c2")
+    with pytest.raises(CommitNotFoundError):
+        store.get_commit("r2", "c1")
+
+
+def test_put_commit_is_idempotent(store: SQLRefStore) -> None:
+    store.put_commit("r1", "c1", commit("original"))
+    store.put_commit("r1", "c1", commit("original"))
+    store.put_commit("r1", "c1", commit("a later write of the same id"))
+    assert store.get_commit("r1", "c1") == commit("original")
+
+
+def test_find_commit_ids(store: SQLRefStore) -> None:
+    ids = ["abc123", "abc456", "abd000", "ab_000", "ab%000", "ABC999", "fff"]
+    for commit_id in ids:
+        store.put_commit("r1", commit_id, commit())
+    store.put_commit("r2", "abc789", commit())
+    assert store.find_commit_ids("r1", "abc") == ["abc123", "abc456"]
+    assert store.find_commit_ids("r1", "abc", limit=10) == ["abc123", "abc456"]
+    assert store.find_commit_ids("r1", "abc4") == ["abc456"]
+    assert store.find_commit_ids("r1", "ab", limit=1) == ["ab%000"]
+    assert store.find_commit_ids("r1", "ab_") == ["ab_000"]
+    assert store.find_commit_ids("r1", "ab%") == ["ab%000"]
+    assert store.find_commit_ids("r1", "ABC") == ["ABC999"]
+    assert store.find_commit_ids("r1", "abc1234") == []
+    assert store.find_commit_ids("r1", "x") == []
+    assert store.find_commit_ids("r3", "abc") == []
+
+
+# --- staging -------------------------------------------------------------------------------------
+def test_staged_entry_round_trip(store: SQLRefStore) -> None:
+    full = entry(1, address="s3://bucket/imported/a.parquet", address_type=AddressType.FULL,
+                 size=2**42, mtime=1_712_345_678.123456789, content_type="application/x-parquet",
+                 metadata={"owner": "ünïcödé", "empty": "", "json": '{"a": [1]}', "B": "x"})
+    store.put_staged("r1", "t1", EntryRecord("dir/a.parquet", full))
+    got = store.get_staged("r1", "t1", "dir/a.parquet")
+    assert got == EntryRecord("dir/a.parquet", full)
+    assert got is not None and got.entry is not None
+    assert got.entry.address_type is AddressType.FULL
+    assert got.entry.mtime == 1_712_345_678.123456789
+    plain = entry(2)
+    store.put_staged("r1", "t1", EntryRecord("b", plain))
+    assert store.get_staged("r1", "t1", "b") == EntryRecord("b", plain)
+
+
+def test_staging_replace_tombstone_and_undo(store: SQLRefStore) -> None:
+    assert store.get_staged("r1", "t1", "a") is None
+    assert not store.has_staged("r1", "t1")
+    store.put_staged("r1", "t1", EntryRecord("a", entry(1)))
+    store.put_staged("r1", "t1", EntryRecord("a", entry(2)))
+    assert store.get_staged("r1", "t1", "a") == EntryRecord("a", entry(2))
+    store.put_staged("r1", "t1", EntryRecord("a", None))
+    assert store.get_staged("r1", "t1", "a") == EntryRecord("a", None)
+    assert store.has_staged("r1", "t1")
+    store.put_staged("r1", "t1", EntryRecord("a", entry(3)))
+    assert store.get_staged("r1", "t1", "a") == EntryRecord("a", entry(3))
+    store.delete_staged("r1", "t1", "a")
+    store.delete_staged("r1", "t1", "never-staged")
+    assert store.get_staged("r1", "t1", "a") is None
+    assert not store.has_staged("r1", "t1")
+
+
+def test_staging_tokens_and_repositories_are_isolated(store: SQLRefStore) -> None:
+    store.put_staged("r1", "t1", EntryRecord("a", entry(1)))
+    store.put_staged("r1", "t2", EntryRecord("a", entry(2)))
+    store.put_staged("r2", "t1", EntryRecord("a", None))
+    assert store.get_staged("r1", "t1", "a") == EntryRecord("a", entry(1))
+    assert store.get_staged("r1", "t2", "a") == EntryRecord("a", entry(2))
+    assert store.get_staged("r2", "t1", "a") == EntryRecord("a", None)
+    store.drop_staging("r1", "t1")
+    assert not store.has_staged("r1", "t1")
+    assert list(store.list_staged("r1", "t1")) == []
+    assert store.has_staged("r1", "t2")
+    assert store.has_staged("r2", "t1")
+
+
+def test_list_staged_prefix_after_and_order(store: SQLRefStore) -> None:
+    paths = [f"dir/{name}" for name in AWKWARD_NAMES] + ["dir", "dir0", "dj", "Dir/x"]
+    for i, path in enumerate(paths):
+        store.put_staged("r1", "t1", EntryRecord(path, None if i % 2 else entry(i)))
+    assert [r.path for r in store.list_staged("r1", "t1")] == sorted(paths)
+    under = sorted(p for p in paths if p.startswith("dir/"))
+    assert [r.path for r in store.list_staged("r1", "t1", prefix="dir/")] == under
+    assert [r.path for r in store.list_staged("r1", "t1", prefix="dir/a_")] == ["dir/a_b"]
+    assert [r.path for r in store.list_staged("r1", "t1", prefix="dir/", after="dir/z")] == [
+        "dir/ä", "dir/é", "dir/\U0001f600"]
+    assert [r.path for r in store.list_staged("r1", "t1", after="dir0")] == ["dj"]
+    by_path = {r.path: r for r in store.list_staged("r1", "t1")}
+    assert by_path["dir/B"] == EntryRecord("dir/B", entry(0))
+    assert by_path["dir/a"] == EntryRecord("dir/a", None)
+
+
+def _count_staged_selects(store: SQLRefStore) -> tuple[list[str], Any]:
+    statements: list[str] = []
+
+    def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "staged_entries" in statement:
+            statements.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", on_execute)
+    return statements, on_execute
+
+
+def test_list_staged_streams_in_pages(store: SQLRefStore) -> None:
+    total = 2_600
+    expected: list[EntryRecord] = []
+    for i in range(total):
+        record = EntryRecord(f"data/part-{i:05d}", None if i % 3 == 0 else entry(i))
+        store.put_staged("r1", "t1", record)
+        expected.append(record)
+    statements, listener = _count_staged_selects(store)
+    try:
+        stream: Iterator[EntryRecord] = store.list_staged("r1", "t1")
+        first = next(stream)
+        # the first page is fetched, and its connection is back in the pool
+        assert len(statements) == 1
+        assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        rest = list(stream)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", listener)
+    assert [first, *rest] == expected
+    assert len(statements) == 3  # 1000 + 1000 + 600 rows
+    tail = list(store.list_staged("r1", "t1", prefix="data/part-02", after="data/part-02499"))
+    assert tail == expected[2500:2600]
+
+
+def test_list_staged_with_an_exact_page_multiple(refstore_url: str) -> None:
+    store = SQLRefStore(refstore_url, page_size=2)
+    try:
+        for i in range(4):
+            store.put_staged("r1", "t1", EntryRecord(f"p{i}", entry(i)))
+        assert [r.path for r in store.list_staged("r1", "t1")] == ["p0", "p1", "p2", "p3"]
+        assert [r.path for r in store.list_staged("r1", "t1", after="p0")] == ["p1", "p2", "p3"]
+    finally:
+        store.close()
+
+
+# --- schema -----------------------------------------------------------------------------------
+def test_reopen_keeps_data_and_schema_creation_is_idempotent(refstore_url: str) -> None:
+    with SQLRefStore(refstore_url) as first:
+        new_repo(first, "r1")
+        first.put_staged("r1", "t0", EntryRecord("a", entry(1)))
+    with SQLRefStore(refstore_url) as second:
+        assert second.get_repository("r1").id == "r1"
+        assert second.get_staged("r1", "t0", "a") == EntryRecord("a", entry(1))
+        new_repo(second, "r2")
+    with SQLRefStore(refstore_url) as third:
+        assert [r.id for r in third.list_repositories()] == ["r1", "r2"]
+
+
+def test_concurrent_first_opens_create_the_schema_once(refstore_url: str) -> None:
+    openers = 6
+    barrier = threading.Barrier(openers)
+    stores: list[SQLRefStore] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def open_store() -> None:
+        try:
+            barrier.wait()
+            s = SQLRefStore(refstore_url)
+            with lock:
+                stores.append(s)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=open_store) for _ in range(openers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert failures == []
+        assert len(stores) == openers
+        for i, s in enumerate(stores):
+            new_repo(s, f"r{i}")
+        assert len(stores[0].list_repositories()) == openers
+    finally:
+        for s in stores:
+            s.close()
+
+
+# --- helpers ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("prefix", "end"), [
+    ("abc", "abd"),
+    ("a\U0010ffff", "b"),
+    ("\U0010ffff", None),
+    ("a\ud7ff", "a\ue000"),
+    ("", None),
+])
+def test_prefix_end(prefix: str, end: str | None) -> None:
+    assert prefix_end(prefix) == end
