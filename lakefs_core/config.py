@@ -82,6 +82,7 @@ __all__ = [
     "ServerConfig",
     "StorageConfig",
     "env_var_paths",
+    "field_paths",
     "check_http_url",
     "check_listen_address",
     "format_duration",
@@ -230,14 +231,16 @@ def format_duration(value: timedelta) -> str:
         return f"{sign}{micros}us"
     hours, rest = divmod(micros, 3_600_000_000)
     minutes, rest = divmod(rest, 60_000_000)
-    seconds = rest / 1_000_000
+    seconds, fraction = divmod(rest, 1_000_000)
     text = ""
     if hours:
         text += f"{hours}h"
     if minutes:
         text += f"{minutes}m"
-    if seconds:
-        text += f"{seconds:g}s"
+    if fraction:
+        text += f"{seconds}.{fraction:06d}".rstrip("0") + "s"
+    elif seconds:
+        text += f"{seconds}s"
     return sign + text
 
 
@@ -564,9 +567,10 @@ def _takes_json(annotation: Any) -> bool:
     return origin in (list, dict, tuple, set) or annotation in (list, dict)
 
 
-def _field_paths(
+def field_paths(
     model: type[BaseModel], prefix: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], FieldInfo]]:
+    """Every field path of a settings model, sections and their fields, depth first."""
     for name, info in model.model_fields.items():
         if info.exclude:
             continue
@@ -574,7 +578,7 @@ def _field_paths(
         yield path, info
         sub = _section_model(info.annotation)
         if sub is not None:
-            yield from _field_paths(sub, path)
+            yield from field_paths(sub, path)
 
 
 def env_var_paths(
@@ -589,7 +593,7 @@ def env_var_paths(
     """
     names: dict[str, tuple[tuple[str, ...], bool]] = {}
     for path, info in sorted(
-        _field_paths(model), key=lambda item: [-len(p) for p in item[0]]
+        field_paths(model), key=lambda item: [-len(p) for p in item[0]]
     ):
         name = (prefix + "_".join(path)).upper()
         names.setdefault(name, (path, _takes_json(info.annotation)))
