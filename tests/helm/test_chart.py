@@ -1,0 +1,371 @@
+"""The Helm chart, linted and rendered in-process (helm-python-sdk), every manifest
+checked against the Kubernetes schemas (kubernetes-validate, offline), and the rendered
+ConfigMaps parsed with the project's own settings models."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from lakefs_core.config import SERVER_CONFIG_FILE_ENV, ConfigError, load_server_config
+from replication.config import REPLICATION_CONFIG_FILE_ENV, load_replication_config
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "helm" / "lakefs-mirror"
+REGION_VALUES = {
+    "us-east-1": REPO_ROOT / "config" / "helm" / "values-us-east-1.yaml",
+    "us-west-2": REPO_ROOT / "config" / "helm" / "values-us-west-2.yaml",
+}
+BAD_VALUES = Path(__file__).with_name("bad-values.yaml")
+KUBE_VERSION = "1.30"
+NAMESPACE = "mirroring"
+# What the replication Kubernetes secret of seed 003 puts into the sidecar's environment.
+REPLICATION_SECRET_ENV = {
+    "source_lakefs_access_key_id": "AKIAREPLICATOR",
+    "source_lakefs_secret_access_key": "replicator-secret",
+    "auth_encrypt_secret_key": "<shared-secret>",
+}
+DATABASE_DSN = "postgres://lakefs:pw@db.internal:5432/lakefs"
+# The whole environment of each pod of the region values: its secrets' keys.
+REPLICATION_POD_ENV = {
+    **REPLICATION_SECRET_ENV,
+    "REPLICATION_REFSTORE_DATABASE_POSTGRES_CONNECTION_STRING": DATABASE_DSN,
+}
+SERVER_POD_ENV = {
+    "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "<shared-secret>",
+    "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": DATABASE_DSN,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quiet_helm() -> Iterator[None]:
+    helm.disable_logging()  # template `fail` calls are logged by the library otherwise
+    yield
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[helm.Chart]:
+    with helm.Chart.load(CHART) as loaded:
+        yield loaded
+
+
+def load_values(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data
+
+
+def render(
+    chart: helm.Chart, values: dict[str, Any] | None, release: str = "lakefs-source"
+) -> list[dict[str, Any]]:
+    """Every Kubernetes object of the rendered chart (NOTES.txt left out)."""
+    objects: list[dict[str, Any]] = []
+    for name, text in sorted(chart.render(values, name=release, namespace=NAMESPACE).items()):
+        if name.endswith("NOTES.txt"):
+            continue
+        objects += [doc for doc in yaml.safe_load_all(text) if doc]
+    return objects
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind} {name}, got {len(matches)}"
+    return matches[0]
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    result: dict[str, Any] = containers[0]
+    return result
+
+
+def env_of(c: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in c.get("env", [])}
+
+
+def config_file(deployment: dict[str, Any], env_name: str) -> tuple[str, str]:
+    """(ConfigMap name, key) that the file named by ``env_name`` is mounted from."""
+    c = container(deployment)
+    path = env_of(c)[env_name]["value"]
+    mount_dir, _, key = path.rpartition("/")
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == mount_dir)
+    volume = next(
+        v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]
+    )
+    return volume["configMap"]["name"], key
+
+
+def validate_all(objects: list[dict[str, Any]]) -> None:
+    assert objects
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBE_VERSION, strict=True)
+
+
+def lint(values: dict[str, Any] | None) -> dict[str, Any]:
+    report: dict[str, Any] = helm.lint(
+        CHART, values, strict=True, kube_version=f"v{KUBE_VERSION}.0"
+    )
+    return report
+
+
+def serious(report: dict[str, Any]) -> list[str]:
+    """Lint findings that strict mode fails on (warnings and errors)."""
+    return [m["error"] for m in report["messages"] if m["severity"] >= 2] + report["errors"]
+
+
+def write_config(tmp_path: Path, configmap: dict[str, Any], key: str) -> Path:
+    path = tmp_path / f"{configmap['metadata']['name']}-{key}"
+    path.write_text(configmap["data"][key], encoding="utf-8")
+    return path
+
+
+# --- lint -----------------------------------------------------------------------------
+def test_lint_strict_defaults() -> None:
+    report = lint(None)
+    assert report["total_charts_linted"] == 1
+    assert serious(report) == []
+
+
+@pytest.mark.parametrize("region", sorted(REGION_VALUES))
+def test_lint_strict_region_values(region: str) -> None:
+    assert serious(lint(load_values(REGION_VALUES[region]))) == []
+
+
+# --- defaults -------------------------------------------------------------------------
+def test_defaults_render_the_server_alone(chart: helm.Chart, tmp_path: Path) -> None:
+    objects = render(chart, None)
+    validate_all(objects)
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in objects) == [
+        ("ConfigMap", "lakefs-source-lakefs-mirror"),
+        ("Deployment", "lakefs-source-lakefs-mirror"),
+        ("Service", "lakefs-source-lakefs-mirror"),
+    ]
+    deployment = find(objects, "Deployment", "lakefs-source-lakefs-mirror")
+    server = container(deployment)
+    assert server["command"] == ["lakefs-core", "run"]
+    assert server["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert server[probe]["httpGet"] == {"path": "/_health", "port": "http"}
+    assert server["resources"]["requests"]
+
+    cm_name, key = config_file(deployment, SERVER_CONFIG_FILE_ENV)
+    configmap = find(objects, "ConfigMap", cm_name)
+    cfg = load_server_config(write_config(tmp_path, configmap, key), env={})
+    assert cfg.listen_address == "0.0.0.0:8000"
+    assert cfg.data_dir == "/var/lib/lakefs-mirror"
+    assert cfg.database.type == "local"
+    assert cfg.database.local.path == "/var/lib/lakefs-mirror/metadata.db"
+    data_mount = next(m for m in server["volumeMounts"] if m["name"] == "data")
+    assert data_mount["mountPath"] == cfg.data_dir
+
+    service = find(objects, "Service", "lakefs-source-lakefs-mirror")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_chart_created_secret_feeds_the_server(chart: helm.Chart) -> None:
+    objects = render(
+        chart,
+        {
+            "secrets": {
+                "authEncryptSecretKey": "s3cr3t",
+                "databaseConnectionString": "postgres://lakefs:pw@db:5432/lakefs",
+            },
+            "config": {"database": {"type": "postgres"}},
+        },
+    )
+    validate_all(objects)
+    secret = find(objects, "Secret", "lakefs-source-lakefs-mirror")
+    assert secret["stringData"] == {
+        "auth_encrypt_secret_key": "s3cr3t",
+        "database_connection_string": "postgres://lakefs:pw@db:5432/lakefs",
+    }
+    env = env_of(container(find(objects, "Deployment", "lakefs-source-lakefs-mirror")))
+    ref = env["LAKEFS_AUTH_ENCRYPT_SECRET_KEY"]["valueFrom"]["secretKeyRef"]
+    assert (ref["name"], ref["key"]) == ("lakefs-source-lakefs-mirror", "auth_encrypt_secret_key")
+    ref = env["LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING"]["valueFrom"]["secretKeyRef"]
+    assert ref["key"] == "database_connection_string"
+
+
+# --- the seed's two-region values -----------------------------------------------------
+@pytest.mark.parametrize("region", sorted(REGION_VALUES))
+def test_region_values_render_server_and_replication(
+    chart: helm.Chart, region: str, tmp_path: Path
+) -> None:
+    values = load_values(REGION_VALUES[region])
+    seed = values["replication"]
+    objects = render(chart, values)
+    validate_all(objects)
+    full = "lakefs-source-lakefs-mirror"
+    rep_name = f"{full}-replication"
+    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
+        ("ConfigMap", full),
+        ("Deployment", full),
+        ("Service", full),
+        ("ConfigMap", rep_name),
+        ("Deployment", rep_name),
+        ("Service", rep_name),
+    }
+
+    # the replication Deployment, as the seed's values block describes it
+    rep_deployment = find(objects, "Deployment", rep_name)
+    pod = rep_deployment["spec"]["template"]["spec"]
+    sidecar = container(rep_deployment)
+    assert pod["serviceAccountName"] == seed["serviceAccountName"]
+    assert sidecar["image"] == f"{seed['image']['repository']}:{seed['image']['tag']}"
+    assert sidecar["command"] == ["lakefs-replication", "run"]
+    assert sidecar["envFrom"] == [{"secretRef": {"name": seed["extraEnvVarsSecret"]}}]
+    assert sidecar["ports"] == [{"name": "http", "containerPort": 8008, "protocol": "TCP"}]
+    rep_service = find(objects, "Service", rep_name)
+    assert rep_service["spec"]["ports"][0]["port"] == 8008
+    assert rep_service["spec"]["selector"] == rep_deployment["spec"]["selector"]["matchLabels"]
+    server_deployment = find(objects, "Deployment", full)
+    assert rep_service["spec"]["selector"] != server_deployment["spec"]["selector"]["matchLabels"]
+
+    # the sidecar's ConfigMap parses with the replication settings, with the
+    # environment the pod gets from the replication secret and the server secret
+    cm_name, key = config_file(rep_deployment, REPLICATION_CONFIG_FILE_ENV)
+    assert cm_name == rep_name
+    rep_env = env_of(sidecar)
+    refstore_ref = rep_env["REPLICATION_REFSTORE_DATABASE_POSTGRES_CONNECTION_STRING"]
+    assert refstore_ref["valueFrom"]["secretKeyRef"]["name"] == values["existingSecret"]
+    path = write_config(tmp_path, find(objects, "ConfigMap", cm_name), key)
+    cfg = load_replication_config(path, env=REPLICATION_POD_ENV)
+    want = seed["config"]
+    assert cfg.region == region == want["region"]
+    assert cfg.organization_id == want["organization_id"]
+    assert cfg.regional_endpoint == want["regional_endpoint"]
+    assert cfg.dst_endpoints == want["dst_endpoints"]
+    assert cfg.mirrors_database.to_dict() == want["mirrors_database"]
+    assert cfg.blockstore is not None and cfg.blockstore.s3 is not None
+    assert cfg.blockstore.s3.region == want["blockstore"]["s3"]["region"] == region
+    assert cfg.auth.encrypt.secret_key.get_secret_value() == "<shared-secret>"
+    assert cfg.logging.level == want["logging"]["level"]
+    assert cfg.listen_address == "0.0.0.0:8008"
+    assert cfg.refstore_database is not None and cfg.refstore_database.type == "postgres"
+    assert cfg.source_lakefs.access_key_id.get_secret_value() == "AKIAREPLICATOR"
+
+    # the server's ConfigMap parses with the server settings and its
+    # /service/replication/ proxy points at the replication Service
+    cm_name, key = config_file(server_deployment, SERVER_CONFIG_FILE_ENV)
+    server_path = write_config(tmp_path, find(objects, "ConfigMap", cm_name), key)
+    server_env = env_of(container(server_deployment))
+    for var in ("LAKEFS_AUTH_ENCRYPT_SECRET_KEY", "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING"):
+        assert server_env[var]["valueFrom"]["secretKeyRef"]["name"] == values["existingSecret"]
+    with pytest.raises(ConfigError) as err:  # the secret is what makes it complete
+        load_server_config(server_path, env={})
+    assert "database.postgres.connection_string" in err.value.fields
+    server_cfg = load_server_config(server_path, env=SERVER_POD_ENV)
+    assert server_cfg.blockstore is not None and server_cfg.blockstore.s3 is not None
+    assert server_cfg.blockstore.s3.region == region
+    assert server_cfg.replication.endpoint == (
+        f"http://{rep_name}.{NAMESPACE}.svc.cluster.local:8008"
+    )
+
+
+def test_replication_defaults_come_from_the_release(chart: helm.Chart, tmp_path: Path) -> None:
+    """Unset regional_endpoint and blockstore are taken from this release's server."""
+    values = load_values(REGION_VALUES["us-east-1"])
+    rep_config = values["replication"]["config"]
+    del rep_config["regional_endpoint"], rep_config["blockstore"]
+    values["replication"]["port"] = 9008
+    objects = render(chart, values)
+    validate_all(objects)
+    rep_name = "lakefs-source-lakefs-mirror-replication"
+    path = write_config(tmp_path, find(objects, "ConfigMap", rep_name), "config.yaml")
+    cfg = load_replication_config(path, env=REPLICATION_POD_ENV)
+    assert cfg.regional_endpoint == (
+        f"http://lakefs-source-lakefs-mirror.{NAMESPACE}.svc.cluster.local:80"
+    )
+    server_configmap = find(objects, "ConfigMap", "lakefs-source-lakefs-mirror")
+    server_path = write_config(tmp_path, server_configmap, "config.yaml")
+    assert cfg.blockstore == load_server_config(server_path, env=SERVER_POD_ENV).blockstore
+    assert cfg.listen_address == "0.0.0.0:9008"
+    assert find(objects, "Service", rep_name)["spec"]["ports"][0]["port"] == 9008
+
+
+def test_notes_tell_how_to_reach_the_api_and_create_a_mirror(chart: helm.Chart) -> None:
+    notes = chart.render(
+        load_values(REGION_VALUES["us-east-1"]), name="lakefs-source", namespace=NAMESPACE
+    )["lakefs-mirror/templates/NOTES.txt"]
+    assert "port-forward svc/lakefs-source-lakefs-mirror" in notes
+    assert "/service/replication/v1/repositories/<SOURCE_REPO>/mirrors" in notes
+    assert '"storage_namespace"' in notes
+    default_notes = chart.render(None, name="x", namespace=NAMESPACE)
+    assert "Replication is disabled" in default_notes["lakefs-mirror/templates/NOTES.txt"]
+
+
+# --- bad values fail clearly ----------------------------------------------------------
+BAD_VALUES_PROBLEMS = [
+    "/replication/config/mirrors_database/type",
+    "organization_id",
+    "/replication/port",
+    "/replication/config/validator/run_interval",
+]
+
+
+def test_bad_values_file_fails_lint(chart: helm.Chart) -> None:
+    findings = "\n".join(serious(lint(load_values(BAD_VALUES))))
+    for problem in BAD_VALUES_PROBLEMS:
+        assert problem in findings
+
+
+def test_bad_values_file_fails_template(chart: helm.Chart) -> None:
+    with pytest.raises(helm.HelmValuesError) as err:
+        chart.render(load_values(BAD_VALUES), name="lakefs-source", namespace=NAMESPACE)
+    for problem in BAD_VALUES_PROBLEMS:
+        assert problem in str(err.value)
+
+
+def test_replication_without_credentials_fails_template(chart: helm.Chart) -> None:
+    values = load_values(REGION_VALUES["us-east-1"])
+    del values["replication"]["extraEnvVarsSecret"]
+    del values["replication"]["config"]["auth"]
+    with pytest.raises(helm.HelmRenderError, match="replication.extraEnvVarsSecret"):
+        chart.render(values, name="lakefs-source", namespace=NAMESPACE)
+
+
+@pytest.mark.parametrize(
+    "missing", ["region", "organization_id", "dst_endpoints", "mirrors_database"]
+)
+def test_replication_required_fields(chart: helm.Chart, missing: str) -> None:
+    values = load_values(REGION_VALUES["us-west-2"])
+    del values["replication"]["config"][missing]
+    with pytest.raises(helm.HelmValuesError, match=missing):
+        chart.render(values, name="lakefs-dest", namespace=NAMESPACE)
+
+
+def test_kubernetes_validate_rejects_a_broken_manifest(chart: helm.Chart) -> None:
+    """The manifest check can fail: a wrong type and an unknown field are caught."""
+    deployment = find(render(chart, None), "Deployment", "lakefs-source-lakefs-mirror")
+    wrong_type = copy.deepcopy(deployment)
+    wrong_type["spec"]["replicas"] = "one"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(wrong_type, KUBE_VERSION, strict=True)
+    unknown = copy.deepcopy(deployment)
+    container(unknown)["livenessProbe"]["httpGet"]["pathh"] = "/_health"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(unknown, KUBE_VERSION, strict=True)
+
+
+# --- values.yaml is documented --------------------------------------------------------
+def test_every_value_is_documented() -> None:
+    """Each top-level key, and each key one level down, has a comment right above it."""
+    lines = (CHART / "values.yaml").read_text(encoding="utf-8").splitlines()
+    undocumented = []
+    for i, line in enumerate(lines):
+        match = re.match(r"^( {0,2})([A-Za-z][\w]*):", line)
+        if not match:
+            continue
+        above = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        if not above.lstrip().startswith("#"):
+            undocumented.append(match.group(2))
+    assert undocumented == []
