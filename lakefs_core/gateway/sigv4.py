@@ -162,6 +162,15 @@ def _canonical_uris(raw_path: str) -> list[str]:
     return [strict] if strict == raw else [strict, raw]
 
 
+def _query_readings(query: QueryLike,
+                    pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The ways the query may have been meant: a raw ``+`` is a plus sign to S3 clients
+    that percent-encode, and a space to those that form-encode."""
+    if isinstance(query, str) and "+" in query:
+        return [pairs, parse_query(query.replace("+", "%20"))]
+    return [pairs]
+
+
 def _canonical_query(pairs: Iterable[tuple[str, str]]) -> str:
     encoded = sorted((_uri_encode(k, safe="-_.~"), _uri_encode(v, safe="-_.~"))
                      for k, v in pairs)
@@ -333,7 +342,6 @@ def verify_request(
             raise RequestExpiredError("Request has expired")
         if when > now + MAX_CLOCK_SKEW:
             raise RequestExpiredError("Request is not valid yet")
-        pairs = [(k, v) for k, v in pairs if k != "X-Amz-Signature"]
         payload_hash = _declared_payload_hash(
             dict(pairs).get("X-Amz-Content-Sha256", UNSIGNED_PAYLOAD))
     elif authorization is not None:
@@ -359,21 +367,21 @@ def verify_request(
 
     scope = f"{claim.date}/{claim.region}/{claim.service}/aws4_request"
     key = signing_key(secret, claim.date, claim.region, claim.service)
-    tail = "\n".join([
-        _canonical_query(pairs),
-        _canonical_headers(bag, claim.signed_headers),
-        ";".join(claim.signed_headers),
-        payload_hash,
-    ])
-    for uri in _canonical_uris(raw_path):
-        canonical_request = f"{method.upper()}\n{uri}\n{tail}"
-        string_to_sign = "\n".join([
-            ALGORITHM, claim.amz_date, scope,
-            hashlib.sha256(canonical_request.encode()).hexdigest(),
-        ])
-        if hmac.compare_digest(_sign(key, string_to_sign), claim.signature.lower()):
-            return SignedRequest(claim.access_key_id, presigned, payload_hash, claim.amz_date,
-                                 scope, claim.signature.lower(), key)
+    headers_part = "\n".join([_canonical_headers(bag, claim.signed_headers),
+                              ";".join(claim.signed_headers), payload_hash])
+    for query_pairs in _query_readings(query, pairs):
+        if presigned:
+            query_pairs = [(k, v) for k, v in query_pairs if k != "X-Amz-Signature"]
+        canonical_query = _canonical_query(query_pairs)
+        for uri in _canonical_uris(raw_path):
+            canonical_request = f"{method.upper()}\n{uri}\n{canonical_query}\n{headers_part}"
+            string_to_sign = "\n".join([
+                ALGORITHM, claim.amz_date, scope,
+                hashlib.sha256(canonical_request.encode()).hexdigest(),
+            ])
+            if hmac.compare_digest(_sign(key, string_to_sign), claim.signature.lower()):
+                return SignedRequest(claim.access_key_id, presigned, payload_hash,
+                                     claim.amz_date, scope, claim.signature.lower(), key)
     raise SignatureMismatchError(
         "The request signature we calculated does not match the signature you provided")
 
