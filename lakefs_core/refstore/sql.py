@@ -389,6 +389,7 @@ class SQLRefStore(RefStore):
         if page_size < 1:
             raise ValidationError(f"page_size must be positive, got {page_size}")
         self._page_size = page_size
+        self._upserts: dict[str, Any] = {}
         self._display_url = parsed.render_as_string(hide_password=True)
         backend = parsed.get_backend_name()
         if backend == "sqlite":
@@ -423,7 +424,7 @@ class SQLRefStore(RefStore):
     # --- transactions -----------------------------------------------------------------
     def _create_schema(self, conn: Connection) -> None:
         if conn.dialect.name == "postgresql":
-            # CREATE TABLE IF NOT EXISTS still races on PostgreSQL's catalogs
+            # two first openers would both find no table and both CREATE it
             conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
         metadata.create_all(conn)
 
@@ -450,6 +451,8 @@ class SQLRefStore(RefStore):
             raise ValidationError(f"value refused by the database: {exc.orig}") from exc
         except sa_exc.DBAPIError as exc:
             raise DatabaseError(f"refstore database {self._display_url}: {exc.orig}") from exc
+        except sa_exc.TimeoutError as exc:  # every pooled connection stayed busy
+            raise DatabaseError(f"refstore database {self._display_url}: {exc}") from exc
 
     def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
         with (self._write_engine if write else self._read_engine).begin() as conn:
@@ -559,9 +562,8 @@ class SQLRefStore(RefStore):
         def work(conn: Connection) -> None:
             self._require_repository(conn, repo_id)
             if metadata:
-                self._upsert(conn, repository_metadata, ("repo", "key"),
-                             [{"repo": repo_id, "key": k, "value": v}
-                              for k, v in metadata.items()])
+                self._upsert(conn, repository_metadata, [
+                    {"repo": repo_id, "key": k, "value": v} for k, v in metadata.items()])
 
         self._write(work, repo_fk=repo_id)
 
@@ -577,11 +579,16 @@ class SQLRefStore(RefStore):
 
         self._write(work)
 
-    def _upsert(self, conn: Connection, table: Table, keys: tuple[str, ...],
-                rows: list[dict[str, Any]]) -> None:
-        stmt = self._insert(table)
-        update = {c.name: stmt.excluded[c.name] for c in table.c if c.name not in keys}
-        conn.execute(stmt.on_conflict_do_update(index_elements=list(keys), set_=update), rows)
+    def _upsert(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
+        """INSERT rows, replacing those whose primary key exists."""
+        stmt = self._upserts.get(table.name)
+        if stmt is None:  # built once per table: the ``excluded`` alias is costly to build
+            insert = self._insert(table)
+            keys = [c.name for c in table.primary_key.columns]
+            stmt = insert.on_conflict_do_update(index_elements=keys, set_={
+                c.name: insert.excluded[c.name] for c in table.c if c.name not in keys})
+            self._upserts[table.name] = stmt
+        conn.execute(stmt, rows)
 
     # --- settings ---------------------------------------------------------------------
     def get_setting(self, repo_id: str, key: str) -> str | None:
@@ -593,7 +600,7 @@ class SQLRefStore(RefStore):
     def set_setting(self, repo_id: str, key: str, value: str) -> None:
         """Set a repository setting. Raises RepositoryNotFoundError."""
         row = {"repo": repo_id, "key": key, "value": value}
-        self._write(lambda conn: self._upsert(conn, settings, ("repo", "key"), [row]),
+        self._write(lambda conn: self._upsert(conn, settings, [row]),
                     repo_fk=repo_id)
 
     # --- branches ---------------------------------------------------------------------
@@ -728,8 +735,7 @@ class SQLRefStore(RefStore):
         """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
         row = {"repo": repo_id, "staging_token": token, "path": record.path,
                **_entry_values(record)}
-        self._write(lambda conn: self._upsert(
-            conn, staged_entries, ("repo", "staging_token", "path"), [row]))
+        self._write(lambda conn: self._upsert(conn, staged_entries, [row]))
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
