@@ -147,7 +147,10 @@ def _now() -> datetime:
 
 
 def _create_engine(url: str) -> Engine:
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise ValidationError(f"invalid auth database URL: {exc}") from exc
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         in_memory = parsed.database in (None, "", ":memory:")
@@ -198,7 +201,15 @@ class AuthStore:
         self._engine = _create_engine(url)
         self._write_engine = self._engine.execution_options(
             **{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
-        self._create_tables()
+        # reads (every request authenticates and authorizes) need no snapshot spanning
+        # statements; on PostgreSQL autocommit spares the BEGIN/ROLLBACK round trips
+        self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
+                             if self._engine.dialect.name == "postgresql" else self._engine)
+        try:
+            self._create_tables()
+        except BaseException:
+            self._engine.dispose()
+            raise
 
     # --- lifecycle ---------------------------------------------------------------
     @property
@@ -238,7 +249,7 @@ class AuthStore:
 
     @contextmanager
     def _tx(self, write: bool = False) -> Iterator[Connection]:
-        with (self._write_engine if write else self._engine).begin() as conn:
+        with (self._write_engine if write else self._read_engine).begin() as conn:
             yield conn
 
     # --- helpers -------------------------------------------------------------------

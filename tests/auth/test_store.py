@@ -358,9 +358,10 @@ def test_state_survives_reopening(auth_url: str) -> None:
         assert reopened.get_user("admin").creation_date <= datetime.now(UTC)
 
 
-def test_unsupported_database_is_refused() -> None:
+@pytest.mark.parametrize("url", ["mysql://localhost/x", "not a url"])
+def test_unsupported_database_is_refused(url: str) -> None:
     with pytest.raises(ValidationError):
-        AuthStore("mysql://localhost/x", SECRET_KEY)
+        AuthStore(url, SECRET_KEY)
 
 
 def test_in_memory_sqlite() -> None:
