@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.live_server import LiveServer, live_server
 from tests.servers import MOTO_ENV, MotoServer, PostgresServer, start_moto, start_postgres
 
 if TYPE_CHECKING:
@@ -91,3 +92,10 @@ def blockstore_namespace(
     bucket = f"bs-{unique_name}"
     store.client.create_bucket(Bucket=bucket)
     return store, f"s3://{bucket}/ns"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    """A real server on loopback: SQLite and local storage in ``tmp_path``, admin set up."""
+    with live_server(str(tmp_path / "server")) as srv:
+        yield srv

@@ -1,0 +1,101 @@
+"""Command line: ``python -m lakefs_core run|setup`` (console script ``lakefs-core``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from lakefs_core.config import ConfigError, ServerConfig, load_server_config
+from lakefs_core.errors import LakeFSError
+
+
+def _load(args: argparse.Namespace) -> ServerConfig:
+    env = dict(os.environ)
+    if getattr(args, "listen", None):
+        env["LAKEFS_LISTEN_ADDRESS"] = args.listen
+    if getattr(args, "data_dir", None):
+        env["LAKEFS_DATA_DIR"] = args.data_dir
+    config = load_server_config(args.config, env, quickstart=getattr(args, "quickstart", False))
+    if getattr(args, "quickstart", False) and not config.storage_config.default_namespace_prefix:
+        config.storage_config.default_namespace_prefix = "local://"
+    return config
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from lakefs_core.api.app import create_app
+    from lakefs_core.services import build_services
+
+    config = _load(args)
+    services = build_services(config)
+    inst = config.installation
+    if inst.user_name and inst.access_key_id and inst.secret_access_key:
+        cred = services.auth.setup_admin(inst.user_name, inst.access_key_id.get_secret_value(),
+                                         inst.secret_access_key.get_secret_value())
+        if args.quickstart:
+            print(
+                "quickstart: embedded database and local storage in "
+                f"{config.data_dir}\n"
+                f"  user:              {inst.user_name}\n"
+                f"  access key id:     {cred.access_key_id}\n"
+                f"  secret access key: {cred.secret}\n",
+                flush=True,
+            )
+    host, _, port = config.listen_address.rpartition(":")
+    print(f"lakefs-core listening on http://{config.listen_address} "
+          f"(API at /api/v1, S3 gateway on the same port)", flush=True)
+    try:
+        uvicorn.run(create_app(services), host=host.strip("[]") or "0.0.0.0", port=int(port),
+                    log_level=config.logging.level.lower().replace("warn", "warning"),
+                    access_log=False)
+    finally:
+        services.close()
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    from lakefs_core.services import build_services
+
+    config = _load(args)
+    services = build_services(config)
+    try:
+        cred = services.auth.setup_admin(args.user_name, args.access_key_id,
+                                         args.secret_access_key)
+    finally:
+        services.close()
+    print(f"access_key_id: {cred.access_key_id}\nsecret_access_key: {cred.secret}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lakefs-core",
+                                     description="lakeFS-compatible versioning server")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the API and the S3 gateway")
+    run.add_argument("--config", help="YAML config file")
+    run.add_argument("--listen", help="listen address host:port (LAKEFS_LISTEN_ADDRESS)")
+    run.add_argument("--data-dir", help="data directory of the embedded default")
+    run.add_argument("--quickstart", action="store_true",
+                     help="embedded database, local storage and the quickstart admin key")
+    run.set_defaults(func=cmd_run)
+    setup = sub.add_parser("setup", help="create the first admin user (idempotent)")
+    setup.add_argument("--config", help="YAML config file")
+    setup.add_argument("--data-dir", help="data directory of the embedded default")
+    setup.add_argument("--user-name", required=True)
+    setup.add_argument("--access-key-id")
+    setup.add_argument("--secret-access-key")
+    setup.set_defaults(func=cmd_setup)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        return int(args.func(args))
+    except (ConfigError, LakeFSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Everything a server process holds: built once from the config, shared by requests.
+
+Server processes keep no state of their own beyond these handles: every row lives in
+the database and every byte in the object store, so any number of processes over
+one database and one store serve the same repositories.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakefs_core.auth.store import AuthStore
+from lakefs_core.block.registry import BlockStores
+from lakefs_core.catalog import Catalog
+from lakefs_core.config import ServerConfig
+from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.refstore import open_refstore, postgres_url
+from lakefs_core.refstore.base import RefStore
+
+
+@dataclass
+class Services:
+    config: ServerConfig
+    refstore: RefStore
+    blockstores: BlockStores
+    graveler: Graveler
+    catalog: Catalog
+    auth: AuthStore
+
+    def close(self) -> None:
+        self.auth.close()
+        close = getattr(self.refstore, "close", None)
+        if close is not None:
+            close()
+        self.blockstores.close()
+
+
+def database_url(config: ServerConfig) -> str:
+    """The SQLAlchemy URL of the server's metadata database."""
+    if config.database.type == "postgres":
+        cs = config.database.postgres.connection_string
+        if cs is None:
+            from lakefs_core.errors import ValidationError
+
+            raise ValidationError("database.postgres.connection_string is required")
+        return postgres_url(cs.get_secret_value())
+    return f"sqlite:///{config.database.local.path}"
+
+
+def build_services(config: ServerConfig) -> Services:
+    """Open the databases and stores named by ``config``."""
+    url = database_url(config)
+    if config.database.type == "postgres":
+        refstore = open_refstore("postgres", connection_string=url)
+    else:
+        refstore = open_refstore("local", sqlite_path=config.database.local.path)
+    blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
+    graveler = Graveler(refstore, blockstores.for_storage_id)
+    secret = config.auth.encrypt.secret_key
+    assert secret is not None  # the config model fills the embedded default
+    auth = AuthStore(url, secret.get_secret_value())
+    return Services(config=config, refstore=refstore, blockstores=blockstores,
+                    graveler=graveler, catalog=Catalog(graveler), auth=auth)
