@@ -32,10 +32,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -68,21 +69,25 @@ __all__ = [
     "ConfigFieldError",
     "ConfigModel",
     "FieldValueError",
+    "HttpEndpoint",
     "DatabaseConfig",
     "Duration",
     "EncryptConfig",
     "FieldPathEnvSource",
     "GatewaysConfig",
     "InstallationConfig",
+    "ListenAddress",
     "LocalDatabaseConfig",
     "LoggingConfig",
     "PostgresConfig",
+    "PrefixedSettings",
     "ReplicationEndpointConfig",
     "S3GatewayConfig",
     "ServerConfig",
     "StorageConfig",
     "env_var_paths",
     "field_paths",
+    "check_blockstore_sections",
     "check_http_url",
     "check_listen_address",
     "format_duration",
@@ -272,6 +277,30 @@ def check_http_url(value: str) -> str:
     return value.strip().rstrip("/")
 
 
+#: ``host:port`` to listen on.
+ListenAddress = Annotated[str, AfterValidator(check_listen_address)]
+#: An absolute http(s) URL, trailing slash dropped.
+HttpEndpoint = Annotated[str, AfterValidator(check_http_url)]
+
+
+def check_blockstore_sections(
+    blockstore: BlockstoreConfig | None, blockstores: BlockstoresConfig | None, *, required: bool
+) -> None:
+    """Check that at most one (exactly one if ``required``) blockstore section is set.
+
+    Raises:
+        FieldValueError: both sections, or none when one is required.
+    """
+    if blockstore is not None and blockstores is not None:
+        raise FieldValueError(
+            "blockstores", "blockstore and blockstores are mutually exclusive: set one"
+        )
+    if required and blockstore is None and blockstores is None:
+        raise FieldValueError(
+            "blockstore", "required (the same blockstore as the lakeFS installation)"
+        )
+
+
 # --- models ---------------------------------------------------------------------------
 def _reveal(value: Any) -> Any:
     if isinstance(value, SecretStr):
@@ -365,7 +394,7 @@ class AuthCacheConfig(ConfigModel):
 
 
 class AuthApiConfig(ConfigModel):
-    endpoint: str | None = Field(
+    endpoint: HttpEndpoint | None = Field(
         default=None, description="external auth service; empty means the local auth store"
     )
 
@@ -422,12 +451,7 @@ class LoggingConfig(ConfigModel):
 class ReplicationEndpointConfig(ConfigModel):
     """Where the server's ``/service/replication/`` proxy sends requests."""
 
-    endpoint: str = "http://127.0.0.1:8008"
-
-    @field_validator("endpoint")
-    @classmethod
-    def _check_endpoint(cls, value: str) -> str:
-        return check_http_url(value)
+    endpoint: HttpEndpoint = "http://127.0.0.1:8008"
 
 
 class StorageConfig(ConfigModel):
@@ -452,6 +476,38 @@ class GatewaysConfig(ConfigModel):
     s3: S3GatewayConfig = Field(default_factory=S3GatewayConfig)
 
 
+class PrefixedSettings(BaseSettings):
+    """Settings read from ``<ENV_PREFIX><FIELD_PATH>`` variables (and ``ENV_ALIASES``).
+
+    ``Model()`` reads the process environment; the ``load_*`` functions also read a
+    YAML file and report errors as :class:`ConfigError`.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid")
+
+    #: prefix of the environment variables, e.g. ``LAKEFS_``
+    ENV_PREFIX: ClassVar[str] = ""
+    #: extra un-prefixed variable names for chosen field paths
+    ENV_ALIASES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, FieldPathEnvSource(
+            settings_cls, cls.ENV_PREFIX, os.environ, aliases=cls.ENV_ALIASES
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of the settings (see :func:`plain_dict`)."""
+        return plain_dict(self)
+
+
 _B = TypeVar("_B", bound=BlockstoreConfig)
 
 
@@ -465,17 +521,16 @@ def _resolve_local_path(store: _B, data_dir: str) -> _B:
     return store.model_copy(update={"local": local.model_copy(update={"path": path})})
 
 
-class ServerConfig(BaseSettings):
+class ServerConfig(PrefixedSettings):
     """Settings of the versioning server (``lakefs-core``).
 
     ``ServerConfig()`` reads ``LAKEFS_*`` from the process environment;
-    :func:`load_server_config` also reads a YAML file and reports errors as
-    :class:`ConfigError`.
+    :func:`load_server_config` also reads a YAML file.
     """
 
-    model_config = SettingsConfigDict(extra="forbid")
+    ENV_PREFIX: ClassVar[str] = SERVER_ENV_PREFIX
 
-    listen_address: str = "127.0.0.1:8000"
+    listen_address: ListenAddress = "127.0.0.1:8000"
     data_dir: str = DEFAULT_DATA_DIR
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     blockstore: BlockstoreConfig | None = None
@@ -487,20 +542,12 @@ class ServerConfig(BaseSettings):
     gateways: GatewaysConfig = Field(default_factory=GatewaysConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
-    @field_validator("listen_address")
-    @classmethod
-    def _check_listen_address(cls, value: str) -> str:
-        return check_listen_address(value)
-
     @model_validator(mode="after")
     def _resolve(self) -> Self:
         data_dir = os.path.abspath(os.path.expanduser(self.data_dir))
         if data_dir != self.data_dir:
             self.data_dir = data_dir
-        if self.blockstore is not None and self.blockstores is not None:
-            raise FieldValueError(
-                "blockstores", "blockstore and blockstores are mutually exclusive: set one"
-            )
+        check_blockstore_sections(self.blockstore, self.blockstores, required=False)
         if self.blockstores is None and self.blockstore is None:
             self.blockstore = BlockstoreConfig()
         if self.blockstore is not None:
@@ -528,21 +575,6 @@ class ServerConfig(BaseSettings):
     def is_embedded(self) -> bool:
         """True when the metadata lives in the local SQLite file."""
         return self.database.type == "local"
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, FieldPathEnvSource(settings_cls, SERVER_ENV_PREFIX, os.environ)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict of the settings (see :func:`plain_dict`)."""
-        return plain_dict(self)
 
 
 # --- environment mapping --------------------------------------------------------------
@@ -706,7 +738,7 @@ def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, 
 
 
 M = TypeVar("M", bound=BaseModel)
-S = TypeVar("S", bound=BaseSettings)
+P = TypeVar("P", bound=PrefixedSettings)
 
 
 def _dotted(loc: Sequence[int | str]) -> str:
@@ -714,8 +746,12 @@ def _dotted(loc: Sequence[int | str]) -> str:
     for part in loc:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker: the map key itself is invalid
+            text += " (key)"
+        elif not re.fullmatch(r"[\w.-]+", part):
+            text += f"[{part!r}]"
         else:
-            text += ("." if text else "") + str(part)
+            text += ("." if text else "") + part
     return text
 
 
@@ -800,25 +836,24 @@ def validate_settings(
 
 
 def load_settings(
-    model: type[S],
+    model: type[P],
     *,
-    prefix: str,
     path: str | os.PathLike[str] | None,
     env: Mapping[str, str],
     file_env: str | None = None,
-    aliases: Mapping[str, tuple[str, ...]] | None = None,
     defaults: Mapping[str, Any] | None = None,
     what: str = "configuration",
-) -> S:
+) -> P:
     """Load settings: ``defaults``, then the YAML file, then environment variables.
+
+    Variables are named after ``model.ENV_PREFIX`` plus the field path, or one of
+    ``model.ENV_ALIASES``.
 
     Args:
         model: the settings model.
-        prefix: environment variable prefix (``LAKEFS_``, ``REPLICATION_``).
         path: YAML file, or None for ``env[file_env]`` when that is set, else no file.
         env: the environment to read.
         file_env: variable that names the YAML file when ``path`` is None.
-        aliases: extra un-prefixed variable names for chosen field paths.
         defaults: values under the file (the file and the environment override them).
         what: what to call the settings in error messages.
 
@@ -830,7 +865,7 @@ def load_settings(
     data = read_yaml_file(path) if path is not None else {}
     if defaults:
         data = _deep_merge(dict(defaults), data)
-    source = FieldPathEnvSource(model, prefix, env, aliases=aliases)
+    source = FieldPathEnvSource(model, model.ENV_PREFIX, env, aliases=model.ENV_ALIASES)
     data = _deep_merge(data, source())
     return validate_settings(
         model,
@@ -838,8 +873,8 @@ def load_settings(
         origins=source.origins,
         file=os.fspath(path) if path is not None else None,
         what=what,
-        env_prefix=prefix,
-        aliases=aliases,
+        env_prefix=model.ENV_PREFIX,
+        aliases=model.ENV_ALIASES,
     )
 
 
@@ -873,7 +908,6 @@ def load_server_config(
         }
     return load_settings(
         ServerConfig,
-        prefix=SERVER_ENV_PREFIX,
         path=path,
         env=os.environ if env is None else env,
         file_env=SERVER_CONFIG_FILE_ENV,

@@ -23,10 +23,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
 from lakefs_core.config import (
@@ -37,14 +36,14 @@ from lakefs_core.config import (
     ConfigModel,
     DatabaseConfig,
     Duration,
-    FieldPathEnvSource,
     FieldValueError,
+    HttpEndpoint,
+    ListenAddress,
     LoggingConfig,
     PostgresConfig,
-    check_http_url,
-    check_listen_address,
+    PrefixedSettings,
+    check_blockstore_sections,
     load_settings,
-    plain_dict,
 )
 
 __all__ = [
@@ -103,15 +102,10 @@ class DynamoDBMirrorsConfig(ConfigModel):
 
     table_name: str = Field(min_length=1)
     aws_region: str | None = None
-    endpoint: str | None = None
+    endpoint: HttpEndpoint | None = None
     aws_profile: str | None = None
     aws_access_key_id: SecretStr | None = None
     aws_secret_access_key: SecretStr | None = None
-
-    @field_validator("endpoint")
-    @classmethod
-    def _check_endpoint(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value)
 
 
 class SqliteMirrorsConfig(ConfigModel):
@@ -221,26 +215,27 @@ class ObjectReplicationConfig(ConfigModel):
 
 
 # --- the whole -----------------------------------------------------------------------
-class ReplicationConfig(BaseSettings):
+class ReplicationConfig(PrefixedSettings):
     """Settings of the replication sidecar (``lakefs-replication``).
 
     Every field and default of seed 003's configuration reference, plus
     ``source_lakefs`` (the replication user's credentials) and ``object_replication``.
     """
 
-    model_config = SettingsConfigDict(extra="forbid")
+    ENV_PREFIX: ClassVar[str] = REPLICATION_ENV_PREFIX
+    ENV_ALIASES: ClassVar[Mapping[str, tuple[str, ...]]] = SECRET_ENV_VARS
 
     region: str = Field(min_length=1)
     organization_id: str = Field(min_length=1)
     organization_name: str | None = None
-    regional_endpoint: str | None = None
-    dst_endpoints: dict[str, str]
+    regional_endpoint: HttpEndpoint | None = None
+    dst_endpoints: dict[Annotated[str, Field(min_length=1)], HttpEndpoint]
     mirrors_database: MirrorsDatabaseConfig
     blockstore: BlockstoreConfig | None = None
     blockstores: BlockstoresConfig | None = None
     auth: ReplicationAuthConfig
     source_lakefs: LakeFSCredentials
-    listen_address: str = "0.0.0.0:8008"
+    listen_address: ListenAddress = "0.0.0.0:8008"
     refstore_database: DatabaseConfig | None = Field(
         default=None, description="None: the lakeFS installation's own database"
     )
@@ -252,29 +247,6 @@ class ReplicationConfig(BaseSettings):
     object_replication: ObjectReplicationConfig = Field(default_factory=ObjectReplicationConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
-    @field_validator("listen_address")
-    @classmethod
-    def _check_listen_address(cls, value: str) -> str:
-        return check_listen_address(value)
-
-    @field_validator("regional_endpoint")
-    @classmethod
-    def _check_regional_endpoint(cls, value: str | None) -> str | None:
-        return None if value is None else check_http_url(value)
-
-    @field_validator("dst_endpoints")
-    @classmethod
-    def _check_dst_endpoints(cls, value: dict[str, str]) -> dict[str, str]:
-        checked: dict[str, str] = {}
-        for region, url in value.items():
-            if not region.strip():
-                raise ValueError("region names must not be empty")
-            try:
-                checked[region] = check_http_url(url)
-            except ValueError as exc:
-                raise ValueError(f"{region}: {exc}") from None
-        return checked
-
     @model_validator(mode="after")
     def _resolve(self) -> Self:
         if self.region in self.dst_endpoints:
@@ -283,14 +255,7 @@ class ReplicationConfig(BaseSettings):
                 f"lists this installation's own region {self.region!r}; "
                 "name only the other regions",
             )
-        if self.blockstore is not None and self.blockstores is not None:
-            raise FieldValueError(
-                "blockstores", "blockstore and blockstores are mutually exclusive: set one"
-            )
-        if self.blockstore is None and self.blockstores is None:
-            raise FieldValueError(
-                "blockstore", "required (the same blockstore as the lakeFS installation)"
-            )
+        check_blockstore_sections(self.blockstore, self.blockstores, required=True)
         if self.regional_endpoint is None:
             if not self.organization_name:
                 raise FieldValueError(
@@ -318,23 +283,6 @@ class ReplicationConfig(BaseSettings):
                 [ConfigFieldError("dst_endpoints", f"no endpoint for region {region!r}")],
             ) from None
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, FieldPathEnvSource(
-            settings_cls, REPLICATION_ENV_PREFIX, os.environ, aliases=SECRET_ENV_VARS
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict of the settings (see :func:`lakefs_core.config.plain_dict`)."""
-        return plain_dict(self)
-
 
 def load_replication_config(
     path: str | os.PathLike[str] | None = None,
@@ -353,10 +301,8 @@ def load_replication_config(
     """
     return load_settings(
         ReplicationConfig,
-        prefix=REPLICATION_ENV_PREFIX,
         path=path,
         env=os.environ if env is None else env,
         file_env=REPLICATION_CONFIG_FILE_ENV,
-        aliases=SECRET_ENV_VARS,
         what="replication configuration",
     )

@@ -545,7 +545,8 @@ def test_empty_replication_config_names_every_required_field(tmp_path: Path) -> 
     ("overrides", "field", "problem"),
     [
         ({"dst_endpoints": {"us-east-1": "http://x:80"}}, "dst_endpoints", "own region"),
-        ({"dst_endpoints": {"us-west-2": "lakefs-west"}}, "dst_endpoints", "http"),
+        ({"dst_endpoints": {"us-west-2": "lakefs-west"}}, "dst_endpoints.us-west-2", "http"),
+        ({"dst_endpoints": {"": "http://x:80"}}, "dst_endpoints[''] (key)", "at least 1"),
         ({"regional_endpoint": "ftp://x"}, "regional_endpoint", "http"),
         ({"regional_endpoint": None}, "regional_endpoint", "required"),
         ({"blockstore": None}, "blockstore", "required"),
