@@ -110,19 +110,19 @@ repositories = Table(
     Column("creation_date", BigInteger, nullable=False),
 )
 
-repository_metadata = Table(
-    "repository_metadata", metadata,
-    Column("repo", _key(), _repo_fk(), primary_key=True),
-    Column("key", _key(), primary_key=True),
-    Column("value", Text, nullable=False),
-)
 
-settings = Table(
-    "settings", metadata,
-    Column("repo", _key(), _repo_fk(), primary_key=True),
-    Column("key", _key(), primary_key=True),
-    Column("value", Text, nullable=False),
-)
+def _repo_key_values(name: str) -> Table:
+    """A table of string key/value pairs per repository."""
+    return Table(
+        name, metadata,
+        Column("repo", _key(), _repo_fk(), primary_key=True),
+        Column("key", _key(), primary_key=True),
+        Column("value", Text, nullable=False),
+    )
+
+
+repository_metadata = _repo_key_values("repository_metadata")
+settings = _repo_key_values("settings")  # values are JSON documents
 
 branches = Table(
     "branches", metadata,

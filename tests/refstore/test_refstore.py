@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import event
@@ -31,6 +32,8 @@ from lakefs_core.graveler.model import (
     Tag,
 )
 from lakefs_core.refstore.sql import SQLRefStore, prefix_end
+
+T = TypeVar("T")
 
 #: names that sort differently by code point, by locale and case-insensitively
 AWKWARD_NAMES = ["B", "a", "a-b", "a/b", "a_b", "a%b", "ab", "z", "ä", "é", "\U0001f600"]
@@ -301,36 +304,39 @@ def test_update_branch_cannot_rename(store: SQLRefStore) -> None:
         store.update_branch("r1", current, replace(current, name="other"))
 
 
+def run_in_threads(count: int, work: Callable[[], T]) -> list[T]:
+    """Run ``work`` in ``count`` threads released at once; re-raise the first failure."""
+    barrier = threading.Barrier(count)
+
+    def start() -> T:
+        barrier.wait()
+        return work()
+
+    with ThreadPoolExecutor(count) as pool:
+        futures = [pool.submit(start) for _ in range(count)]
+        wait(futures)
+    return [f.result() for f in futures]
+
+
 def test_concurrent_compare_and_swap_loses_no_update(store: SQLRefStore) -> None:
     threads, increments = 16, 20
     new_repo(store, "r1")
     store.update_branch("r1", store.get_branch("r1", "main"), Branch("main", "0", "t0"))
-    failures: list[BaseException] = []
-    barrier = threading.Barrier(threads)
 
-    def worker() -> None:
-        try:
-            barrier.wait()
-            for _ in range(increments):
-                for _attempt in range(10_000):
-                    seen = store.get_branch("r1", "main")
-                    try:
-                        store.update_branch(
-                            "r1", seen, replace(seen, commit_id=str(int(seen.commit_id) + 1)))
-                        break
-                    except BranchChangedError:
-                        continue
-                else:
-                    raise AssertionError("compare-and-swap never succeeded")
-        except BaseException as exc:
-            failures.append(exc)
+    def increment_repeatedly() -> None:
+        for _ in range(increments):
+            for _attempt in range(10_000):
+                seen = store.get_branch("r1", "main")
+                try:
+                    store.update_branch(
+                        "r1", seen, replace(seen, commit_id=str(int(seen.commit_id) + 1)))
+                    break
+                except BranchChangedError:
+                    continue
+            else:
+                raise AssertionError("compare-and-swap never succeeded")
 
-    workers = [threading.Thread(target=worker) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert failures == []
+    run_in_threads(threads, increment_repeatedly)
     assert store.get_branch("r1", "main").commit_id == str(threads * increments)
 
 
@@ -520,27 +526,16 @@ def test_reopen_keeps_data_and_schema_creation_is_idempotent(refstore_url: str) 
 
 def test_concurrent_first_opens_create_the_schema_once(refstore_url: str) -> None:
     openers = 6
-    barrier = threading.Barrier(openers)
     stores: list[SQLRefStore] = []
-    failures: list[BaseException] = []
     lock = threading.Lock()
 
     def open_store() -> None:
-        try:
-            barrier.wait()
-            s = SQLRefStore(refstore_url)
-            with lock:
-                stores.append(s)
-        except BaseException as exc:
-            failures.append(exc)
+        s = SQLRefStore(refstore_url)
+        with lock:
+            stores.append(s)
 
-    threads = [threading.Thread(target=open_store) for _ in range(openers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
     try:
-        assert failures == []
+        run_in_threads(openers, open_store)
         assert len(stores) == openers
         for i, s in enumerate(stores):
             new_repo(s, f"r{i}")
