@@ -68,13 +68,13 @@ __all__ = [
     "ConfigError",
     "ConfigFieldError",
     "ConfigModel",
-    "FieldValueError",
-    "HttpEndpoint",
     "DatabaseConfig",
     "Duration",
     "EncryptConfig",
     "FieldPathEnvSource",
+    "FieldValueError",
     "GatewaysConfig",
+    "HttpEndpoint",
     "InstallationConfig",
     "ListenAddress",
     "LocalDatabaseConfig",
@@ -85,11 +85,11 @@ __all__ = [
     "S3GatewayConfig",
     "ServerConfig",
     "StorageConfig",
-    "env_var_paths",
-    "field_paths",
     "check_blockstore_sections",
     "check_http_url",
     "check_listen_address",
+    "env_var_paths",
+    "field_paths",
     "format_duration",
     "load_server_config",
     "load_settings",
@@ -307,7 +307,7 @@ def _reveal(value: Any) -> Any:
         return value.get_secret_value()
     if isinstance(value, dict):
         return {k: _reveal(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return [_reveal(v) for v in value]
     return value
 
@@ -388,12 +388,16 @@ class DatabaseConfig(ConfigModel):
 
 
 class AuthCacheConfig(ConfigModel):
+    """``auth.cache``: how long resolved credentials and policies are reused."""
+
     enabled: bool = True
     size: int = Field(default=1024, ge=1)
     ttl: Duration = timedelta(seconds=20)
 
 
 class AuthApiConfig(ConfigModel):
+    """``auth.api``: an external auth service instead of the local auth store."""
+
     endpoint: HttpEndpoint | None = Field(
         default=None, description="external auth service; empty means the local auth store"
     )
@@ -412,10 +416,13 @@ class EncryptConfig(ConfigModel):
 
     @property
     def insecure(self) -> bool:
+        """Whether the embedded mode's well-known default key is in use."""
         return self._insecure
 
 
 class AuthConfig(ConfigModel):
+    """``auth``: credential encryption, external auth service, caching."""
+
     encrypt: EncryptConfig = Field(default_factory=EncryptConfig)
     api: AuthApiConfig = Field(default_factory=AuthApiConfig)
     cache: AuthCacheConfig = Field(default_factory=AuthCacheConfig)
@@ -431,6 +438,8 @@ class InstallationConfig(ConfigModel):
 
 
 class LoggingConfig(ConfigModel):
+    """``logging``: level (DEBUG, INFO, WARN, ERROR; any case) and format (text, json)."""
+
     level: Literal["DEBUG", "INFO", "WARN", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
 
@@ -455,12 +464,16 @@ class ReplicationEndpointConfig(ConfigModel):
 
 
 class StorageConfig(ConfigModel):
+    """``storage_config``: hints the server gives clients about storage."""
+
     default_namespace_prefix: str | None = Field(
         default=None, description="suggested storage namespace prefix for new repositories"
     )
 
 
 class S3GatewayConfig(ConfigModel):
+    """``gateways.s3``: host names for virtual-host addressing, and the region it reports."""
+
     domain_name: list[str] = Field(default_factory=lambda: ["s3.local.lakefs.io"])
     region: str = "us-east-1"
 
@@ -473,6 +486,8 @@ class S3GatewayConfig(ConfigModel):
 
 
 class GatewaysConfig(ConfigModel):
+    """``gateways``: the S3-compatible gateway."""
+
     s3: S3GatewayConfig = Field(default_factory=S3GatewayConfig)
 
 

@@ -152,14 +152,20 @@ class LakeFSCredentials(ConfigModel):
 
 
 class ReplicationEncryptConfig(ConfigModel):
+    """``auth.encrypt``: required here, unlike on an embedded server."""
+
     secret_key: SecretStr = Field(description="must match the lakeFS auth.encrypt.secret_key")
 
 
 class ReplicationAuthCacheConfig(AuthCacheConfig):
+    """``auth.cache``: off by default on the sidecar (seed 003)."""
+
     enabled: bool = False
 
 
 class ReplicationAuthConfig(ConfigModel):
+    """``auth``: the encryption key shared with lakeFS, optional external auth, cache."""
+
     encrypt: ReplicationEncryptConfig
     api: AuthApiConfig = Field(default_factory=AuthApiConfig)
     cache: ReplicationAuthCacheConfig = Field(default_factory=ReplicationAuthCacheConfig)
