@@ -18,7 +18,8 @@ from lakefs_core.refstore.base import RefStore
 if TYPE_CHECKING:
     from lakefs_core.refstore.sql import SQLRefStore
 
-__all__ = ["DatabaseType", "RefStore", "SQLRefStore", "open_refstore", "postgres_url"]
+__all__ = ["DatabaseType", "RefStore", "SQLRefStore", "local_database_url", "open_refstore",
+           "postgres_url"]
 
 #: the file created inside ``sqlite_path`` when that path is a directory
 SQLITE_FILE_NAME = "refstore.db"
@@ -47,15 +48,23 @@ def postgres_url(connection_string: str) -> str:
     return f"postgresql+psycopg://{rest}"
 
 
-def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefStore:
-    if not sqlite_path:
-        raise ValidationError("database type 'local' needs database.local.path")
+def local_database_url(sqlite_path: str) -> str:
+    """The SQLAlchemy URL of the SQLite file for lakeFS's ``database.local.path``.
+
+    ``~`` is expanded; a path that is an existing directory holds ``refstore.db``.
+    """
     path = os.path.expanduser(sqlite_path)
     if os.path.isdir(path):
         path = os.path.join(path, SQLITE_FILE_NAME)
+    return f"sqlite:///{os.path.abspath(path)}"
+
+
+def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefStore:
+    if not sqlite_path:
+        raise ValidationError("database type 'local' needs database.local.path")
     from lakefs_core.refstore.sql import SQLRefStore
 
-    return SQLRefStore(f"sqlite:///{os.path.abspath(path)}")
+    return SQLRefStore(local_database_url(sqlite_path))
 
 
 def _open_postgres(sqlite_path: str | None, connection_string: str | None) -> RefStore:

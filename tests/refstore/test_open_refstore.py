@@ -11,7 +11,14 @@ import pytest
 
 from lakefs_core.errors import DatabaseError, ValidationError
 from lakefs_core.graveler.model import Branch, Entry, EntryRecord, Repository
-from lakefs_core.refstore import DatabaseType, RefStore, SQLRefStore, open_refstore, postgres_url
+from lakefs_core.refstore import (
+    DatabaseType,
+    RefStore,
+    SQLRefStore,
+    local_database_url,
+    open_refstore,
+    postgres_url,
+)
 from tests.servers import PostgresServer, free_port
 
 
@@ -38,7 +45,9 @@ def test_local_path_that_is_a_directory_holds_the_database(tmp_path: Path,
     (tmp_path / "lakefs" / "metadata").mkdir(parents=True)
     with open_refstore("local", sqlite_path="~/lakefs/metadata") as store:
         _create_repo(store)
-    assert (tmp_path / "lakefs" / "metadata" / "refstore.db").is_file()
+    db_file = tmp_path / "lakefs" / "metadata" / "refstore.db"
+    assert db_file.is_file()
+    assert local_database_url("~/lakefs/metadata") == f"sqlite:///{db_file}"
 
 
 def test_local_needs_a_path() -> None:
