@@ -216,6 +216,12 @@ def _parse_credential(credential: str, error: type[Exception]) -> tuple[str, str
     return parts[0], parts[1], parts[2], parts[3]
 
 
+def _parse_signature(value: str, error: type[Exception]) -> str:
+    if not _HEX_SHA256.match(value):
+        raise error("malformed signature: expected 64 hex digits")
+    return value.lower()
+
+
 def _parse_signed_headers(value: str, error: type[Exception]) -> list[str]:
     names = [n.strip().lower() for n in value.split(";")]
     if not value or not all(names):
@@ -249,15 +255,17 @@ def _header_claim(bag: dict[str, list[str]], authorization: str) -> tuple[_Claim
     amz_date = _first(bag, "x-amz-date")
     if amz_date is None and (http_date := _first(bag, "date")) is not None:
         try:
-            amz_date = parsedate_to_datetime(http_date).astimezone(UTC).strftime(
-                _AMZ_DATE_FORMAT)
+            parsed = parsedate_to_datetime(http_date)
+            if parsed.tzinfo is None:  # "-0000": UTC with no zone stated
+                parsed = parsed.replace(tzinfo=UTC)
+            amz_date = parsed.astimezone(UTC).strftime(_AMZ_DATE_FORMAT)
         except (TypeError, ValueError) as exc:
             raise error(f"malformed Date header: {http_date!r}") from exc
     when = _parse_amz_date(amz_date, error)
     assert amz_date is not None
     claim = _Claim(key_id, date, region, service,
                    _parse_signed_headers(fields["SignedHeaders"], error),
-                   fields["Signature"], amz_date)
+                   _parse_signature(fields["Signature"], error), amz_date)
     return claim, when
 
 
@@ -282,7 +290,7 @@ def _query_claim(pairs: list[tuple[str, str]]) -> tuple[_Claim, datetime, int]:
         raise error(f"X-Amz-Expires must be between 0 and {MAX_PRESIGNED_EXPIRES} seconds")
     claim = _Claim(key_id, date, region, service,
                    _parse_signed_headers(params["X-Amz-SignedHeaders"], error),
-                   params["X-Amz-Signature"], params["X-Amz-Date"])
+                   _parse_signature(params["X-Amz-Signature"], error), params["X-Amz-Date"])
     return claim, when, expires
 
 
@@ -379,9 +387,9 @@ def verify_request(
                 ALGORITHM, claim.amz_date, scope,
                 hashlib.sha256(canonical_request.encode()).hexdigest(),
             ])
-            if hmac.compare_digest(_sign(key, string_to_sign), claim.signature.lower()):
+            if hmac.compare_digest(_sign(key, string_to_sign), claim.signature):
                 return SignedRequest(claim.access_key_id, presigned, payload_hash,
-                                     claim.amz_date, scope, claim.signature.lower(), key)
+                                     claim.amz_date, scope, claim.signature, key)
     raise SignatureMismatchError(
         "The request signature we calculated does not match the signature you provided")
 
@@ -517,7 +525,7 @@ class AwsChunkedDecoder:
             raise ValidationError("aws-chunked: negative chunk size")
         self._chunk_signature = None
         name, _, value = extension.partition("=")
-        if name.strip() == "chunk-signature":
+        if name.strip() == "chunk-signature" and _HEX_SHA256.match(value.strip()):
             self._chunk_signature = value.strip().lower()
         self._remaining = size
         self._chunk = bytearray()

@@ -178,9 +178,9 @@ def test_aws_example_chunked_upload() -> None:
     swapped = body[first_end + 2:second_end + 2] + body[:first_end + 2] + body[second_end + 2:]
     with pytest.raises(SignatureMismatchError):
         sigv4.decode_aws_chunked(swapped, signed)
-    unsigned = body.replace(b";chunk-signature=ad80c730", b";x=ad80c730")
-    with pytest.raises(SignatureMismatchError):
-        sigv4.decode_aws_chunked(unsigned, signed)
+    for bad in (b";x=ad80c730", b";chunk-signature=\xc3\xbcd80c730"):
+        with pytest.raises(SignatureMismatchError):
+            sigv4.decode_aws_chunked(body.replace(b";chunk-signature=ad80c730", bad), signed)
     with pytest.raises(ValidationError):
         sigv4.decode_aws_chunked(body[:-2], signed)
     with pytest.raises(ValidationError):
@@ -364,6 +364,8 @@ def test_bad_authorization_headers() -> None:
         (headers | {"X-Amz-Date": "yesterday"}, MalformedAuthorizationError),
         (headers | {"X-Amz-Content-SHA256": "not-a-hash"}, MalformedAuthorizationError),
         (headers | {"Authorization": auth.replace(KEY, "AKIAUNKNOWN")}, InvalidAccessKeyIdError),
+        (headers | {"Authorization": auth[:-4] + "ü" * 4}, MalformedAuthorizationError),
+        (headers | {"Authorization": auth + "00"}, MalformedAuthorizationError),
         # the scope's day must be the request's day
         (headers | {"Authorization": auth.replace(headers["X-Amz-Date"][:8], "20000101")},
          MalformedAuthorizationError),
@@ -549,3 +551,14 @@ def test_boto3_with_bad_credentials(gateway: Gateway) -> None:
             Bucket="repo", Key="main/x", Body=b"x")
     assert deleted.value.response["Error"]["Code"] == "InvalidAccessKeyId"
     assert gateway.seen == []
+
+
+def test_date_header_instead_of_x_amz_date() -> None:
+    # botocore signs with the Date header when the request has one
+    request = _signed("GET", "/repo/main/x", headers={"Date": "Mon, 01 Jan 2001 00:00:00 GMT"})
+    headers = dict(request.headers.items())
+    assert "X-Amz-Date" not in headers and headers["Date"].endswith("-0000")
+    assert _verify(request).access_key_id == KEY
+    with pytest.raises(SignatureMismatchError):
+        date = datetime.now(UTC) - timedelta(seconds=5)
+        _verify(request, headers=headers | {"Date": date.strftime("%a, %d %b %Y %H:%M:%S GMT")})
