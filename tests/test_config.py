@@ -496,6 +496,22 @@ def test_replication_entirely_from_env() -> None:
     assert cfg.auth.encrypt.secret_key.get_secret_value() == "from-the-secret"
 
 
+def test_replication_config_reads_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_yaml(tmp_path / "r.yaml", minimal_replication(region="eu-west-1"))
+    monkeypatch.setenv("REPLICATION_CONFIG_FILE", path)
+    for name, value in SEED_SECRET_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("REPLICATION_VALIDATOR_NUM_WORKERS", "7")
+    cfg = load_replication_config()
+    assert (cfg.region, cfg.validator.num_workers) == ("eu-west-1", 7)
+    # the pydantic-settings entry point reads the same variables (but no file)
+    direct = ReplicationConfig(**minimal_replication())
+    assert direct.validator.num_workers == 7
+    assert direct.source_lakefs.access_key_id.get_secret_value() == "AKIAREPLICATOR"
+
+
 def test_secret_env_names_override_file_and_prefixed_names_win(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "r.yaml", minimal_replication())
     from_secret = load_replication_config(
