@@ -360,9 +360,7 @@ class DatabaseConfig(ConfigModel):
     @model_validator(mode="after")
     def _postgres_needs_connection(self) -> Self:
         if self.type == "postgres" and self.postgres.connection_string is None:
-            raise FieldValueError(
-                "postgres.connection_string", "required when type is postgres"
-            )
+            raise FieldValueError("postgres.connection_string", "required when type is postgres")
         return self
 
     def sqlalchemy_url(self) -> str:
@@ -628,9 +626,7 @@ def field_paths(
             yield from field_paths(sub, path)
 
 
-def env_var_paths(
-    model: type[BaseModel], prefix: str
-) -> dict[str, tuple[tuple[str, ...], bool]]:
+def env_var_paths(model: type[BaseModel], prefix: str) -> dict[str, tuple[tuple[str, ...], bool]]:
     """Every environment variable name a settings model accepts.
 
     Returns:
@@ -639,9 +635,7 @@ def env_var_paths(
         (``a_b.c`` beats ``a.b_c``), so the mapping is deterministic.
     """
     names: dict[str, tuple[tuple[str, ...], bool]] = {}
-    for path, info in sorted(
-        field_paths(model), key=lambda item: [-len(p) for p in item[0]]
-    ):
+    for path, info in sorted(field_paths(model), key=lambda item: [-len(p) for p in item[0]]):
         name = (prefix + "_".join(path)).upper()
         names.setdefault(name, (path, _takes_json(info.annotation)))
     return names

@@ -77,6 +77,7 @@ SECRET_ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "auth_encrypt_secret_key": ("auth", "encrypt", "secret_key"),
 }
 
+
 def _positive(value: timedelta) -> timedelta:
     if value <= timedelta(0):
         raise ValueError("must be greater than zero, such as '20s' or '1m'")
@@ -137,9 +138,7 @@ class MirrorsDatabaseConfig(ConfigModel):
         if getattr(self, self.type) is None:
             raise FieldValueError(self.type, f"required when type is {self.type}")
         if self.type == "postgres" and self.postgres and not self.postgres.connection_string:
-            raise FieldValueError(
-                "postgres.connection_string", "required when type is postgres"
-            )
+            raise FieldValueError("postgres.connection_string", "required when type is postgres")
         return self
 
 

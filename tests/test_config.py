@@ -177,18 +177,38 @@ def test_postgres_needs_a_real_secret_key(tmp_path: Path) -> None:
     [
         ("LAKEFS_LISTEN_ADDRESS", "0.0.0.0:9000", ("listen_address",), "0.0.0.0:9000"),
         ("LAKEFS_DATABASE_TYPE", "local", ("database", "type"), "local"),
-        ("LAKEFS_DATABASE_LOCAL_PATH", "/srv/meta.db", ("database", "local", "path"),
-         "/srv/meta.db"),
-        ("LAKEFS_BLOCKSTORE_LOCAL_PATH", "/srv/blocks", ("blockstore", "local", "path"),
-         "/srv/blocks"),
+        (
+            "LAKEFS_DATABASE_LOCAL_PATH",
+            "/srv/meta.db",
+            ("database", "local", "path"),
+            "/srv/meta.db",
+        ),
+        (
+            "LAKEFS_BLOCKSTORE_LOCAL_PATH",
+            "/srv/blocks",
+            ("blockstore", "local", "path"),
+            "/srv/blocks",
+        ),
         ("LAKEFS_AUTH_ENCRYPT_SECRET_KEY", "k3y", ("auth", "encrypt", "secret_key"), "k3y"),
-        ("LAKEFS_AUTH_API_ENDPOINT", "http://auth:8000/api/v1",
-         ("auth", "api", "endpoint"), "http://auth:8000/api/v1"),
+        (
+            "LAKEFS_AUTH_API_ENDPOINT",
+            "http://auth:8000/api/v1",
+            ("auth", "api", "endpoint"),
+            "http://auth:8000/api/v1",
+        ),
         ("LAKEFS_AUTH_CACHE_TTL", "1m30s", ("auth", "cache", "ttl"), timedelta(seconds=90)),
-        ("LAKEFS_REPLICATION_ENDPOINT", "http://sidecar:8008/",
-         ("replication", "endpoint"), "http://sidecar:8008"),
-        ("LAKEFS_STORAGE_CONFIG_DEFAULT_NAMESPACE_PREFIX", "s3://bucket/repos",
-         ("storage_config", "default_namespace_prefix"), "s3://bucket/repos"),
+        (
+            "LAKEFS_REPLICATION_ENDPOINT",
+            "http://sidecar:8008/",
+            ("replication", "endpoint"),
+            "http://sidecar:8008",
+        ),
+        (
+            "LAKEFS_STORAGE_CONFIG_DEFAULT_NAMESPACE_PREFIX",
+            "s3://bucket/repos",
+            ("storage_config", "default_namespace_prefix"),
+            "s3://bucket/repos",
+        ),
         ("LAKEFS_INSTALLATION_USER_NAME", "admin", ("installation", "user_name"), "admin"),
         ("LAKEFS_LOGGING_LEVEL", "debug", ("logging", "level"), "DEBUG"),
         ("lakefs_logging_format", "json", ("logging", "format"), "json"),
@@ -224,7 +244,10 @@ def test_server_env_s3_blockstore_with_underscored_keys(tmp_path: Path) -> None:
     assert s3 is not None
     assert cfg.blockstore.type == "s3"
     assert (s3.region, s3.endpoint, s3.force_path_style, s3.discover_bucket_region) == (
-        "eu-west-1", "http://127.0.0.1:9000", True, False,
+        "eu-west-1",
+        "http://127.0.0.1:9000",
+        True,
+        False,
     )
     assert s3.credentials is not None
     assert (s3.credentials.access_key_id, s3.credentials.secret_access_key) == ("AKIA", "SECRET")
@@ -380,8 +403,13 @@ def test_blockstore_and_blockstores_are_exclusive(tmp_path: Path) -> None:
     ("stores", "problem"),
     [
         ([{"id": "a", "type": "local"}, {"id": "a", "type": "local"}], "duplicate"),
-        ([{"id": "a", "type": "local", "backward_compatible": True},
-          {"id": "b", "type": "local", "backward_compatible": True}], "backward_compatible"),
+        (
+            [
+                {"id": "a", "type": "local", "backward_compatible": True},
+                {"id": "b", "type": "local", "backward_compatible": True},
+            ],
+            "backward_compatible",
+        ),
         ([{"id": "", "type": "local"}], "id"),
         ([], "store"),
     ],
@@ -568,12 +596,18 @@ def test_empty_replication_config_names_every_required_field(tmp_path: Path) -> 
         ({"blockstore": None}, "blockstore", "required"),
         ({"mirrors_database": {"type": "mongodb"}}, "mirrors_database.type", "'mongodb'"),
         ({"mirrors_database": {"type": "dynamodb"}}, "mirrors_database.dynamodb", "required"),
-        ({"mirrors_database": {"type": "postgres", "postgres": {}}},
-         "mirrors_database.postgres.connection_string", "required"),
+        (
+            {"mirrors_database": {"type": "postgres", "postgres": {}}},
+            "mirrors_database.postgres.connection_string",
+            "required",
+        ),
         ({"validator": {"num_workers": 0}}, "validator.num_workers", "greater than or equal"),
         ({"validator": {"run_interval": "0s"}}, "validator.run_interval", "greater than zero"),
-        ({"commit_sensor": {"process_branches_duration": "often"}},
-         "commit_sensor.process_branches_duration", "invalid duration"),
+        (
+            {"commit_sensor": {"process_branches_duration": "often"}},
+            "commit_sensor.process_branches_duration",
+            "invalid duration",
+        ),
         ({"object_replication": {"mode": "rsync"}}, "object_replication.mode", "'rsync'"),
         ({"logging": {"level": "LOUD"}}, "logging.level", "'LOUD'"),
         ({"listen_address": "8008"}, "listen_address", "host:port"),
