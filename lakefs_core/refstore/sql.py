@@ -98,10 +98,11 @@ def _repo_fk() -> ForeignKey:
     return ForeignKey("repositories.id", ondelete="CASCADE")
 
 
-metadata = MetaData()
+#: every table of the refstore
+schema = MetaData()
 
 repositories = Table(
-    "repositories", metadata,
+    "repositories", schema,
     Column("id", _key(), primary_key=True),
     Column("storage_namespace", Text, nullable=False),
     Column("default_branch", Text, nullable=False),
@@ -114,7 +115,7 @@ repositories = Table(
 def _repo_key_values(name: str) -> Table:
     """A table of string key/value pairs per repository."""
     return Table(
-        name, metadata,
+        name, schema,
         Column("repo", _key(), _repo_fk(), primary_key=True),
         Column("key", _key(), primary_key=True),
         Column("value", Text, nullable=False),
@@ -125,7 +126,7 @@ repository_metadata = _repo_key_values("repository_metadata")
 settings = _repo_key_values("settings")  # values are JSON documents
 
 branches = Table(
-    "branches", metadata,
+    "branches", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
     Column("name", _key(), primary_key=True),
     Column("commit_id", Text, nullable=False),
@@ -135,7 +136,7 @@ branches = Table(
 )
 
 tags = Table(
-    "tags", metadata,
+    "tags", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
     Column("name", _key(), primary_key=True),
     Column("commit_id", Text, nullable=False),
@@ -144,7 +145,7 @@ tags = Table(
 # Commits and staged entries carry no foreign key: a repository's first commit is
 # written before the repository row (its id names the default branch's head).
 commits = Table(
-    "commits", metadata,
+    "commits", schema,
     Column("repo", _key(), primary_key=True),
     Column("commit_id", _key(), primary_key=True),
     Column("parents", Text, nullable=False),  # JSON list
@@ -157,7 +158,7 @@ commits = Table(
 )
 
 staged_entries = Table(
-    "staged_entries", metadata,
+    "staged_entries", schema,
     Column("repo", _key(), primary_key=True),
     Column("staging_token", _key(), primary_key=True),
     Column("path", _key(), primary_key=True),
@@ -426,7 +427,7 @@ class SQLRefStore(RefStore):
         if conn.dialect.name == "postgresql":
             # two first openers would both find no table and both CREATE it
             conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
-        metadata.create_all(conn)
+        schema.create_all(conn)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         return self._run(work, write=False)
