@@ -14,7 +14,8 @@ from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import ServerConfig
 from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.refstore import open_refstore, postgres_url
+from lakefs_core.ref_events import RefEventNotifier
+from lakefs_core.refstore import local_database_url, open_refstore, postgres_url
 from lakefs_core.refstore.base import RefStore
 
 
@@ -26,8 +27,11 @@ class Services:
     graveler: Graveler
     catalog: Catalog
     auth: AuthStore
+    notifier: RefEventNotifier | None = None
 
     def close(self) -> None:
+        if self.notifier is not None:
+            self.notifier.close()
         self.auth.close()
         close = getattr(self.refstore, "close", None)
         if close is not None:
@@ -44,7 +48,7 @@ def database_url(config: ServerConfig) -> str:
 
             raise ValidationError("database.postgres.connection_string is required")
         return postgres_url(cs.get_secret_value())
-    return f"sqlite:///{config.database.local.path}"
+    return local_database_url(config.database.local.path or config.data_dir)
 
 
 def build_services(config: ServerConfig) -> Services:
@@ -53,11 +57,13 @@ def build_services(config: ServerConfig) -> Services:
     if config.database.type == "postgres":
         refstore = open_refstore("postgres", connection_string=url)
     else:
-        refstore = open_refstore("local", sqlite_path=config.database.local.path)
+        refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
     graveler = Graveler(refstore, blockstores.for_storage_id)
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
     auth = AuthStore(url, secret.get_secret_value())
+    notifier = RefEventNotifier(config.replication.endpoint)
+    graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,
-                    graveler=graveler, catalog=Catalog(graveler), auth=auth)
+                    graveler=graveler, catalog=Catalog(graveler), auth=auth, notifier=notifier)

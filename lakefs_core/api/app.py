@@ -36,6 +36,7 @@ ROUTE_MODULES = (
     "tags",
     "objects",
     "auth",
+    "replication_support",
 )
 
 Scope = MutableMapping[str, Any]

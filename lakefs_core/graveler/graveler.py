@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import heapq
 import json
+import logging
 import threading
 import time
 import uuid
@@ -76,8 +77,14 @@ from lakefs_core.graveler.refs import (
 from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.refstore.base import RefStore
 
+log = logging.getLogger("lakefs_core.graveler")
+
 INITIAL_COMMIT_MESSAGE = "Repository created"
 PROTECTION_SETTING = "branch_protection_rules"
+#: repository setting of a mirror: JSON {mirror_id, source_region, source_repository}
+MIRROR_SETTING = "mirror"
+#: setting key prefix: commits replication proved fully present in a mirror
+PRESENT_PREFIX = "mirror-present/"
 _MAX_PATH_CHAR = "\U0010ffff"
 
 
@@ -168,6 +175,9 @@ class Graveler:
         self.commit_retry_seconds = commit_retry_seconds
         self._ranges: OrderedDict[tuple[str, str], RangeManager] = OrderedDict()
         self._ranges_lock = threading.Lock()
+        #: called with (repository, ref name) after a branch or tag moves; must not block
+        self.ref_listeners: list[Callable[[str, str], None]] = []
+        self._present_cache: OrderedDict[tuple[str, str, str], None] = OrderedDict()
 
     # ------------------------------------------------------------------ plumbing
     def ranges_for(self, repo: Repository) -> RangeManager:
@@ -192,6 +202,13 @@ class Graveler:
             stop=stop_after_delay(self.commit_retry_seconds),
             reraise=True,
         )
+
+    def _notify(self, repo_id: str, ref: str) -> None:
+        for listener in self.ref_listeners:
+            try:
+                listener(repo_id, ref)
+            except Exception:  # noqa: BLE001 - a listener never fails the operation
+                log.exception("ref listener failed")
 
     def _now(self) -> int:
         return int(self.clock())
@@ -309,6 +326,7 @@ class Graveler:
         resolved = self.resolve_ref(repo_id, source_ref)
         branch = Branch(name=name, commit_id=resolved.commit_id, staging_token=_new_token())
         self.refstore.create_branch(repo_id, branch)
+        self._notify(repo_id, name)
         return branch
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
@@ -330,6 +348,7 @@ class Graveler:
         self.refstore.delete_branch(repo_id, name)
         for token in (branch.staging_token, *branch.sealed_tokens):
             self.refstore.drop_staging(repo_id, token)
+        self._notify(repo_id, name)
 
     # --------------------------------------------------------------------- refs
     def resolve_ref(self, repo_id: str, ref: str) -> ResolvedRef:
@@ -400,6 +419,38 @@ class Graveler:
         except CommitNotFoundError:
             raise CommitNotFoundError(f"commit {commit_id!r} not found") from None
 
+    # ------------------------------------------------------------------ mirrors
+    def mirror_info(self, repo_id: str) -> dict[str, str] | None:
+        """The mirror description of a mirror repository, None for other repositories."""
+        raw = self.refstore.get_setting(repo_id, MIRROR_SETTING)
+        return dict(json.loads(raw)) if raw else None
+
+    def mark_commit_present(self, repo_id: str, commit_id: str) -> None:
+        """Record that replication proved every piece of a commit present (mirrors)."""
+        self.refstore.set_setting(repo_id, PRESENT_PREFIX + commit_id, "1")
+
+    def _readable_commit(self, repo: Repository, commit_id: str) -> Commit:
+        """The commit, if its data may be served from this repository.
+
+        A mirror serves only commits that replication proved fully present; any other
+        commit (an intermediate commit it skipped, one still arriving) is a 404, so a
+        commit is never half-served.
+        """
+        commit = self.get_commit(repo.id, commit_id).commit
+        key = (repo.id, repo.storage_namespace, commit_id)
+        if key in self._present_cache:
+            return commit
+        # mirrors (and detached former mirrors) serve only proven commits
+        if self.refstore.get_setting(repo.id, MIRROR_SETTING) is not None:
+            if self.refstore.get_setting(repo.id, PRESENT_PREFIX + commit_id) is None:
+                raise CommitNotFoundError(
+                    f"commit {commit_id} is not fully replicated to mirror {repo.id!r}")
+            with self._ranges_lock:
+                self._present_cache[key] = None
+                if len(self._present_cache) > 100_000:
+                    self._present_cache.popitem(last=False)
+        return commit
+
     def _commit_of_ref(self, repo_id: str, ref: str) -> CommitRecord:
         return self.get_commit(repo_id, self.resolve_ref(repo_id, ref).commit_id)
 
@@ -451,7 +502,7 @@ class Graveler:
                 if rec.entry is None:
                     raise ObjectNotFoundError(f"object {path!r} not found")
                 return rec.entry
-        commit = self.get_commit(repo_id, resolved.commit_id).commit
+        commit = self._readable_commit(repo, resolved.commit_id)
         entry = self.ranges_for(repo).get_entry(commit.metarange_id, path)
         if entry is None:
             raise ObjectNotFoundError(f"object {path!r} not found")
@@ -491,7 +542,7 @@ class Graveler:
 
     def _iterate(self, repo: Repository, resolved: ResolvedRef, prefix: str,
                  after: str) -> Iterator[EntryRecord]:
-        commit = self.get_commit(repo.id, resolved.commit_id).commit
+        commit = self._readable_commit(repo, resolved.commit_id)
         committed = self.ranges_for(repo).iterate(commit.metarange_id, prefix=prefix, after=after)
         if resolved.branch is None:
             yield from committed
@@ -583,6 +634,7 @@ class Graveler:
         self.refstore.update_branch(repo.id, sealed, replace(unsealed, commit_id=cid))
         for token in sealed.sealed_tokens:
             self.refstore.drop_staging(repo.id, token)
+        self._notify(repo.id, branch_name)
         return CommitRecord(cid, commit)
 
     def _unseal(self, repo_id: str, sealed: Branch, restored: Branch) -> None:
@@ -691,6 +743,8 @@ class Graveler:
         repo = self.refstore.get_repository(repo_id)
         left = self._commit_of_ref(repo_id, left_ref)
         right = self._commit_of_ref(repo_id, right_ref)
+        self._readable_commit(repo, left.id)
+        self._readable_commit(repo, right.id)
         left_mr = left.commit.metarange_id
         if three_dot:
             base = self.find_merge_base(repo_id, left.id, right.id)
@@ -765,6 +819,7 @@ class Graveler:
         cid = commit_id_of(commit)
         self.refstore.put_commit(repo_id, cid, commit)
         self.refstore.update_branch(repo_id, branch, replace(branch, commit_id=cid))
+        self._notify(repo_id, branch.name)
         return CommitRecord(cid, commit)
 
     def _pick(self, repo_id: str, branch_name: str, base_mr_of: Callable[[Commit], str],
@@ -866,7 +921,9 @@ class Graveler:
                 self.refstore.drop_staging(repo_id, token)
             return new
 
-        return self._retrying()(attempt)
+        moved = self._retrying()(attempt)
+        self._notify(repo_id, branch_name)
+        return moved
 
     # -------------------------------------------------------------------- tags
     def create_tag(self, repo_id: str, name: str, ref: str) -> Tag:
@@ -874,6 +931,7 @@ class Graveler:
         validate_tag_name(name)
         tag = Tag(name=name, commit_id=self.resolve_ref(repo_id, ref).commit_id)
         self.refstore.create_tag(repo_id, tag)
+        self._notify(repo_id, name)
         return tag
 
     def get_tag(self, repo_id: str, name: str) -> Tag:
@@ -888,6 +946,7 @@ class Graveler:
     def delete_tag(self, repo_id: str, name: str) -> None:
         self._writable_repo(repo_id)
         self.refstore.delete_tag(repo_id, name)
+        self._notify(repo_id, name)
 
 
 def _page(it: Iterable[Difference], amount: int) -> tuple[list[Difference], bool]:
