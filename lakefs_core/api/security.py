@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+import hmac
+import json
+import time
 from dataclasses import dataclass
 
 from fastapi import Request
 
 from lakefs_core.auth import rbac
 from lakefs_core.auth.model import User
-from lakefs_core.errors import AuthenticationError
+from lakefs_core.errors import AuthenticationError, NotFoundError
 from lakefs_core.services import Services
 
 
@@ -92,11 +96,102 @@ def basic_credentials(request: Request) -> tuple[str, str] | None:
     return key, secret
 
 
+#: how long a login token is valid (lakeFS's default ``auth.login_duration``)
+LOGIN_DURATION_SECONDS = 7 * 24 * 3600
+_TOKEN_HEADER = {"alg": "HS256", "typ": "JWT"}
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _token_key(services: Services) -> bytes:
+    """The signing key of login tokens, derived from ``auth.encrypt.secret_key``.
+
+    Derived rather than used as is, so that tokens and encrypted secrets never share
+    a key.
+    """
+    secret = services.config.auth.encrypt.secret_key
+    if secret is None:  # the config model fills the embedded default
+        raise AuthenticationError("login tokens need auth.encrypt.secret_key")
+    return hmac.new(secret.get_secret_value().encode(), b"lakefs-login-token",
+                    hashlib.sha256).digest()
+
+
+def issue_token(services: Services, username: str, now: float | None = None) -> tuple[str, int]:
+    """Sign a login token (a JWT with HS256) for ``username``.
+
+    Returns:
+        (token, expiry in seconds since the epoch)
+    """
+    issued = int(time.time() if now is None else now)
+    expires = issued + LOGIN_DURATION_SECONDS
+    claims = {"sub": username, "iat": issued, "exp": expires}
+    signing_input = (_b64url(json.dumps(_TOKEN_HEADER, separators=(",", ":")).encode()) + "."
+                     + _b64url(json.dumps(claims, separators=(",", ":")).encode()))
+    signature = hmac.new(_token_key(services), signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{_b64url(signature)}", expires
+
+
+def verify_token(services: Services, token: str, now: float | None = None) -> str:
+    """The username a login token was issued to.
+
+    Raises:
+        AuthenticationError: A malformed, forged or expired token.
+    """
+    parts = token.split(".")
+    if len(parts) != 3:
+        raise AuthenticationError("malformed token")
+    signing_input = f"{parts[0]}.{parts[1]}"
+    expected = hmac.new(_token_key(services), signing_input.encode(), hashlib.sha256).digest()
+    try:
+        signature = _b64url_decode(parts[2])
+        header = json.loads(_b64url_decode(parts[0]))
+        claims = json.loads(_b64url_decode(parts[1]))
+    except (binascii.Error, ValueError):
+        raise AuthenticationError("malformed token") from None
+    if not hmac.compare_digest(signature, expected) or header != _TOKEN_HEADER:
+        raise AuthenticationError("invalid token")
+    if not isinstance(claims, dict):
+        raise AuthenticationError("malformed token")
+    username, expires = claims.get("sub"), claims.get("exp")
+    if not isinstance(username, str) or not isinstance(expires, int):
+        raise AuthenticationError("malformed token")
+    if expires <= (time.time() if now is None else now):
+        raise AuthenticationError("token expired")
+    return username
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    if not value.strip():
+        raise AuthenticationError("malformed bearer token")
+    return value.strip()
+
+
 def authenticated(request: Request) -> Ctx:
-    """FastAPI dependency: the request's user, or 401."""
+    """FastAPI dependency: the request's user, or 401.
+
+    Accepts basic auth with an access key, or ``Authorization: Bearer <token>`` with
+    a token from ``POST /auth/login``.
+    """
     services = services_of(request)
     creds = basic_credentials(request)
-    if creds is None:
+    if creds is not None:
+        return Ctx(services=services, user=services.auth.authenticate(*creds))
+    token = bearer_token(request)
+    if token is None:
         raise AuthenticationError("error authenticating request")
-    user = services.auth.authenticate(*creds)
+    username = verify_token(services, token)
+    try:
+        user = services.auth.get_user(username)
+    except NotFoundError:
+        raise AuthenticationError("invalid token") from None
     return Ctx(services=services, user=user)

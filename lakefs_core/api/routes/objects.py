@@ -1,0 +1,701 @@
+"""Objects API: upload, read (with ranges), stat, list, delete, copy, user metadata and
+the staging API (physical addresses written by the client, then linked).
+
+Paths follow lakeFS's ``ObjectsApi`` and ``StagingApi``. Uploads stream: the raw
+body goes to the blockstore chunk by chunk while it arrives (a multipart form is
+spooled to a temporary file first), and reads stream from the store. Presigned URLs
+are not offered (``storage_config.pre_sign_support`` is false), so ``presign=true`` is
+refused with 400.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import Annotated, Any, Literal
+
+import anyio.from_thread
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import ClientDisconnect
+
+from lakefs_core.api.errors import error_response
+from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
+from lakefs_core.auth import rbac
+from lakefs_core.block.base import BlockStore, join_address
+from lakefs_core.catalog import (
+    DEFAULT_CONTENT_TYPE,
+    RangeNotSatisfiableError,
+    parse_range_header,
+)
+from lakefs_core.errors import (
+    NotFoundError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ProtectedBranchError,
+    ReadOnlyRepositoryError,
+    ValidationError,
+)
+from lakefs_core.graveler.model import AddressType, Entry, Repository
+from lakefs_core.graveler.refs import validate_path
+from lakefs_core.services import Services
+
+router = APIRouter(tags=["objects"])
+
+META_PREFIX = "x-lakefs-meta-"
+DEFAULT_PAGE = 100
+MAX_PAGE = 1000
+#: paths one bulk delete may name (as lakeFS)
+MAX_DELETE_PATHS = 1000
+#: bytes read from the store at a time when serving a byte range
+RANGE_CHUNK = 8 << 20
+_READ_CHUNK = 1 << 20
+_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE_RE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")
+_NO_PRESIGN = "presigned URLs are not supported by this server (pre_sign_support is false)"
+
+
+# --- shapes -----------------------------------------------------------------------------
+class Pagination(BaseModel):
+    has_more: bool
+    next_offset: str
+    results: int = Field(ge=0)
+    max_per_page: int = Field(ge=0)
+
+
+class ObjectStats(BaseModel):
+    path: str
+    path_type: Literal["object", "common_prefix"]
+    physical_address: str
+    physical_address_expiry: int | None = None
+    checksum: str
+    size_bytes: int | None = None
+    mtime: int
+    metadata: dict[str, str] | None = None
+    content_type: str | None = None
+
+
+class ObjectStatsList(BaseModel):
+    pagination: Pagination
+    results: list[ObjectStats]
+
+
+class PathList(BaseModel):
+    paths: list[str]
+
+
+class ObjectError(BaseModel):
+    status_code: int
+    message: str
+    path: str | None = None
+
+
+class ObjectErrorList(BaseModel):
+    errors: list[ObjectError]
+
+
+class ObjectCopyCreation(BaseModel):
+    src_path: str
+    src_ref: str | None = None
+    force: bool | None = False
+    shallow: bool | None = False
+
+
+class UpdateObjectUserMetadata(BaseModel):
+    set: dict[str, str]
+
+
+class StagingLocation(BaseModel):
+    physical_address: str | None = None
+    presigned_url: str | None = None
+    presigned_url_expiry: int | None = None
+
+
+class StagingMetadata(BaseModel):
+    staging: StagingLocation
+    checksum: str
+    size_bytes: int = Field(ge=0)
+    user_metadata: dict[str, str] | None = None
+    content_type: str | None = None
+    mtime: int | None = None
+    force: bool | None = False
+
+
+class UnderlyingObjectProperties(BaseModel):
+    storage_class: str | None = None
+
+
+# --- helpers ----------------------------------------------------------------------------
+def page_amount(amount: int | None) -> int:
+    """lakeFS's page size rule: absent or non-positive means the default, capped at max."""
+    if amount is None or amount <= 0:
+        return DEFAULT_PAGE
+    return min(amount, MAX_PAGE)
+
+
+def object_stats(services: Services, repo: Repository, path: str, entry: Entry,
+                 user_metadata: bool = True) -> ObjectStats:
+    """The API shape of one entry."""
+    return ObjectStats(
+        path=path, path_type="object",
+        physical_address=services.catalog.physical_address(repo, entry),
+        checksum=entry.etag, size_bytes=entry.size, mtime=int(entry.mtime),
+        metadata=dict(entry.metadata) if user_metadata else None,
+        content_type=entry.content_type or DEFAULT_CONTENT_TYPE)
+
+
+def _common_prefix(path: str) -> ObjectStats:
+    return ObjectStats(path=path, path_type="common_prefix", physical_address="", checksum="",
+                       mtime=0)
+
+
+def _refuse_presign(presign: bool | None) -> None:
+    if presign:
+        raise ValidationError(_NO_PRESIGN)
+
+
+def _content_type(value: str | None) -> str:
+    if not value:
+        return DEFAULT_CONTENT_TYPE
+    if len(value) > 1024 or not value.isascii() or not _HEADER_VALUE_RE.match(value):
+        raise ValidationError("invalid content type")
+    return value
+
+
+def _metadata_from_headers(request: Request) -> dict[str, str]:
+    meta = {}
+    for key, value in request.headers.items():
+        lowered = key.lower()
+        if lowered.startswith(META_PREFIX) and len(lowered) > len(META_PREFIX):
+            meta[lowered[len(META_PREFIX):]] = value
+    return meta
+
+
+def _http_date(mtime: float) -> str:
+    return email.utils.formatdate(mtime, usegmt=True)
+
+
+def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
+    """ETag, Last-Modified, Content-Type and ``x-lakefs-meta-*`` of an object.
+
+    Metadata that cannot be a header (a key that is not an HTTP token, a value with
+    control characters) is left out rather than breaking the response.
+    """
+    headers = [
+        (b"etag", f'"{entry.etag}"'.encode()),
+        (b"last-modified", _http_date(entry.mtime).encode()),
+        (b"content-type", _safe_header(entry.content_type or DEFAULT_CONTENT_TYPE,
+                                       DEFAULT_CONTENT_TYPE)),
+        (b"accept-ranges", b"bytes"),
+    ]
+    for key, value in sorted(entry.metadata.items()):
+        if _TOKEN_RE.match(key) and _HEADER_VALUE_RE.match(value):
+            headers.append(((META_PREFIX + key.lower()).encode(), value.encode("utf-8")))
+    return headers
+
+
+def _safe_header(value: str, fallback: str) -> bytes:
+    if _HEADER_VALUE_RE.match(value):
+        return value.encode("utf-8")
+    return fallback.encode()
+
+
+def _etag_matches(header: str | None, etag: str) -> bool:
+    if not header:
+        return False
+    candidates = [c.strip() for c in header.split(",")]
+    return "*" in candidates or any(c.removeprefix("W/").strip('"') == etag for c in candidates)
+
+
+def _check_writable_branch(services: Services, repo_id: str, branch: str) -> Repository:
+    """The repository, after checking that direct writes to ``branch`` are allowed."""
+    repo = services.graveler.get_repository(repo_id)
+    services.graveler.get_branch(repo_id, branch)
+    if repo.read_only:
+        raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
+    if services.graveler.is_protected(repo_id, branch):
+        raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
+    return repo
+
+
+def _stream_range(store: BlockStore, address: str, first: int, last: int) -> Iterator[bytes]:
+    pos = first
+    while pos <= last:
+        end = min(pos + RANGE_CHUNK - 1, last)
+        chunk = store.get(address, (pos, end))
+        if not chunk:
+            return
+        yield chunk
+        pos += len(chunk)
+
+
+def _prefetched(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
+
+
+def _read_file(file: Any) -> Iterator[bytes]:
+    while chunk := file.read(_READ_CHUNK):
+        yield chunk
+
+
+class _ObjectRead:
+    """An object opened for a GET or HEAD: status, headers and (for GET) body."""
+
+    def __init__(self, services: Services, repository: str, ref: str, path: str,
+                 range_header: str | None) -> None:
+        repo, entry = services.catalog.stat(repository, ref, path)
+        self.entry = entry
+        self.store = services.catalog.store_of(repo)
+        self.address = services.catalog.physical_address(repo, entry)
+        self.headers = _object_headers(entry)
+        self.status = 200
+        self.first, self.last = 0, entry.size - 1
+        if range_header:
+            try:
+                parsed = parse_range_header(range_header, entry.size)
+            except ValidationError as e:
+                raise RangeNotSatisfiableError(str(e)) from None
+            if parsed is not None:
+                self.first, self.last = parsed
+                self.status = 206
+                self.headers.append(
+                    (b"content-range", f"bytes {self.first}-{self.last}/{entry.size}".encode()))
+        self.headers.append((b"content-length", str(self.last - self.first + 1).encode()))
+
+    def body(self) -> Iterator[bytes]:
+        """The bytes to send; the first chunk is read now, so a missing object fails
+        before the response starts."""
+        if self.last < self.first:
+            return iter(())
+        if self.status == 206:
+            chunks = _stream_range(self.store, self.address, self.first, self.last)
+        else:
+            chunks = self.store.get_stream(self.address)
+        return _prefetched(next(chunks, b""), chunks)
+
+
+def _range_error(services: Services, repository: str, ref: str, path: str,
+                 exc: RangeNotSatisfiableError) -> Response:
+    size = services.catalog.stat(repository, ref, path)[1].size
+    response = error_response(416, str(exc) or "Requested Range Not Satisfiable")
+    response.headers["content-range"] = f"bytes */{size}"
+    return response
+
+
+def _raw(status: int, headers: list[tuple[bytes, bytes]], body: Iterator[bytes] | None = None,
+         ) -> Response:
+    response: Response
+    if body is None:
+        response = Response(status_code=status)
+    else:
+        response = StreamingResponse(body, status_code=status)
+    response.raw_headers = [h for h in response.raw_headers
+                            if h[0] not in (b"content-length", b"content-type")] + headers
+    return response
+
+
+# --- upload -----------------------------------------------------------------------------
+_UPLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "content": {
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            "multipart/form-data": {"schema": {
+                "type": "object",
+                "properties": {"content": {"type": "string", "format": "binary",
+                                           "description": "the object's data"}},
+            }},
+        },
+    },
+}
+
+
+@router.post("/repositories/{repository}/branches/{branch}/objects", status_code=201,
+             response_model=ObjectStats, response_model_exclude_none=True,
+             openapi_extra=_UPLOAD_BODY, summary="upload an object")
+async def upload_object(
+    request: Request,
+    repository: str,
+    branch: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+    storage_class: Annotated[str | None, Query(alias="storageClass")] = None,
+    force: bool = False,
+    if_none_match: Annotated[str | None, Header()] = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> ObjectStats:
+    """Upload an object: the raw body, or the ``content`` field of a multipart form.
+
+    ``x-lakefs-meta-*`` headers become user metadata; ``If-None-Match: *`` fails with
+    412 when an object is already at ``path``.
+    """
+    services = ctx.services
+    await run_in_threadpool(ctx.check, rbac.WRITE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    if if_none_match not in (None, "*"):
+        raise ValidationError("If-None-Match supports only '*'")
+    if if_match is not None:
+        raise ValidationError("If-Match is not supported")
+    if_absent = if_none_match == "*"
+    metadata = _metadata_from_headers(request)
+    await run_in_threadpool(_preflight_upload, services, repository, branch, path, if_absent)
+
+    content_type_header = request.headers.get("content-type", "")
+    if content_type_header.lower().startswith("multipart/form-data"):
+        async with request.form(max_files=1, max_fields=16) as form:
+            content = form.get("content")
+            if not isinstance(content, UploadFile):
+                raise ValidationError("multipart upload needs a file field named 'content'")
+            return await run_in_threadpool(
+                _store_object, services, repository, branch, path, _read_file(content.file),
+                _content_type(content.content_type), metadata, if_absent)
+
+    stream = request.stream()
+
+    def chunks() -> Iterator[bytes]:
+        # runs in a worker thread: pull each chunk from the event loop as the store
+        # asks for it, so the body is never held whole in memory
+        while True:
+            try:
+                chunk = anyio.from_thread.run(stream.__anext__)
+            except StopAsyncIteration:
+                return
+            except ClientDisconnect:
+                raise ValidationError("client disconnected during upload") from None
+            if chunk:
+                yield chunk
+
+    return await run_in_threadpool(
+        _store_object, services, repository, branch, path, chunks(),
+        _content_type(content_type_header), metadata, if_absent)
+
+
+def _preflight_upload(services: Services, repository: str, branch: str, path: str,
+                      if_absent: bool) -> None:
+    """Refuse an upload before its body is read, when it could never succeed."""
+    _check_writable_branch(services, repository, branch)
+    if if_absent:
+        _check_absent(services, repository, branch, path)
+
+
+def _check_absent(services: Services, repository: str, branch: str, path: str) -> None:
+    try:
+        services.graveler.get_entry(repository, branch, path)
+    except ObjectNotFoundError:
+        return
+    raise ObjectExistsError(f"object {path!r} already exists")
+
+
+def _store_object(services: Services, repository: str, branch: str, path: str,
+                  data: Iterable[bytes], content_type: str, metadata: Mapping[str, str],
+                  if_absent: bool) -> ObjectStats:
+    entry = services.catalog.upload(repository, branch, path, data, content_type=content_type,
+                                    metadata=metadata, if_absent=if_absent)
+    repo = services.graveler.get_repository(repository)
+    return object_stats(services, repo, path, entry)
+
+
+# --- read -------------------------------------------------------------------------------
+_OBJECT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/octet-stream": {"schema": {"type": "string",
+                                                               "format": "binary"}}},
+          "description": "object content"},
+    206: {"content": {"application/octet-stream": {"schema": {"type": "string",
+                                                               "format": "binary"}}},
+          "description": "partial object content"},
+    304: {"description": "the object's ETag matches If-None-Match"},
+    416: {"description": "requested range not satisfiable"},
+}
+
+
+@router.get("/repositories/{repository}/refs/{ref}/objects", response_class=Response,
+            responses=_OBJECT_RESPONSES, summary="get object content")
+def get_object(
+    repository: str,
+    ref: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the ref")],
+    presign: bool | None = None,
+    range_header: Annotated[str | None, Header(alias="Range")] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Stream an object (or the byte range of ``Range``: 206, or 416 outside it)."""
+    ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
+    _refuse_presign(presign)
+    try:
+        read = _ObjectRead(ctx.services, repository, ref, path, range_header)
+    except RangeNotSatisfiableError as e:
+        return _range_error(ctx.services, repository, ref, path, e)
+    if _etag_matches(if_none_match, read.entry.etag):
+        return _raw(304, [h for h in read.headers if h[0] != b"content-length"])
+    return _raw(read.status, read.headers, read.body())
+
+
+@router.head("/repositories/{repository}/refs/{ref}/objects", response_class=Response,
+             responses={200: {"description": "object exists"},
+                        206: {"description": "range exists"},
+                        416: {"description": "requested range not satisfiable"}},
+             summary="check that an object exists")
+def head_object(
+    repository: str,
+    ref: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the ref")],
+    range_header: Annotated[str | None, Header(alias="Range")] = None,
+) -> Response:
+    """The headers a GET would send, without the body."""
+    ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
+    try:
+        read = _ObjectRead(ctx.services, repository, ref, path, range_header)
+    except RangeNotSatisfiableError:
+        size = ctx.services.catalog.stat(repository, ref, path)[1].size
+        return _raw(416, [(b"content-range", f"bytes */{size}".encode()),
+                          (b"content-length", b"0")])
+    return _raw(read.status, read.headers)
+
+
+@router.get("/repositories/{repository}/refs/{ref}/objects/stat", response_model=ObjectStats,
+            response_model_exclude_none=True, summary="get object metadata")
+def stat_object(
+    repository: str,
+    ref: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the ref")],
+    user_metadata: bool = True,
+    presign: bool | None = None,
+) -> ObjectStats:
+    ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
+    _refuse_presign(presign)
+    repo, entry = ctx.services.catalog.stat(repository, ref, path)
+    return object_stats(ctx.services, repo, path, entry, user_metadata)
+
+
+@router.get("/repositories/{repository}/refs/{ref}/objects/underlyingProperties",
+            response_model=UnderlyingObjectProperties, response_model_exclude_none=True,
+            summary="get the object's properties on the underlying storage")
+def get_underlying_properties(
+    repository: str,
+    ref: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the ref")],
+) -> UnderlyingObjectProperties:
+    ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
+    ctx.services.catalog.stat(repository, ref, path)
+    return UnderlyingObjectProperties()
+
+
+@router.get("/repositories/{repository}/refs/{ref}/objects/ls",
+            response_model=ObjectStatsList, response_model_exclude_none=True,
+            summary="list objects")
+def list_objects(
+    repository: str,
+    ref: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    user_metadata: bool = True,
+    presign: bool | None = None,
+    after: Annotated[str, Query(description="return items after this value")] = "",
+    amount: Annotated[int | None, Query(ge=-1, le=MAX_PAGE)] = None,
+    delimiter: Annotated[str, Query(description="group common prefixes by this")] = "",
+    prefix: Annotated[str, Query(description="return items prefixed with this value")] = "",
+) -> ObjectStatsList:
+    """A page of the objects under ``prefix``; with ``delimiter``, directory style."""
+    ctx.check(rbac.LIST_OBJECTS, repo_arn(repository))
+    _refuse_presign(presign)
+    services = ctx.services
+    size = page_amount(amount)
+    repo = services.graveler.get_repository(repository)
+    items, has_more = services.graveler.list_entries(
+        repository, ref, prefix=prefix, after=after, amount=size, delimiter=delimiter)
+    results = [object_stats(services, repo, item.path, item.entry, user_metadata)
+               if item.entry is not None else _common_prefix(item.path) for item in items]
+    return ObjectStatsList(
+        pagination=Pagination(has_more=has_more,
+                              next_offset=results[-1].path if has_more and results else "",
+                              results=len(results), max_per_page=size),
+        results=results)
+
+
+# --- delete -----------------------------------------------------------------------------
+@router.delete("/repositories/{repository}/branches/{branch}/objects", status_code=204,
+               response_class=Response, summary="delete an object")
+def delete_object(
+    repository: str,
+    branch: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+    force: bool = False,
+    no_tombstone: bool = False,
+) -> Response:
+    ctx.check(rbac.DELETE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    _check_writable_branch(ctx.services, repository, branch)
+    ctx.services.graveler.delete_entry(repository, branch, path)
+    return Response(status_code=204)
+
+
+@router.post("/repositories/{repository}/branches/{branch}/objects/delete",
+             response_model=ObjectErrorList, summary="delete objects")
+def delete_objects(
+    repository: str,
+    branch: str,
+    path_list: PathList,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    force: bool = False,
+    no_tombstone: bool = False,
+) -> ObjectErrorList:
+    """Delete many paths; each failure (forbidden, bad path) is reported per path.
+
+    Paths with no object are not errors (as S3's multi-delete).
+    """
+    if len(path_list.paths) > MAX_DELETE_PATHS:
+        raise ValidationError(f"too many paths: at most {MAX_DELETE_PATHS} per request")
+    services = ctx.services
+    _check_writable_branch(services, repository, branch)
+    errors: list[ObjectError] = []
+    for path in path_list.paths:
+        if not ctx.allowed(rbac.DELETE_OBJECT, object_arn(repository, path)):
+            errors.append(ObjectError(status_code=403, message="insufficient permissions",
+                                      path=path))
+            continue
+        try:
+            validate_path(path)
+            services.graveler.delete_entry(repository, branch, path)
+        except ObjectNotFoundError:
+            continue
+        except ValidationError as e:
+            errors.append(ObjectError(status_code=400, message=str(e), path=path))
+    return ObjectErrorList(errors=errors)
+
+
+# --- copy and metadata ---------------------------------------------------------------------
+@router.post("/repositories/{repository}/branches/{branch}/objects/copy", status_code=201,
+             response_model=ObjectStats, response_model_exclude_none=True,
+             summary="copy an object")
+def copy_object(
+    repository: str,
+    branch: str,
+    object_copy_creation: ObjectCopyCreation,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    dest_path: Annotated[str, Query(description="destination path relative to the branch")],
+) -> ObjectStats:
+    """Copy ``src_ref``/``src_path`` (default ref: this branch) to ``dest_path``."""
+    body = object_copy_creation
+    ctx.check_requirement(rbac.all_of(
+        rbac.Permission(rbac.READ_OBJECT, object_arn(repository, body.src_path)),
+        rbac.Permission(rbac.WRITE_OBJECT, object_arn(repository, dest_path))))
+    validate_path(body.src_path)
+    validate_path(dest_path)
+    services = ctx.services
+    repo = _check_writable_branch(services, repository, branch)
+    src_ref = body.src_ref or branch
+    if body.shallow:
+        entry = services.graveler.get_entry(repository, src_ref, body.src_path)
+        new = replace(entry, mtime=time.time())
+        services.catalog.link(repository, branch, dest_path, new)
+    else:
+        new = services.catalog.copy(repository, src_ref, body.src_path, branch, dest_path)
+    return object_stats(services, repo, dest_path, new)
+
+
+@router.put("/repositories/{repository}/branches/{branch}/objects/stat/user_metadata",
+            status_code=201, response_class=Response, summary="replace an object's user metadata")
+def update_object_user_metadata(
+    repository: str,
+    branch: str,
+    update_object_user_metadata: UpdateObjectUserMetadata,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="path to object relative to the branch")],
+) -> Response:
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    services = ctx.services
+    _check_writable_branch(services, repository, branch)
+    entry = services.graveler.get_entry(repository, branch, path)
+    services.catalog.link(repository, branch, path,
+                          replace(entry, metadata=dict(update_object_user_metadata.set)))
+    return Response(status_code=201)
+
+
+# --- staging: client-written physical addresses ----------------------------------------
+@router.get("/repositories/{repository}/branches/{branch}/staging/backing",
+            response_model=StagingLocation, response_model_exclude_none=True,
+            tags=["staging"], summary="get a physical address for a new object")
+def get_physical_address(
+    repository: str,
+    branch: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+    presign: bool | None = None,
+) -> StagingLocation:
+    """A fresh address under the repository's namespace for the client to write to;
+    then link it with ``PUT`` on the same path."""
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    _refuse_presign(presign)
+    validate_path(path)
+    repo = _check_writable_branch(ctx.services, repository, branch)
+    relative = ctx.services.catalog.new_data_address()
+    return StagingLocation(physical_address=join_address(repo.storage_namespace, relative))
+
+
+@router.put("/repositories/{repository}/branches/{branch}/staging/backing",
+            response_model=ObjectStats, response_model_exclude_none=True, tags=["staging"],
+            summary="link a written physical address to a path")
+def link_physical_address(
+    repository: str,
+    branch: str,
+    staging_metadata: StagingMetadata,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+    if_none_match: Annotated[str | None, Header()] = None,
+    if_match: Annotated[str | None, Header()] = None,
+) -> ObjectStats:
+    """Stage an object the client wrote itself at an address from ``GET``.
+
+    The address must lie in the repository's namespace (outside ``_lakefs/``) and the
+    object must be there with the declared size.
+    """
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    if if_none_match not in (None, "*"):
+        raise ValidationError("If-None-Match supports only '*'")
+    if if_match is not None:
+        raise ValidationError("If-Match is not supported")
+    services = ctx.services
+    repo = _check_writable_branch(services, repository, branch)
+    meta = staging_metadata
+    address = meta.staging.physical_address or ""
+    namespace = repo.storage_namespace.rstrip("/") + "/"
+    relative = address[len(namespace):] if address.startswith(namespace) else ""
+    if not relative or relative.startswith("_lakefs/") or "/../" in f"/{relative}/":
+        raise ValidationError(
+            f"physical address {address!r} is not in the storage namespace {namespace!r}")
+    content_type = _content_type(meta.content_type)
+    try:
+        stat = services.catalog.store_of(repo).stat(address)
+    except NotFoundError:
+        raise ValidationError(f"no object at physical address {address!r}") from None
+    if stat.size != meta.size_bytes:
+        raise ValidationError(
+            f"size mismatch: {meta.size_bytes} declared, {stat.size} at {address!r}")
+    entry = Entry(address=relative, size=stat.size, etag=meta.checksum or stat.etag,
+                  mtime=time.time(), address_type=AddressType.RELATIVE,
+                  content_type=content_type, metadata=dict(meta.user_metadata or {}))
+    services.catalog.link(repository, branch, path, entry, if_absent=if_none_match == "*")
+    return object_stats(services, repo, path, entry)
+
+
+__all__ = [
+    "ObjectStats",
+    "ObjectStatsList",
+    "Pagination",
+    "object_stats",
+    "page_amount",
+    "router",
+]
