@@ -1,0 +1,147 @@
+"""Commit routes: commit a branch, get a commit, and the log of a ref."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
+
+from lakefs_core.api.routes import AfterQuery, AmountQuery, Pagination, page_size, pagination
+from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
+from lakefs_core.auth import rbac
+from lakefs_core.errors import ValidationError
+from lakefs_core.graveler.model import CommitRecord
+
+router = APIRouter()
+
+#: commits fetched from the engine per step when the log filters by date or stop point
+_LOG_BATCH = 200
+
+
+class CommitModel(BaseModel):
+    """lakeFS's Commit."""
+
+    id: str
+    parents: list[str]
+    committer: str
+    message: str
+    creation_date: int = Field(description="Unix epoch in seconds")
+    meta_range_id: str
+    metadata: dict[str, str]
+    generation: int
+    version: int = 1
+
+
+class CommitList(BaseModel):
+    pagination: Pagination
+    results: list[CommitModel]
+
+
+class CommitCreation(BaseModel):
+    """lakeFS's CommitCreation."""
+
+    message: str
+    metadata: dict[str, str] | None = None
+    date: int | None = Field(default=None, description="creation date override (epoch seconds)")
+    allow_empty: bool | None = False
+    force: bool | None = False
+
+
+def commit_model(rec: CommitRecord) -> CommitModel:
+    """The API shape of a commit record."""
+    c = rec.commit
+    return CommitModel(id=rec.id, parents=list(c.parents), committer=c.committer,
+                       message=c.message, creation_date=c.creation_date,
+                       meta_range_id=c.metarange_id, metadata=dict(c.metadata),
+                       generation=c.generation)
+
+
+@router.post("/repositories/{repository}/branches/{branch}/commits", status_code=201,
+             response_model=CommitModel, tags=["commits"])
+def commit(
+    repository: str,
+    branch: str,
+    body: CommitCreation,
+    source_metarange: Annotated[str | None, Query(description="not supported")] = None,
+    ctx: Ctx = Depends(authenticated),
+) -> CommitModel:
+    """Commit the branch's uncommitted changes (400 "no changes" when there are none)."""
+    ctx.check(rbac.CREATE_COMMIT, branch_arn(repository, branch))
+    if source_metarange:
+        raise ValidationError("committing a source_metarange is not supported")
+    if body.date is not None and body.date < 0:
+        raise ValidationError("date must not be negative")
+    rec = ctx.services.graveler.commit(
+        repository, branch, body.message, ctx.user.username, metadata=body.metadata or {},
+        allow_empty=bool(body.allow_empty), creation_date=body.date)
+    return commit_model(rec)
+
+
+@router.get("/repositories/{repository}/commits/{commitId}", response_model=CommitModel,
+            tags=["commits"])
+def get_commit(repository: str, commitId: str,  # noqa: N803 - lakeFS's parameter name
+               ctx: Ctx = Depends(authenticated)) -> CommitModel:
+    """A commit, by id or by any ref expression (a branch gives its head)."""
+    ctx.check(rbac.READ_COMMIT, repo_arn(repository))
+    graveler = ctx.services.graveler
+    return commit_model(graveler.get_commit(repository,
+                                            graveler.resolve_ref(repository, commitId).commit_id))
+
+
+@router.get("/repositories/{repository}/refs/{ref}/commits", response_model=CommitList,
+            tags=["refs"])
+def log_commits(
+    repository: str,
+    ref: str,
+    after: AfterQuery = "",
+    amount: AmountQuery = 100,
+    objects: Annotated[list[str] | None, Query(description="only commits changing these")] = None,
+    prefixes: Annotated[list[str] | None,
+                        Query(description="only commits changing paths under these")] = None,
+    limit: Annotated[bool, Query(description="return at most amount commits, no next page")
+                     ] = False,
+    first_parent: Annotated[bool, Query(description="follow only first parents")] = False,
+    since: Annotated[datetime | None, Query(description="stop at commits older than this")
+                     ] = None,
+    stop_at: Annotated[str | None, Query(description="stop at this ref's commit (included)")
+                       ] = None,
+    ctx: Ctx = Depends(authenticated),
+) -> CommitList:
+    """Commits reachable from ``ref``, newest first."""
+    ctx.check(rbac.READ_BRANCH, branch_arn(repository, ref))
+    graveler = ctx.services.graveler
+    n = page_size(amount)
+
+    def fetch(cursor: str, k: int, only_k: bool = False) -> tuple[list[CommitRecord], bool]:
+        return graveler.log(repository, ref, amount=k, after=cursor, limit=only_k,
+                            first_parent=first_parent, objects=objects or (),
+                            prefixes=prefixes or ())
+
+    if since is None and not stop_at:
+        commits, has_more = fetch(after, n, limit)
+    else:
+        stop_id = graveler.resolve_ref(repository, stop_at).commit_id if stop_at else None
+        min_date = since.timestamp() if since is not None else None
+        commits, has_more = [], False
+        cursor, done = after, False
+        while not done and len(commits) <= n:
+            batch, more = fetch(cursor, _LOG_BATCH)
+            for rec in batch:
+                if min_date is not None and rec.commit.creation_date < min_date:
+                    done = True
+                    break
+                commits.append(rec)
+                if rec.id == stop_id:
+                    done = True
+                    break
+            if not more or not batch:
+                done = True
+            else:
+                cursor = batch[-1].id
+        has_more = len(commits) > n and not limit
+        commits = commits[:n]
+    return CommitList(
+        pagination=pagination(len(commits), has_more, commits[-1].id if commits else "", n),
+        results=[commit_model(c) for c in commits])
