@@ -26,6 +26,14 @@ from starlette.datastructures import UploadFile
 from starlette.requests import ClientDisconnect
 
 from lakefs_core.api.errors import error_response
+from lakefs_core.api.routes import (
+    AfterQuery,
+    AmountQuery,
+    Pagination,
+    PrefixQuery,
+    page_size,
+    pagination,
+)
 from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.block.base import BlockStore, join_address
@@ -49,8 +57,6 @@ from lakefs_core.services import Services
 router = APIRouter(tags=["objects"])
 
 META_PREFIX = "x-lakefs-meta-"
-DEFAULT_PAGE = 100
-MAX_PAGE = 1000
 #: paths one bulk delete may name (as lakeFS)
 MAX_DELETE_PATHS = 1000
 #: bytes read from the store at a time when serving a byte range
@@ -62,13 +68,6 @@ _NO_PRESIGN = "presigned URLs are not supported by this server (pre_sign_support
 
 
 # --- shapes -----------------------------------------------------------------------------
-class Pagination(BaseModel):
-    has_more: bool
-    next_offset: str
-    results: int = Field(ge=0)
-    max_per_page: int = Field(ge=0)
-
-
 class ObjectStats(BaseModel):
     path: str
     path_type: Literal["object", "common_prefix"]
@@ -132,13 +131,6 @@ class UnderlyingObjectProperties(BaseModel):
 
 
 # --- helpers ----------------------------------------------------------------------------
-def page_amount(amount: int | None) -> int:
-    """lakeFS's page size rule: absent or non-positive means the default, capped at max."""
-    if amount is None or amount <= 0:
-        return DEFAULT_PAGE
-    return min(amount, MAX_PAGE)
-
-
 def object_stats(services: Services, repo: Repository, path: str, entry: Entry,
                  user_metadata: bool = True) -> ObjectStats:
     """The API shape of one entry."""
@@ -500,26 +492,24 @@ def list_objects(
     ctx: Annotated[Ctx, Depends(authenticated)],
     user_metadata: bool = True,
     presign: bool | None = None,
-    after: Annotated[str, Query(description="return items after this value")] = "",
-    amount: Annotated[int | None, Query(ge=-1, le=MAX_PAGE)] = None,
+    after: AfterQuery = "",
+    amount: AmountQuery = 100,
     delimiter: Annotated[str, Query(description="group common prefixes by this")] = "",
-    prefix: Annotated[str, Query(description="return items prefixed with this value")] = "",
+    prefix: PrefixQuery = "",
 ) -> ObjectStatsList:
     """A page of the objects under ``prefix``; with ``delimiter``, directory style."""
     ctx.check(rbac.LIST_OBJECTS, repo_arn(repository))
     _refuse_presign(presign)
     services = ctx.services
-    size = page_amount(amount)
+    size = page_size(amount)
     repo = services.graveler.get_repository(repository)
     items, has_more = services.graveler.list_entries(
         repository, ref, prefix=prefix, after=after, amount=size, delimiter=delimiter)
     results = [object_stats(services, repo, item.path, item.entry, user_metadata)
                if item.entry is not None else _common_prefix(item.path) for item in items]
-    return ObjectStatsList(
-        pagination=Pagination(has_more=has_more,
-                              next_offset=results[-1].path if has_more and results else "",
-                              results=len(results), max_per_page=size),
-        results=results)
+    last = results[-1].path if results else ""
+    return ObjectStatsList(pagination=pagination(len(results), has_more, last, size),
+                           results=results)
 
 
 # --- delete -----------------------------------------------------------------------------
@@ -694,8 +684,6 @@ def link_physical_address(
 __all__ = [
     "ObjectStats",
     "ObjectStatsList",
-    "Pagination",
     "object_stats",
-    "page_amount",
     "router",
 ]
