@@ -1,0 +1,119 @@
+"""The S3 gateway's ASGI application (served on the API's port; see api/app.py).
+
+Each request is served in a worker thread: SigV4 verification with the lakeFS access
+key's secret, the user's effective policies, then the operation (see
+:mod:`lakefs_core.gateway.operations`). Request bodies stream from the event loop
+into the worker as the operation reads them; responses stream back out. Every
+failure is answered as an S3 XML ``<Error>`` with the code S3 clients expect.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from starlette.responses import Response
+
+from lakefs_core.errors import AuthenticationError
+from lakefs_core.gateway import sigv4, xml
+from lakefs_core.gateway.errors import S3Error, s3_error_of
+from lakefs_core.gateway.operations import Operations
+from lakefs_core.gateway.request import S3Request, header_dict, query_dict, resolve_address
+from lakefs_core.services import Services
+
+log = logging.getLogger("lakefs_core.gateway")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class Gateway:
+    """An ASGI app serving the S3 protocol over the server's repositories.
+
+    Args:
+        services: The server's services.
+    """
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.operations = Operations(services)
+        self.domains = [d.lower() for d in services.config.gateways.s3.domain_name]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        response = await anyio.to_thread.run_sync(self._serve, scope, receive)
+        await response(scope, receive, send)
+
+    def _serve(self, scope: Scope, receive: Receive) -> Response:
+        request_id = uuid.uuid4().hex[:16].upper()
+        method: str = scope["method"].upper()
+        raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("utf-8", "replace")
+        raw_path = raw_path.partition("?")[0]
+        raw_query = scope.get("query_string", b"").decode("latin-1")
+        header_pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        headers = header_dict(header_pairs)
+        bucket, key = resolve_address(headers.get("host", ""), raw_path, self.domains)
+        query_pairs = sigv4.parse_query(raw_query)
+        presigned = any(name == "X-Amz-Algorithm" for name, _ in query_pairs)
+
+        async def next_message() -> Message:
+            return await receive()
+
+        def pull() -> tuple[bytes, bool]:
+            message = anyio.from_thread.run(next_message)
+            if message["type"] == "http.disconnect":
+                raise S3Error("IncompleteBody", "the client disconnected during the upload")
+            return bytes(message.get("body", b"")), bool(message.get("more_body", False))
+
+        try:
+            signed, user = self._authenticate(method, raw_path, raw_query, header_pairs)
+            request = S3Request(
+                method=method, bucket=bucket, key=key, query=query_dict(query_pairs),
+                headers=headers, signed=signed, user=user,
+                policies=self.services.auth.effective_policies(user), pull=pull,
+                host=headers.get("host", ""))
+            response = self.operations.handle(request)
+        except Exception as exc:  # every failure becomes an S3 error document
+            response = self._error(exc, method, "/" + "/".join(p for p in (bucket, key) if p),
+                                   request_id, presigned)
+        response.headers["x-amz-request-id"] = request_id
+        return response
+
+    def _authenticate(self, method: str, raw_path: str, raw_query: str,
+                      header_pairs: list[tuple[str, str]]) -> tuple[sigv4.SignedRequest, str]:
+        if not sigv4.is_signed(header_pairs, raw_query):
+            raise AuthenticationError(
+                "Anonymous access is not allowed: sign requests with AWS Signature Version 4")
+        owners: dict[str, str] = {}
+
+        def secret_for(access_key_id: str) -> str:
+            credential = self.services.auth.get_credentials(access_key_id)
+            owners[access_key_id] = credential.user
+            return credential.secret
+
+        signed = sigv4.verify_request(method, raw_path, raw_query, header_pairs, secret_for)
+        return signed, owners[signed.access_key_id]
+
+    @staticmethod
+    def _error(exc: Exception, method: str, resource: str, request_id: str,
+               presigned: bool) -> Response:
+        info = s3_error_of(exc, presigned=presigned)
+        if info.status >= 500:
+            log.error("gateway %s %s failed: %s", method, resource, exc, exc_info=exc)
+        if method == "HEAD":
+            return Response(status_code=info.status)
+        body = xml.error_document(info.code, info.message, resource, request_id)
+        return Response(body, status_code=info.status, media_type=xml.CONTENT_TYPE)
+
+
+def create_gateway(services: Services) -> Gateway:
+    """The S3 gateway over ``services`` (an ASGI app)."""
+    return Gateway(services)
