@@ -1,0 +1,365 @@
+"""Objects API against a live server: through the official ``lakefs`` SDK, and with
+httpx where the status codes and headers themselves are under test."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator
+
+import httpx
+import lakefs
+import lakefs_sdk
+import pytest
+from lakefs.client import Client
+from lakefs.exceptions import (
+    ForbiddenException,
+    ObjectExistsException,
+    ObjectNotFoundException,
+)
+
+from tests.live_server import LiveServer, live_server
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server for the module; every test makes its own repository."""
+    with live_server(str(tmp_path_factory.mktemp("objects-server"))) as s:
+        yield s
+
+
+@pytest.fixture
+def client(srv: LiveServer) -> Client:
+    return Client(host=srv.endpoint, username=srv.access_key_id,
+                  password=srv.secret_access_key)
+
+
+@pytest.fixture
+def http(srv: LiveServer) -> Iterator[httpx.Client]:
+    with srv.client() as c:
+        yield c
+
+
+@pytest.fixture
+def repo(client: Client) -> lakefs.Repository:
+    name = f"objects-{next(_names)}"
+    return lakefs.Repository(name, client=client).create(storage_namespace=f"local://{name}")
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def objects_url(repo: lakefs.Repository, ref: str = "main") -> str:
+    return f"/repositories/{repo.id}/refs/{ref}/objects"
+
+
+def upload_url(repo: lakefs.Repository, branch: str = "main") -> str:
+    return f"/repositories/{repo.id}/branches/{branch}/objects"
+
+
+# --- through the SDK --------------------------------------------------------------------
+def test_upload_read_stat_and_exists(repo: lakefs.Repository) -> None:
+    data = b"col1,col2\n1,2\n3,4\n"
+    main = repo.branch("main")
+    obj = main.object("tables/t.csv").upload(data, content_type="text/csv",
+                                              metadata={"owner": "team-a", "stage": "raw"})
+    with obj.reader("rb") as r:
+        assert r.read() == data
+    stat = obj.stat()
+    assert stat.path == "tables/t.csv"
+    assert stat.size_bytes == len(data)
+    assert stat.checksum == md5(data)
+    assert stat.content_type == "text/csv"
+    assert stat.metadata == {"owner": "team-a", "stage": "raw"}
+    assert stat.physical_address.startswith(f"local://{repo.id}/data/")
+    assert obj.exists()
+    assert not main.object("tables/other.csv").exists()
+    with main.object("tables/t.csv").reader("r") as r:
+        assert r.readline() == "col1,col2\n"
+
+
+def test_reader_ranges_and_seek(repo: lakefs.Repository) -> None:
+    data = bytes(range(256)) * 40
+    obj = repo.branch("main").object("bin/blob").upload(data)
+    with obj.reader("rb") as r:
+        assert r.read(10) == data[:10]
+        r.seek(5000)
+        assert r.read(7) == data[5000:5007]
+        r.seek(-16, 2)
+        assert r.read() == data[-16:]
+        assert r.read(4) == b""  # past the end: 416 turns into EOF
+    empty = repo.branch("main").object("bin/empty").upload(b"")
+    with empty.reader("rb") as r:
+        assert r.read(5) == b""
+        assert r.read() == b""
+
+
+def test_exclusive_upload_refuses_existing_object(repo: lakefs.Repository) -> None:
+    main = repo.branch("main")
+    main.object("once.txt").upload(b"first", mode="x")
+    with pytest.raises(ObjectExistsException):
+        main.object("once.txt").upload(b"second", mode="x")
+    assert main.object("once.txt").reader("r").read() == "first"
+    main.object("once.txt").upload(b"third", mode="w")
+    assert main.object("once.txt").reader("rb").read() == b"third"
+
+
+def test_copy_delete_and_committed_reads(repo: lakefs.Repository) -> None:
+    main = repo.branch("main")
+    src = main.object("a/src.bin").upload(b"payload", metadata={"k": "v"})
+    copy = src.copy("main", "b/dst.bin")
+    assert copy.reader("rb").read() == b"payload"
+    copied = copy.stat()
+    assert copied.metadata == {"k": "v"}
+    assert copied.checksum == md5(b"payload")
+    assert copied.physical_address != src.stat().physical_address
+    commit = main.commit("add objects")
+    src.delete()
+    assert not src.exists()
+    with pytest.raises(ObjectNotFoundException):
+        src.delete()
+    at_commit = repo.ref(commit.get_commit().id).object("a/src.bin")
+    assert at_commit.reader("rb").read() == b"payload"
+    with pytest.raises(ObjectNotFoundException):
+        src.reader("rb").read()
+
+
+def test_listing_with_delimiter_and_pages(repo: lakefs.Repository,
+                                          http: httpx.Client) -> None:
+    main = repo.branch("main")
+    paths = ["a/1", "a/2", "b/x/1", "c", "d"]
+    for p in paths:
+        main.object(p).upload(p.encode())
+    top = list(main.objects(delimiter="/"))
+    assert [(o.path, type(o).__name__) for o in top] == [
+        ("a/", "CommonPrefix"), ("b/", "CommonPrefix"), ("c", "ObjectInfo"), ("d", "ObjectInfo")]
+    assert [o.path for o in main.objects(prefix="b/", delimiter="/")] == ["b/x/"]
+    assert [o.path for o in main.objects()] == paths
+    assert [o.path for o in main.objects(after="b/x/1")] == ["c", "d"]
+
+    seen: list[str] = []
+    after = ""
+    while True:
+        page = http.get(f"{objects_url(repo)}/ls",
+                        params={"amount": 2, "after": after, "delimiter": "/"}).json()
+        seen += [r["path"] for r in page["results"]]
+        assert page["pagination"]["max_per_page"] == 2
+        assert page["pagination"]["results"] == len(page["results"])
+        if not page["pagination"]["has_more"]:
+            assert page["pagination"]["next_offset"] == ""
+            break
+        after = page["pagination"]["next_offset"]
+        assert after == seen[-1]
+    assert seen == ["a/", "b/", "c", "d"]
+    no_meta = http.get(f"{objects_url(repo)}/ls", params={"user_metadata": "false"}).json()
+    assert all("metadata" not in r for r in no_meta["results"])
+
+
+def test_bulk_delete(repo: lakefs.Repository, http: httpx.Client) -> None:
+    main = repo.branch("main")
+    for p in ("x/1", "x/2", "x/3"):
+        main.object(p).upload(b"1")
+    main.delete_objects(["x/1", main.object("x/2")])
+    assert [o.path for o in main.objects()] == ["x/3"]
+    resp = http.post(f"/repositories/{repo.id}/branches/main/objects/delete",
+                     json={"paths": ["x/3", "never-was"]})
+    assert resp.status_code == 200
+    assert resp.json() == {"errors": []}
+    assert list(main.objects()) == []
+    too_many = http.post(f"/repositories/{repo.id}/branches/main/objects/delete",
+                         json={"paths": [f"p{i}" for i in range(1001)]})
+    assert too_many.status_code == 400
+
+
+def test_user_metadata_update(repo: lakefs.Repository, client: Client) -> None:
+    obj = repo.branch("main").object("m.txt").upload(b"m", metadata={"old": "1"})
+    client.sdk_client.objects_api.update_object_user_metadata(
+        repo.id, "main", "m.txt",
+        lakefs_sdk.UpdateObjectUserMetadata(set={"new": "2", "other": "3"}))
+    assert repo.branch("main").object("m.txt").stat().metadata == {"new": "2", "other": "3"}
+    assert obj.reader("rb").read() == b"m"
+
+
+def test_multipart_form_upload_through_generated_client(repo: lakefs.Repository,
+                                                        client: Client) -> None:
+    stats = client.sdk_client.objects_api.upload_object(
+        repo.id, "main", "forms/f.bin", content=b"form body")
+    assert stats.size_bytes == 9
+    assert stats.checksum == md5(b"form body")
+    assert repo.branch("main").object("forms/f.bin").reader("rb").read() == b"form body"
+
+
+def test_staging_get_write_and_link(srv: LiveServer, repo: lakefs.Repository,
+                                    client: Client, http: httpx.Client) -> None:
+    staging = client.sdk_client.staging_api
+    location = staging.get_physical_address(repo.id, "main", "linked/obj.bin")
+    address = location.physical_address
+    assert address.startswith(f"local://{repo.id}/data/")
+    assert location.presigned_url is None
+    data = b"written by the client itself"
+    stat = srv.services.blockstores.for_storage_id("").put(address, data)
+    linked = staging.link_physical_address(
+        repo.id, "main", "linked/obj.bin",
+        lakefs_sdk.StagingMetadata(staging=location, checksum=stat.etag, size_bytes=len(data),
+                                   user_metadata={"via": "staging"}, content_type="text/plain"))
+    assert linked.physical_address == address
+    obj = repo.branch("main").object("linked/obj.bin")
+    assert obj.reader("rb").read() == data
+    assert obj.stat().metadata == {"via": "staging"}
+
+    url = f"/repositories/{repo.id}/branches/main/staging/backing"
+    body = {"staging": {"physical_address": address}, "checksum": "x", "size_bytes": len(data)}
+    assert http.put(url, params={"path": "linked/obj.bin"}, json=body,
+                    headers={"If-None-Match": "*"}).status_code == 412
+    outside = {**body, "staging": {"physical_address": "local://elsewhere/data/x"}}
+    assert http.put(url, params={"path": "p"}, json=outside).status_code == 400
+    wrong_size = {**body, "size_bytes": len(data) + 1}
+    assert http.put(url, params={"path": "p"}, json=wrong_size).status_code == 400
+    missing = {**body, "staging": {"physical_address": address + "-missing"}}
+    assert http.put(url, params={"path": "p"}, json=missing).status_code == 400
+    assert http.get(url, params={"path": "p", "presign": "true"}).status_code == 400
+    assert not repo.branch("main").object("p").exists()
+
+
+# --- status codes and headers -----------------------------------------------------------
+def test_get_with_ranges_and_headers(repo: lakefs.Repository, http: httpx.Client) -> None:
+    data = b"0123456789abcdef"
+    up = http.post(upload_url(repo), params={"path": "r.txt"}, content=data,
+                   headers={"Content-Type": "text/plain", "x-lakefs-meta-Color": "blue"})
+    assert up.status_code == 201
+    assert up.json()["metadata"] == {"color": "blue"}
+    url = objects_url(repo)
+    full = http.get(url, params={"path": "r.txt"})
+    assert full.status_code == 200
+    assert full.content == data
+    assert full.headers["etag"] == f'"{md5(data)}"'
+    assert full.headers["content-type"] == "text/plain"
+    assert full.headers["content-length"] == "16"
+    assert full.headers["x-lakefs-meta-color"] == "blue"
+    assert full.headers["last-modified"].endswith("GMT")
+
+    part = http.get(url, params={"path": "r.txt"}, headers={"Range": "bytes=2-5"})
+    assert part.status_code == 206
+    assert part.content == b"2345"
+    assert part.headers["content-range"] == "bytes 2-5/16"
+    assert part.headers["content-length"] == "4"
+    suffix = http.get(url, params={"path": "r.txt"}, headers={"Range": "bytes=-3"})
+    assert (suffix.status_code, suffix.content) == (206, b"def")
+    open_ended = http.get(url, params={"path": "r.txt"}, headers={"Range": "bytes=14-"})
+    assert (open_ended.status_code, open_ended.content) == (206, b"ef")
+    clipped = http.get(url, params={"path": "r.txt"}, headers={"Range": "bytes=10-99"})
+    assert (clipped.status_code, clipped.headers["content-range"]) == (206, "bytes 10-15/16")
+
+    for bad in ("bytes=16-", "bytes=5-2", "bytes=abc", "items=1-2"):
+        resp = http.get(url, params={"path": "r.txt"}, headers={"Range": bad})
+        assert resp.status_code == 416, bad
+        assert resp.headers["content-range"] == "bytes */16"
+        assert resp.json()["message"]
+
+    head = http.head(url, params={"path": "r.txt"})
+    assert head.status_code == 200
+    assert head.content == b""
+    assert head.headers["content-length"] == "16"
+    assert head.headers["etag"] == full.headers["etag"]
+    head_range = http.head(url, params={"path": "r.txt"}, headers={"Range": "bytes=0-0"})
+    assert (head_range.status_code, head_range.headers["content-range"]) == (206, "bytes 0-0/16")
+
+    not_modified = http.get(url, params={"path": "r.txt"},
+                            headers={"If-None-Match": full.headers["etag"]})
+    assert not_modified.status_code == 304
+    assert not_modified.content == b""
+
+
+def test_not_found_and_bad_requests(repo: lakefs.Repository, http: httpx.Client) -> None:
+    url = objects_url(repo)
+    missing = http.get(url, params={"path": "nope"})
+    assert missing.status_code == 404
+    assert missing.json()["message"]
+    assert http.head(url, params={"path": "nope"}).status_code == 404
+    assert http.get(f"{url}/stat", params={"path": "nope"}).status_code == 404
+    assert http.get(objects_url(repo, "no-such-ref"), params={"path": "x"}).status_code == 404
+    assert http.get("/repositories/no-such-repo/refs/main/objects",
+                    params={"path": "x"}).status_code == 404
+    assert http.get(url).status_code == 400  # path is required
+    assert http.get(url, params={"path": ""}).status_code == 400
+    assert http.get(url, params={"path": "x", "presign": "true"}).status_code == 400
+    assert http.post(upload_url(repo, "no-such-branch"), params={"path": "x"},
+                     content=b"x").status_code == 404
+    assert http.delete(upload_url(repo), params={"path": "nope"}).status_code == 404
+    assert http.post(upload_url(repo), params={"path": "x"}, content=b"x",
+                     headers={"If-None-Match": "abc"}).status_code == 400
+    form = http.post(upload_url(repo), params={"path": "x"}, files={"other": b"x"})
+    assert form.status_code == 400
+    assert list(repo.branch("main").objects()) == []
+
+
+def test_if_none_match_upload_gives_412(repo: lakefs.Repository, http: httpx.Client) -> None:
+    first = http.post(upload_url(repo), params={"path": "k"}, content=b"one",
+                      headers={"If-None-Match": "*"})
+    assert first.status_code == 201
+    again = http.post(upload_url(repo), params={"path": "k"}, content=b"two",
+                      headers={"If-None-Match": "*"})
+    assert again.status_code == 412
+    assert again.json()["message"]
+    assert http.get(objects_url(repo), params={"path": "k"}).content == b"one"
+
+
+def test_streamed_upload_of_many_chunks(repo: lakefs.Repository, http: httpx.Client) -> None:
+    chunk = bytes(range(256)) * 4096  # 1 MiB
+    digest = hashlib.md5()
+
+    def body() -> Iterator[bytes]:
+        for i in range(12):
+            piece = chunk[i:] + chunk[:i]
+            digest.update(piece)
+            yield piece
+
+    resp = http.post(upload_url(repo), params={"path": "big.bin"}, content=body())
+    assert resp.status_code == 201
+    assert resp.json()["size_bytes"] == 12 << 20
+    assert resp.json()["checksum"] == digest.hexdigest()
+    got = hashlib.md5()
+    with http.stream("GET", objects_url(repo), params={"path": "big.bin"}) as stream:
+        for part in stream.iter_bytes():
+            got.update(part)
+    assert got.hexdigest() == digest.hexdigest()
+    tail = http.get(objects_url(repo), params={"path": "big.bin"},
+                    headers={"Range": f"bytes={(12 << 20) - 5}-"})
+    assert tail.content == (chunk[11:] + chunk[:11])[-5:]
+
+
+def test_writes_refused_on_read_only_repository_and_protected_branch(
+        srv: LiveServer, repo: lakefs.Repository, http: httpx.Client) -> None:
+    main = repo.branch("main")
+    main.object("keep.txt").upload(b"keep")
+    srv.services.graveler.set_branch_protection_rules(repo.id, ["main"])
+    with pytest.raises(ForbiddenException):
+        main.object("new.txt").upload(b"x")
+    assert http.delete(upload_url(repo), params={"path": "keep.txt"}).status_code == 403
+    srv.services.graveler.set_branch_protection_rules(repo.id, [])
+    srv.services.graveler.set_read_only(repo.id, True)
+    try:
+        resp = http.post(upload_url(repo), params={"path": "new.txt"}, content=b"x")
+        assert resp.status_code == 403
+        copy = http.post(f"/repositories/{repo.id}/branches/main/objects/copy",
+                         params={"dest_path": "c.txt"}, json={"src_path": "keep.txt"})
+        assert copy.status_code == 403
+        with pytest.raises(ForbiddenException):
+            main.delete_objects(["keep.txt"])
+    finally:
+        srv.services.graveler.set_read_only(repo.id, False)
+    assert [o.path for o in main.objects()] == ["keep.txt"]
+
+
+def test_no_data_left_behind_by_refused_upload(srv: LiveServer, repo: lakefs.Repository,
+                                               http: httpx.Client) -> None:
+    http.post(upload_url(repo), params={"path": "k"}, content=b"one")
+    store = srv.services.blockstores.for_storage_id("")
+    before = {s.address for s in store.list(f"local://{repo.id}/data/")}
+    refused = http.post(upload_url(repo), params={"path": "k"}, content=b"two",
+                        headers={"If-None-Match": "*"})
+    assert refused.status_code == 412
+    assert {s.address for s in store.list(f"local://{repo.id}/data/")} == before
