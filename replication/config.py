@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
 from lakefs_core.config import (
@@ -40,11 +40,12 @@ from lakefs_core.config import (
     HttpEndpoint,
     ListenAddress,
     LoggingConfig,
-    PostgresConfig,
     PrefixedSettings,
     check_blockstore_sections,
     load_settings,
+    plain_dict,
 )
+from mirrors_db.config import MirrorsDatabaseConfig
 
 __all__ = [
     "REPLICATION_CONFIG_FILE_ENV",
@@ -52,16 +53,14 @@ __all__ = [
     "SECRET_ENV_VARS",
     "BuiltinCopierConfig",
     "CommitSensorConfig",
-    "DynamoDBMirrorsConfig",
     "LakeFSCredentials",
-    "MirrorsDatabaseConfig",
+    "MirrorsDatabaseSettings",
     "MirrorsManagerConfig",
     "ObjectReplicationConfig",
     "ReplicationAuthCacheConfig",
     "ReplicationAuthConfig",
     "ReplicationConfig",
     "ReplicationEncryptConfig",
-    "SqliteMirrorsConfig",
     "ValidatorConfig",
     "load_replication_config",
 ]
@@ -89,57 +88,16 @@ Interval = Annotated[Duration, AfterValidator(_positive)]
 
 
 # --- mirrors database --------------------------------------------------------------
-class DynamoDBMirrorsConfig(ConfigModel):
-    """``mirrors_database.dynamodb``: the shared table (a global table across regions).
+class MirrorsDatabaseSettings(MirrorsDatabaseConfig):
+    """``mirrors_database``: the table the sidecars of every region coordinate through.
 
-    Attributes:
-        table_name: the table; created with streams (NEW_AND_OLD_IMAGES) if missing.
-        aws_region: the region of this installation's replica of the table.
-        endpoint: a custom endpoint (DynamoDB Local, moto); None means AWS's own.
-        aws_profile: named profile of the shared AWS config.
-        aws_access_key_id: static key; None means the default credentials chain.
-        aws_secret_access_key: static secret for ``aws_access_key_id``.
+    The mirrors_db package's own config model (``type`` dynamodb | postgres | sqlite,
+    and the section of that name), so ``open_mirrors_table`` takes it as it is.
     """
 
-    table_name: str = Field(min_length=1)
-    aws_region: str | None = None
-    endpoint: HttpEndpoint | None = None
-    aws_profile: str | None = None
-    aws_access_key_id: SecretStr | None = None
-    aws_secret_access_key: SecretStr | None = None
-
-
-class SqliteMirrorsConfig(ConfigModel):
-    """``mirrors_database.sqlite``: a single-machine table (tests, local pairs)."""
-
-    path: str = Field(min_length=1)
-
-
-class MirrorsDatabaseConfig(ConfigModel):
-    """``mirrors_database``: where the sidecars of every region coordinate mirrors.
-
-    ``type`` is ``dynamodb``, ``postgres`` (PostgreSQL or CockroachDB) or ``sqlite``
-    (``local`` is accepted as lakeFS's name for the embedded database). The section of
-    the chosen type is required.
-    """
-
-    type: Literal["dynamodb", "postgres", "sqlite"]
-    dynamodb: DynamoDBMirrorsConfig | None = None
-    postgres: PostgresConfig | None = None
-    sqlite: SqliteMirrorsConfig | None = None
-
-    @field_validator("type", mode="before")
-    @classmethod
-    def _local_is_sqlite(cls, value: object) -> object:
-        return "sqlite" if value == "local" else value
-
-    @model_validator(mode="after")
-    def _section_of_type(self) -> Self:
-        if getattr(self, self.type) is None:
-            raise FieldValueError(self.type, f"required when type is {self.type}")
-        if self.type == "postgres" and self.postgres and not self.postgres.connection_string:
-            raise FieldValueError("postgres.connection_string", "required when type is postgres")
-        return self
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of the section (see :func:`lakefs_core.config.plain_dict`)."""
+        return plain_dict(self)
 
 
 # --- credentials and auth ------------------------------------------------------------------
@@ -235,7 +193,7 @@ class ReplicationConfig(PrefixedSettings):
     organization_name: str | None = None
     regional_endpoint: HttpEndpoint | None = None
     dst_endpoints: dict[Annotated[str, Field(min_length=1)], HttpEndpoint]
-    mirrors_database: MirrorsDatabaseConfig
+    mirrors_database: MirrorsDatabaseSettings
     blockstore: BlockstoreConfig | None = None
     blockstores: BlockstoresConfig | None = None
     auth: ReplicationAuthConfig

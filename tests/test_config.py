@@ -27,6 +27,7 @@ from lakefs_core.config import (
     parse_duration,
 )
 from lakefs_core.errors import ValidationError
+from mirrors_db.config import MirrorsDatabaseConfig
 from replication.config import (
     SECRET_ENV_VARS,
     ReplicationConfig,
@@ -506,10 +507,9 @@ def test_replication_entirely_from_env() -> None:
     cfg = load_replication_config(None, env=env)
     assert cfg.region == "us-east-1"
     assert cfg.dst_endpoints == {"us-west-2": "http://lakefs-west:80"}
-    assert cfg.mirrors_database.to_dict() == {
-        "type": "dynamodb",
-        "dynamodb": {"table_name": "mirrors", "aws_region": "us-east-1"},
-    }
+    mirrors = cfg.mirrors_database.to_dict()
+    assert mirrors["type"] == "dynamodb"
+    assert mirrors["dynamodb"] == {"table_name": "mirrors", "aws_region": "us-east-1"}
     assert cfg.blockstore is not None and cfg.blockstore.s3 is not None
     assert cfg.blockstore.s3.force_path_style is True
     assert cfg.listen_address == "127.0.0.1:18008"
@@ -595,7 +595,7 @@ def test_empty_replication_config_names_every_required_field(tmp_path: Path) -> 
         ({"regional_endpoint": None}, "regional_endpoint", "required"),
         ({"blockstore": None}, "blockstore", "required"),
         ({"mirrors_database": {"type": "mongodb"}}, "mirrors_database.type", "'mongodb'"),
-        ({"mirrors_database": {"type": "dynamodb"}}, "mirrors_database.dynamodb", "required"),
+        ({"mirrors_database": {"type": "dynamodb"}}, "mirrors_database", "dynamodb section"),
         (
             {"mirrors_database": {"type": "postgres", "postgres": {}}},
             "mirrors_database.postgres.connection_string",
@@ -634,7 +634,8 @@ def test_mirrors_database_shapes(tmp_path: Path) -> None:
         ),
         env=SEED_SECRET_ENV,
     )
-    assert sqlite.mirrors_database.to_dict() == {"type": "sqlite", "sqlite": {"path": "/m.db"}}
+    assert sqlite.mirrors_database.type == "sqlite"
+    assert sqlite.mirrors_database.to_dict()["sqlite"] == {"path": "/m.db"}
     dsn = "postgresql://replication:pw@mirrors-db:26257/mirrors"
     pg = load_replication_config(
         write_yaml(
@@ -649,6 +650,24 @@ def test_mirrors_database_shapes(tmp_path: Path) -> None:
     assert as_dict["type"] == "postgres"
     assert as_dict["postgres"]["connection_string"] == dsn
     assert "pw" not in repr(pg.mirrors_database)
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"type": "dynamodb", "dynamodb": {"table_name": "mirrors", "endpoint": "http://x:1"}},
+        {"type": "postgres", "postgres": {"connection_string": "postgresql://u:p@h/db"}},
+        {"type": "sqlite", "sqlite": {"path": "/var/lib/mirrors.db"}},
+    ],
+)
+def test_mirrors_database_is_what_mirrors_db_accepts(tmp_path: Path, section: dict) -> None:
+    cfg = load_replication_config(
+        write_yaml(tmp_path / "r.yaml", minimal_replication(mirrors_database=section)),
+        env=SEED_SECRET_ENV,
+    )
+    assert isinstance(cfg.mirrors_database, MirrorsDatabaseConfig)
+    reparsed = MirrorsDatabaseConfig.from_mapping(cfg.mirrors_database.to_dict())
+    assert reparsed.model_dump() == cfg.mirrors_database.model_dump()
 
 
 def test_regional_endpoint_from_organization_name(tmp_path: Path) -> None:

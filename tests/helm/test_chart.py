@@ -244,7 +244,9 @@ def test_region_values_render_server_and_replication(
     assert cfg.organization_id == want["organization_id"]
     assert cfg.regional_endpoint == want["regional_endpoint"]
     assert cfg.dst_endpoints == want["dst_endpoints"]
-    assert cfg.mirrors_database.to_dict() == want["mirrors_database"]
+    mirrors = cfg.mirrors_database.to_dict()
+    assert mirrors["type"] == want["mirrors_database"]["type"] == "dynamodb"
+    assert mirrors["dynamodb"] == want["mirrors_database"]["dynamodb"]
     assert cfg.blockstore is not None and cfg.blockstore.s3 is not None
     assert cfg.blockstore.s3.region == want["blockstore"]["s3"]["region"] == region
     assert cfg.auth.encrypt.secret_key.get_secret_value() == "<shared-secret>"
