@@ -20,10 +20,16 @@ import anyio.to_thread
 from starlette.responses import Response
 
 from lakefs_core.errors import AuthenticationError
-from lakefs_core.gateway import sigv4, xml
+from lakefs_core.gateway import sigv2, sigv4, xml
 from lakefs_core.gateway.errors import S3Error, s3_error_of
 from lakefs_core.gateway.operations import Operations
-from lakefs_core.gateway.request import S3Request, header_dict, query_dict, resolve_address
+from lakefs_core.gateway.request import (
+    S3Request,
+    header_dict,
+    query_dict,
+    resolve_address,
+    virtual_host_bucket,
+)
 from lakefs_core.services import Services
 
 log = logging.getLogger("lakefs_core.gateway")
@@ -62,19 +68,24 @@ class Gateway:
         headers = header_dict(header_pairs)
         bucket, key = resolve_address(headers.get("host", ""), raw_path, self.domains)
         query_pairs = sigv4.parse_query(raw_query)
-        presigned = any(name == "X-Amz-Algorithm" for name, _ in query_pairs)
+        presigned = any(name in ("X-Amz-Algorithm", "AWSAccessKeyId") for name, _ in query_pairs)
 
         async def next_message() -> Message:
             return await receive()
+
+        body_left = [_has_body(headers)]
 
         def pull() -> tuple[bytes, bool]:
             message = anyio.from_thread.run(next_message)
             if message["type"] == "http.disconnect":
                 raise S3Error("IncompleteBody", "the client disconnected during the upload")
-            return bytes(message.get("body", b"")), bool(message.get("more_body", False))
+            more = bool(message.get("more_body", False))
+            body_left[0] = more
+            return bytes(message.get("body", b"")), more
 
         try:
-            signed, user = self._authenticate(method, raw_path, raw_query, header_pairs)
+            signed, user = self._authenticate(method, raw_path, raw_query, header_pairs,
+                                              headers, query_pairs)
             request = S3Request(
                 method=method, bucket=bucket, key=key, query=query_dict(query_pairs),
                 headers=headers, signed=signed, user=user,
@@ -85,13 +96,15 @@ class Gateway:
             response = self._error(exc, method, "/" + "/".join(p for p in (bucket, key) if p),
                                    request_id, presigned)
         response.headers["x-amz-request-id"] = request_id
+        if body_left[0]:
+            # answered before the body was read (a refusal, or a client still waiting
+            # for "100 Continue"): the connection cannot carry another request
+            response.headers["connection"] = "close"
         return response
 
     def _authenticate(self, method: str, raw_path: str, raw_query: str,
-                      header_pairs: list[tuple[str, str]]) -> tuple[sigv4.SignedRequest, str]:
-        if not sigv4.is_signed(header_pairs, raw_query):
-            raise AuthenticationError(
-                "Anonymous access is not allowed: sign requests with AWS Signature Version 4")
+                      header_pairs: list[tuple[str, str]], headers: dict[str, str],
+                      query_pairs: list[tuple[str, str]]) -> tuple[sigv4.SignedRequest, str]:
         owners: dict[str, str] = {}
 
         def secret_for(access_key_id: str) -> str:
@@ -99,7 +112,14 @@ class Gateway:
             owners[access_key_id] = credential.user
             return credential.secret
 
-        signed = sigv4.verify_request(method, raw_path, raw_query, header_pairs, secret_for)
+        if sigv4.is_signed(header_pairs, query_pairs):
+            signed = sigv4.verify_request(method, raw_path, raw_query, header_pairs, secret_for)
+        elif sigv2.is_v2_signed(headers, query_pairs):
+            vhost = virtual_host_bucket(headers.get("host", ""), self.domains)
+            signed = sigv2.verify_v2(method, raw_path, raw_query, headers, secret_for,
+                                     bucket_prefix=f"/{vhost}" if vhost is not None else "")
+        else:
+            raise AuthenticationError("Anonymous access is not allowed: sign requests")
         return signed, owners[signed.access_key_id]
 
     @staticmethod
@@ -112,6 +132,10 @@ class Gateway:
             return Response(status_code=info.status)
         body = xml.error_document(info.code, info.message, resource, request_id)
         return Response(body, status_code=info.status, media_type=xml.CONTENT_TYPE)
+
+
+def _has_body(headers: dict[str, str]) -> bool:
+    return "transfer-encoding" in headers or headers.get("content-length", "0").strip() != "0"
 
 
 def create_gateway(services: Services) -> Gateway:

@@ -34,13 +34,22 @@ def resolve_address(host: str, raw_path: str, domains: Sequence[str]) -> tuple[s
         domains: The gateway's domain names (``gateways.s3.domain_name``).
     """
     path = unquote(raw_path or "/")
+    path = path[1:] if path.startswith("/") else path
+    bucket = virtual_host_bucket(host, domains)
+    if bucket is not None:
+        return bucket, path
+    bucket, _, key = path.partition("/")
+    return bucket, key
+
+
+def virtual_host_bucket(host: str, domains: Sequence[str]) -> str | None:
+    """The bucket named by a ``<bucket>.<domain>`` host, or None (path style)."""
     name = split_host(host)
     for domain in domains:
         suffix = "." + domain.lower()
         if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)], path[1:] if path.startswith("/") else path
-    bucket, _, key = (path[1:] if path.startswith("/") else path).partition("/")
-    return bucket, key
+            return name[: -len(suffix)]
+    return None
 
 
 def split_key(key: str) -> tuple[str, str]:
