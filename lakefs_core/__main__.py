@@ -6,9 +6,16 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from lakefs_core.config import ConfigError, ServerConfig, load_server_config
-from lakefs_core.errors import LakeFSError
+from lakefs_core.errors import LakeFSError, NotFoundError
+
+if TYPE_CHECKING:
+    from lakefs_core.auth.model import Credential
+    from lakefs_core.auth.store import AuthStore
+
+log = logging.getLogger("lakefs_core")
 
 
 def _load(args: argparse.Namespace) -> ServerConfig:
@@ -23,6 +30,31 @@ def _load(args: argparse.Namespace) -> ServerConfig:
     return config
 
 
+def setup_first_admin(auth: AuthStore, username: str, access_key_id: str | None = None,
+                      secret: str | None = None) -> Credential | None:
+    """Create the first admin once; repeating the same setup changes nothing.
+
+    Returns:
+        The admin's access key: the new one, or the given one when this setup was done
+        before with the same user and key. None when the installation was set up
+        before and nothing was created: the call names another user, or names no key
+        (an existing secret is never shown again).
+
+    Raises:
+        AlreadyExistsError: the user exists, and the given key is not its key or has
+            another secret.
+        ValidationError: invalid user name, key or secret.
+    """
+    if auth.is_initialized():
+        try:
+            auth.get_user(username)
+        except NotFoundError:
+            return None
+        if access_key_id is None:
+            return None
+    return auth.setup_admin(username, access_key_id, secret)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -33,9 +65,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     services = build_services(config)
     inst = config.installation
     if inst.user_name and inst.access_key_id and inst.secret_access_key:
-        cred = services.auth.setup_admin(inst.user_name, inst.access_key_id.get_secret_value(),
-                                         inst.secret_access_key.get_secret_value())
-        if args.quickstart:
+        try:
+            cred = setup_first_admin(services.auth, inst.user_name,
+                                     inst.access_key_id.get_secret_value(),
+                                     inst.secret_access_key.get_secret_value())
+        except BaseException:
+            services.close()
+            raise
+        if cred is None:
+            log.warning("already initialized: installation user %s not created", inst.user_name)
+        elif args.quickstart:
             print(
                 "quickstart: embedded database and local storage in "
                 f"{config.data_dir}\n"
@@ -62,11 +101,15 @@ def cmd_setup(args: argparse.Namespace) -> int:
     config = _load(args)
     services = build_services(config)
     try:
-        cred = services.auth.setup_admin(args.user_name, args.access_key_id,
-                                         args.secret_access_key)
+        cred = setup_first_admin(services.auth, args.user_name, args.access_key_id,
+                                 args.secret_access_key)
     finally:
         services.close()
-    print(f"access_key_id: {cred.access_key_id}\nsecret_access_key: {cred.secret}")
+    if cred is None:
+        print("lakeFS already initialized: nothing created (existing secrets are not shown "
+              "again)")
+    else:
+        print(f"access_key_id: {cred.access_key_id}\nsecret_access_key: {cred.secret}")
     return 0
 
 

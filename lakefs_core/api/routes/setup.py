@@ -57,11 +57,10 @@ class VersionConfig(BaseModel):
 class StorageConfig(BaseModel):
     """lakeFS's StorageConfig (one per configured blockstore)."""
 
-    model_config = ConfigDict(populate_by_name=True)
-
     blockstore_type: str
     blockstore_namespace_example: str
-    blockstore_namespace_validity_regex: str = Field(alias="blockstore_namespace_ValidityRegex")
+    blockstore_namespace_validity_regex: str = Field(
+        serialization_alias="blockstore_namespace_ValidityRegex")
     default_namespace_prefix: str | None = None
     pre_sign_support: bool = False
     pre_sign_support_ui: bool = False
