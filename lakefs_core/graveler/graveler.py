@@ -64,6 +64,7 @@ from lakefs_core.graveler.model import (
     Repository,
     Tag,
 )
+from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.graveler.refs import (
     ModifierType,
     could_be_short_commit_id,
@@ -74,7 +75,6 @@ from lakefs_core.graveler.refs import (
     validate_repository_id,
     validate_tag_name,
 )
-from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.refstore.base import RefStore
 
 log = logging.getLogger("lakefs_core.graveler")

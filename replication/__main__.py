@@ -1,0 +1,52 @@
+"""Command line: ``python -m replication run --config FILE`` (``lakefs-replication``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from lakefs_core.errors import LakeFSError
+from replication.logs import configure_logging
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from replication.api import create_app
+    from replication.config import load_replication_config
+    from replication.sidecar import Sidecar
+
+    config = load_replication_config(args.config)
+    configure_logging(config.logging.level, config.logging.format)
+    sidecar = Sidecar(config)
+    sidecar.start()
+    host, _, port = config.listen_address.rpartition(":")
+    logging.getLogger("replication").info(
+        "replication service listening", extra={"listen_address": config.listen_address,
+                                                "region": config.region})
+    try:
+        uvicorn.run(create_app(sidecar), host=host.strip("[]") or "0.0.0.0", port=int(port),
+                    log_level="warning", access_log=False)
+    finally:
+        sidecar.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lakefs-replication",
+                                     description="transactional mirroring sidecar")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the replication service")
+    run.add_argument("--config", help="YAML config file (else REPLICATION_CONFIG_FILE)")
+    run.set_defaults(func=cmd_run)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LakeFSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The sidecar's REST API (seed 003): mirrors of a repository, their status, detach.
+
+Served on ``listen_address`` under ``/service/replication/v1``; each region's server
+proxies the same paths, so clients use one endpoint. Basic auth with lakeFS access
+keys, checked against the region's auth tables (or ``auth.api.endpoint``); RBAC as
+seed 003 lists it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Body, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+
+from lakefs_core.api.errors import install_error_handlers
+from lakefs_core.api.security import basic_credentials
+from lakefs_core.auth import rbac
+from lakefs_core.auth.model import Policy
+from lakefs_core.errors import (
+    AuthenticationError,
+    RepositoryNotFoundError,
+    ValidationError,
+)
+from lakefs_core.graveler.graveler import MIRROR_SETTING
+from lakefs_core.graveler.refs import validate_repository_id
+from mirrors_db.errors import MirrorNotFoundError
+from mirrors_db.models import Mirror, MirrorSpec, MirrorState
+from replication.sidecar import Sidecar
+
+PREFIX = "/service/replication/v1"
+
+
+class MirrorCreation(BaseModel):
+    name: str = Field(description="name of the read-only mirror repository in the region")
+    region: str = Field(description="destination region")
+    storage_namespace: str = Field(description="storage namespace in the destination")
+
+
+class RefEvent(BaseModel):
+    repository: str
+    refs: list[str] = Field(default_factory=list)
+
+
+class RefEvents(BaseModel):
+    events: list[RefEvent]
+    source_region: str | None = None
+
+
+def _ts(value: datetime | None) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def mirror_json(m: Mirror) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        "name": m.name,
+        "source_region": m.source_region,
+        "source_repository": m.source_repository,
+        "region": m.destination_region,
+        "storage_namespace": m.storage_namespace,
+        "state": m.state.value,
+        "error": m.error,
+        "creation_date": _ts(m.created_at),
+        "updated_at": _ts(m.updated_at),
+    }
+
+
+class Caller:
+    """The authenticated user of a request and its effective policies."""
+
+    def __init__(self, username: str, policies: list[Policy]) -> None:
+        self.username = username
+        self.policies = policies
+
+    def check(self, requirement: rbac.Requirement) -> None:
+        rbac.check(self.policies, requirement, username=self.username)
+
+
+def _remote_caller(endpoint: str, key: str, secret: str) -> Caller:
+    """Authenticate against another lakeFS (``auth.api.endpoint``)."""
+    base = endpoint.rstrip("/")
+    with httpx.Client(base_url=f"{base}/api/v1", auth=(key, secret), timeout=10) as client:
+        user = client.get("/user")
+        if user.status_code == 401:
+            raise AuthenticationError("invalid credentials")
+        user.raise_for_status()
+        username = user.json()["user"]["id"]
+        resp = client.get(f"/auth/users/{username}/policies", params={"effective": "true"})
+        resp.raise_for_status()
+        policies = [Policy.from_dict(p) for p in resp.json().get("results", [])]
+    return Caller(username, policies)
+
+
+def create_app(sidecar: Sidecar) -> FastAPI:
+    app = FastAPI(title="lakeFS replication service", version="1.0.0",
+                  openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
+    install_error_handlers(app)
+    router = APIRouter(prefix=PREFIX)
+    cfg = sidecar.config
+
+    def caller(request: Request) -> Caller:
+        creds = basic_credentials(request)
+        if creds is None:
+            raise AuthenticationError("error authenticating request")
+        if cfg.auth.api.endpoint:
+            return _remote_caller(cfg.auth.api.endpoint, *creds)
+        user = sidecar.auth.authenticate(*creds)
+        return Caller(user.username, sidecar.auth.effective_policies(user.username))
+
+    def get_mirror(mirror_id: str) -> Mirror:
+        try:
+            return sidecar.table.get_mirror(sidecar.org, mirror_id)
+        except MirrorNotFoundError:
+            raise MirrorNotFoundError(f"mirror {mirror_id!r} not found") from None
+
+    def mirror_of(repository: str, mirror_id: str) -> Mirror:
+        m = get_mirror(mirror_id)
+        if m.source_repository != repository:
+            raise MirrorNotFoundError(f"mirror {mirror_id!r} not found for {repository!r}")
+        return m
+
+    @app.get("/_health", include_in_schema=False)
+    def health() -> Response:
+        return Response(status_code=204)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(sidecar.metrics.registry),
+                        media_type=CONTENT_TYPE_LATEST)
+
+    @router.post("/repositories/{repository}/mirrors", status_code=201)
+    def create_mirror(repository: str, body: MirrorCreation,
+                      who: Caller = Depends(caller)) -> JSONResponse:  # noqa: B008
+        who.check(rbac.all_of(
+            rbac.Permission(rbac.CREATE_REPOSITORY, rbac.repository_arn(body.name)),
+            rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(repository)),
+            rbac.Permission(rbac.ATTACH_STORAGE_NAMESPACE,
+                            rbac.storage_namespace_arn(body.storage_namespace)),
+        ))
+        validate_repository_id(body.name)
+        if body.region == sidecar.region:
+            raise ValidationError(f"region {body.region!r} is this region: a mirror must be "
+                                  "in another region")
+        if body.region not in cfg.dst_endpoints:
+            raise ValidationError(f"unknown region {body.region!r}; known regions: "
+                                  f"{sorted(cfg.dst_endpoints)}")
+        ns = body.storage_namespace.strip()
+        if "://" not in ns or ns.endswith("://"):
+            raise ValidationError(f"invalid storage namespace {body.storage_namespace!r}")
+        try:
+            source = sidecar.graveler.get_repository(repository)
+        except RepositoryNotFoundError:
+            raise RepositoryNotFoundError(f"repository {repository!r} not found") from None
+        if sidecar.refstore.get_setting(repository, MIRROR_SETTING) is not None:
+            raise ValidationError(f"repository {repository!r} is itself a mirror")
+        del source
+        mirror = sidecar.table.create_mirror(MirrorSpec(
+            organization_id=sidecar.org, name=body.name, source_region=sidecar.region,
+            source_repository=repository, destination_region=body.region,
+            storage_namespace=ns))
+        sidecar.on_ref_events([{"repository": repository}], None)
+        return JSONResponse(mirror_json(mirror), status_code=201)
+
+    @router.get("/repositories/{repository}/mirrors")
+    def list_mirrors(repository: str, after: str = "", amount: int = 100,
+                     who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        if not 1 <= amount <= 1000:
+            raise ValidationError("amount must be 1..1000")
+        page = sidecar.table.list_mirrors_by_source(sidecar.org, sidecar.region, repository,
+                                                    page_token=after or None, page_size=amount)
+        return {
+            "results": [mirror_json(m) for m in page.mirrors],
+            "pagination": {"has_more": page.has_more, "next_offset": page.next_page_token or "",
+                           "results": len(page.mirrors), "max_per_page": amount},
+        }
+
+    @router.get("/repositories/{repository}/mirrors/{mirror_id}")
+    def read_mirror(repository: str, mirror_id: str,
+                    who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        return mirror_json(mirror_of(repository, mirror_id))
+
+    @router.delete("/repositories/{repository}/mirrors/{mirror_id}", status_code=204)
+    def delete_mirror(repository: str, mirror_id: str,
+                      who: Caller = Depends(caller)) -> Response:  # noqa: B008
+        m = mirror_of(repository, mirror_id)
+        who.check(rbac.Permission(rbac.DELETE_REPOSITORY, rbac.repository_arn(m.name)))
+        if m.state not in (MirrorState.DELETING, MirrorState.DELETED):
+            sidecar.table.update_mirror(m.with_state(MirrorState.DELETING))
+        return Response(status_code=204)
+
+    @router.get("/repositories/{repository}/mirrors/{mirror_id}/status")
+    def mirror_status(repository: str, mirror_id: str,
+                      who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        m = mirror_of(repository, mirror_id)
+        now = time.time()
+        branches = []
+        for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+            caught_up = p.source_head is not None and p.source_head == p.promoted_commit
+            lag = 0.0
+            if not caught_up and p.source_head_seen_at is not None:
+                lag = max(0.0, now - p.source_head_seen_at.timestamp())
+            branches.append({
+                "branch": p.branch,
+                "source_head": p.source_head,
+                "mirror_head": p.promoted_commit,
+                "pending_commit": p.pending_commit,
+                "missing_ranges": p.missing_ranges,
+                "missing_objects": p.missing_objects,
+                "lag_seconds": round(lag, 3),
+                "promoted_at": _ts(p.promoted_at),
+                "error": p.error,
+            })
+        return {"mirror": mirror_json(m), "branches": branches,
+                "error": sidecar.last_errors.get(m.id, "")}
+
+    @router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
+    def detach_mirror(repository: str, mirror_id: str,
+                      who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        m = mirror_of(repository, mirror_id)
+        who.check(rbac.all_of(
+            rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(repository)),
+            rbac.Permission(rbac.UPDATE_REPOSITORY, rbac.repository_arn(m.name))))
+        if m.destination_region != sidecar.region:
+            raise ValidationError(f"detach mirror {m.id} in its destination region "
+                                  f"{m.destination_region!r}")
+        if m.state is not MirrorState.ACTIVE:
+            raise ValidationError(f"mirror {m.id} is {m.state.value}, not active")
+        detached = sidecar.detach(m)
+        return mirror_json(detached)
+
+    @router.post("/internal/ref-events", status_code=202, include_in_schema=False)
+    def ref_events(body: RefEvents = Body(...)) -> dict[str, int]:  # noqa: B008
+        # unauthenticated on purpose: an event only makes the sidecar look sooner
+        n = sidecar.on_ref_events([json.loads(e.model_dump_json()) for e in body.events],
+                                  body.source_region)
+        return {"woken": n}
+
+    app.include_router(router)
+    return app
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,39 @@
+"""Prometheus metrics of the sidecar (served at /metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class ReplicationMetrics:
+    """One registry per sidecar, so several sidecars can live in one test process."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        labels = ("mirror", "branch")
+        self.lag_seconds = Gauge(
+            "replication_mirror_branch_lag_seconds",
+            "Seconds since the source head the mirror branch has not reached yet was seen "
+            "(0 when caught up)", labels, registry=self.registry)
+        self.pending_commits = Gauge(
+            "replication_mirror_branch_pending_commits",
+            "Commits on the source branch not yet promoted on the mirror", labels,
+            registry=self.registry)
+        self.missing_objects = Gauge(
+            "replication_mirror_branch_missing_objects",
+            "Objects the pending commit needs that are not in the destination yet", labels,
+            registry=self.registry)
+        self.validation_requests = Counter(
+            "replication_validation_requests",
+            "Requests made to the destination store to validate commits", ("mirror",),
+            registry=self.registry)
+        self.promotions = Counter(
+            "replication_promotions",
+            "Mirror branch and tag moves", ("mirror",), registry=self.registry)
+        self.copied_objects = Counter(
+            "replication_builtin_copied",
+            "Objects and range files copied by the builtin copier", ("mirror",),
+            registry=self.registry)
+        self.errors = Counter(
+            "replication_errors", "Errors while processing mirrors", ("mirror",),
+            registry=self.registry)

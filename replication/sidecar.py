@@ -1,0 +1,402 @@
+"""The replication sidecar: wiring, scheduling, the mirrors manager and events.
+
+One sidecar runs beside each region's server. It plays both roles of seed 003:
+
+- **source side** (mirrors whose source repository is in this region): when its
+  server reports a branch or tag move, it tells the destination regions' sidecars at
+  once (the fast path), through their servers' ``/service/replication/`` proxy;
+- **destination side** (mirrors whose destination is this region): the mirrors
+  manager creates and deletes mirror repositories as the table's state says; a
+  pool of ``validator.num_workers`` workers follows each active mirror under a lease
+  (see :mod:`replication.mirroring`), every ``commit_sensor.process_branches_duration``
+  at the latest, at once on an event, and every ``recheck_interval`` while pieces of
+  a commit are still missing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+from lakefs_core.auth.store import AuthStore
+from lakefs_core.block.registry import BlockStores
+from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
+from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.refstore import local_database_url, open_refstore, postgres_url
+from lakefs_core.refstore.base import RefStore
+from mirrors_db import open_mirrors_table
+from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
+from mirrors_db.models import Mirror, MirrorState, RowKind, default_lease_owner
+from mirrors_db.table import MirrorsTable
+from replication.config import ReplicationConfig
+from replication.copier import BuiltinCopier, CopySource
+from replication.metrics import ReplicationMetrics
+from replication.mirroring import MirrorContext, MirrorFollower
+from replication.promoter import MirrorDescription, MirrorWriter
+from replication.source import SourceClient
+from replication.validator import CountingStore
+
+log = logging.getLogger("replication.sidecar")
+
+EVENTS_PATH = "/service/replication/v1/internal/ref-events"
+
+
+def refstore_url(config: ReplicationConfig) -> str:
+    """SQLAlchemy URL of the region's lakeFS database (``refstore_database``)."""
+    db = config.refstore_database
+    if db is None:
+        raise ValidationError(
+            "refstore_database: required (the lakeFS installation's database; the Helm "
+            "chart fills it in from the lakeFS config)")
+    if db.type == "postgres":
+        cs = db.postgres.connection_string
+        if cs is None:
+            raise ValidationError("refstore_database.postgres.connection_string: required")
+        return postgres_url(cs.get_secret_value())
+    if not db.local.path:
+        raise ValidationError("refstore_database.local.path: required")
+    return local_database_url(db.local.path)
+
+
+@dataclass(order=True)
+class _Due:
+    at: float
+    mirror_id: str
+
+
+class Sidecar:
+    """The sidecar of one region. ``start()`` runs it in background threads."""
+
+    def __init__(self, config: ReplicationConfig, *, owner: str | None = None,
+                 table: MirrorsTable | None = None, recheck_interval: float = 0.5) -> None:
+        self.config = config
+        self.region = config.region
+        self.org = config.organization_id
+        self.owner = owner or f"{default_lease_owner()}:{uuid.uuid4().hex[:8]}"
+        self.metrics = ReplicationMetrics()
+        url = refstore_url(config)
+        self.refstore: RefStore = open_refstore(
+            "postgres" if url.startswith("postgresql") else "local",
+            sqlite_path=url.removeprefix("sqlite:///") if url.startswith("sqlite") else None,
+            connection_string=url if url.startswith("postgresql") else None)
+        self.blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
+        self.graveler = Graveler(self.refstore, self.blockstores.for_storage_id)
+        self.writer = MirrorWriter(self.graveler)
+        self.auth = AuthStore(url, config.auth.encrypt.secret_key.get_secret_value())
+        self.table = table or open_mirrors_table(config.mirrors_database)
+        self._own_table = table is None
+        self._clients: dict[str, SourceClient] = {}
+        self._source_stores: dict[str, BlockStores] = {}
+        self._counting: dict[str, CountingStore] = {}
+        builtin = config.object_replication.builtin
+        self.copier = (BuiltinCopier(self.blockstores.for_storage_id(""),
+                                     concurrency=builtin.concurrency, retries=builtin.retries)
+                       if config.object_replication.mode == "builtin" else None)
+        self.ctx = MirrorContext(
+            organization_id=self.org, table=self.table, writer=self.writer,
+            metrics=self.metrics, source_client=self.client_for,
+            copy_source_store=self._direct_copy_source, store_for=self._counting_store,
+            builtin=self.copier,
+            branch_page_size=config.commit_sensor.list_branch_page_size,
+            log_page_size=config.commit_sensor.log_commit_page_size,
+            recheck_interval=recheck_interval,
+            cooldown_on_missing=config.validator.cooldown_on_missing.total_seconds(),
+        )
+        self.sense_interval = config.commit_sensor.process_branches_duration.total_seconds()
+        self.manage_interval = (
+            config.mirrors_manager.process_mirrors_interval_duration.total_seconds())
+        self.error_cooldown = config.validator.cooldown_on_error.total_seconds()
+        self.lease_ttl = max(15.0, 3 * self.manage_interval)
+        self._followers: dict[str, MirrorFollower] = {}
+        self._mirrors: dict[str, Mirror] = {}
+        self._heap: list[_Due] = []
+        self._due: dict[str, float] = {}
+        self._running: set[str] = set()
+        self._again: set[str] = set()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._manager_wake = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._notify_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notify")
+        self._http = httpx.Client(timeout=5.0)
+        self.last_errors: dict[str, str] = {}
+
+    # ----------------------------------------------------------------- plumbing
+    def client_for(self, region: str) -> SourceClient:
+        client = self._clients.get(region)
+        if client is None:
+            creds = self.config.source_lakefs
+            client = SourceClient(self.config.endpoint_for(region),
+                                  creds.access_key_id.get_secret_value(),
+                                  creds.secret_access_key.get_secret_value())
+            self._clients[region] = client
+        return client
+
+    def _counting_store(self, storage_id: str) -> CountingStore:
+        store = self._counting.get(storage_id)
+        if store is None:
+            store = CountingStore(self.blockstores.for_storage_id(storage_id))
+            self._counting[storage_id] = store
+        return store
+
+    def _direct_copy_source(self, mirror: Mirror) -> CopySource | None:
+        """A direct store-to-store source, when this sidecar can reach the source store."""
+        cfg = self.config.object_replication.builtin.source_blockstores.get(
+            mirror.source_region)
+        if cfg is None:
+            return None
+        stores = self._source_stores.get(mirror.source_region)
+        if stores is None:
+            stores = BlockStores.from_config(cfg, None)
+            self._source_stores[mirror.source_region] = stores
+        repo = self.client_for(mirror.source_region).get_repository(mirror.source_repository)
+        return CopySource(mirror.source_repository, "", self.client_for(mirror.source_region),
+                          stores.default(), repo["storage_namespace"])
+
+    # -------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop)]
+        targets += [(f"validator-{i}", self._worker_loop)
+                    for i in range(self.config.validator.num_workers)]
+        for name, target in targets:
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._manager_wake.set()
+        with self._cond:
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=10)
+        self._notify_pool.shutdown(wait=False, cancel_futures=True)
+        self._http.close()
+        if self.copier is not None:
+            self.copier.close()
+        for client in self._clients.values():
+            client.close()
+        if self._own_table:
+            self.table.close()
+        self.auth.close()
+        self.refstore.close()
+        self.blockstores.close()
+
+    # -------------------------------------------------------------- scheduling
+    def schedule(self, mirror_id: str, at: float | None = None) -> None:
+        """Run a round of ``mirror_id`` at ``at`` (monotonic; now by default) or earlier."""
+        at = time.monotonic() if at is None else at
+        with self._cond:
+            if mirror_id in self._running:
+                if at <= time.monotonic():
+                    self._again.add(mirror_id)  # run again right after this round
+                return
+            current = self._due.get(mirror_id)
+            if current is not None and current <= at:
+                return
+            self._due[mirror_id] = at
+            heapq.heappush(self._heap, _Due(at, mirror_id))
+            self._cond.notify()
+
+    def _next(self) -> str | None:
+        with self._cond:
+            while not self._stop.is_set():
+                now = time.monotonic()
+                while self._heap and self._due.get(self._heap[0].mirror_id) != self._heap[0].at:
+                    heapq.heappop(self._heap)  # superseded by an earlier schedule
+                if self._heap and self._heap[0].at <= now:
+                    item = heapq.heappop(self._heap)
+                    del self._due[item.mirror_id]
+                    self._running.add(item.mirror_id)
+                    return item.mirror_id
+                timeout = (self._heap[0].at - now) if self._heap else 1.0
+                self._cond.wait(timeout=max(0.005, min(timeout, 1.0)))
+        return None
+
+    def _worker_loop(self) -> None:
+        while not self._stop.is_set():
+            mirror_id = self._next()
+            if mirror_id is None:
+                return
+            next_at: float | None = None
+            try:
+                next_at = self._process(mirror_id)
+            finally:
+                with self._cond:
+                    self._running.discard(mirror_id)
+                    again = mirror_id in self._again
+                    self._again.discard(mirror_id)
+            if mirror_id in self._mirrors:
+                now = time.monotonic()
+                fallback = now + self.sense_interval
+                self.schedule(mirror_id, now if again else min(next_at or fallback, fallback))
+
+    def _process(self, mirror_id: str) -> float | None:
+        mirror = self._mirrors.get(mirror_id)
+        if mirror is None or mirror.state is not MirrorState.ACTIVE:
+            return None
+        try:
+            self.table.acquire_lease(self.org, f"{self.region}/mirror/{mirror_id}", self.owner,
+                                     self.lease_ttl)
+        except LeaseHeldError:
+            return time.monotonic() + min(self.sense_interval, self.lease_ttl)
+        except MirrorsDatabaseError as e:
+            log.warning("lease of mirror %s: %s", mirror_id, e)
+            return time.monotonic() + self.error_cooldown
+        follower = self._followers.get(mirror_id)
+        if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
+            follower = MirrorFollower(self.ctx, mirror)
+            self._followers[mirror_id] = follower
+        try:
+            result = follower.process()
+        except (LakeFSError, httpx.HTTPError, OSError) as e:
+            self.metrics.errors.labels(mirror.name).inc()
+            self.last_errors[mirror_id] = str(e)
+            log.warning("mirror %s (%s): %s", mirror.id, mirror.name, e)
+            return time.monotonic() + min(self.error_cooldown, self.sense_interval)
+        self.last_errors.pop(mirror_id, None)
+        return result
+
+    # ------------------------------------------------------------ the manager
+    def _manager_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.reconcile()
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("mirrors manager round failed")
+            self._manager_wake.wait(timeout=self.manage_interval)
+            self._manager_wake.clear()
+
+    def _my_mirrors(self) -> Iterable[Mirror]:
+        token: str | None = None
+        while True:
+            page = self.table.list_mirrors_by_destination(
+                self.org, self.region, page_token=token,
+                page_size=self.config.list_mirrors_page_size)
+            yield from page.mirrors
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def reconcile(self) -> None:
+        """One mirrors-manager round: act on every mirror whose destination is here."""
+        seen: set[str] = set()
+        for mirror in self._my_mirrors():
+            seen.add(mirror.id)
+            mirror = self._manage(mirror)
+            if mirror.state is MirrorState.ACTIVE:
+                new = mirror.id not in self._mirrors
+                self._mirrors[mirror.id] = mirror
+                if new:
+                    self.schedule(mirror.id)
+            else:
+                self._mirrors.pop(mirror.id, None)
+                self._followers.pop(mirror.id, None)
+        for gone in set(self._mirrors) - seen:
+            self._mirrors.pop(gone, None)
+            self._followers.pop(gone, None)
+
+    def _manage(self, mirror: Mirror) -> Mirror:
+        try:
+            if mirror.state is MirrorState.CREATING:
+                try:
+                    source = self.client_for(mirror.source_region).get_repository(
+                        mirror.source_repository)
+                    self.writer.create_repository(
+                        mirror.name, mirror.storage_namespace, source["default_branch"],
+                        MirrorDescription(mirror.id, mirror.source_region,
+                                          mirror.source_repository))
+                except (RepositoryExistsError, ValidationError) as e:
+                    return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, str(e)))
+                return self.table.update_mirror(mirror.with_state(MirrorState.ACTIVE))
+            if mirror.state is MirrorState.DELETING:
+                self.writer.delete_repository(mirror.name, mirror.id)
+                return self.table.update_mirror(mirror.with_state(MirrorState.DELETED))
+        except VersionConflictError:
+            return self.table.get_mirror(self.org, mirror.id)
+        except (LakeFSError, httpx.HTTPError) as e:
+            log.warning("mirror %s: %s", mirror.id, e)
+        return mirror
+
+    # --------------------------------------------------------------- events
+    def _watch_loop(self) -> None:
+        """Mirror rows changing anywhere wake the manager (the table's change feed)."""
+        while not self._stop.is_set():
+            try:
+                feed = self.table.watch(self.org, frozenset({RowKind.MIRROR}),
+                                        poll_interval=0.2)
+            except MirrorsDatabaseError as e:
+                log.warning("change feed unavailable: %s", e)
+                self._stop.wait(self.manage_interval)
+                continue
+            with feed:
+                while not self._stop.is_set():
+                    event = feed.get(timeout=0.5)
+                    if event is not None:
+                        self._manager_wake.set()
+                    if feed.closed:
+                        break
+
+    def on_ref_events(self, events: list[dict], source_region: str | None) -> int:  # type: ignore[type-arg]
+        """Handle ref-move events; returns how many mirrors were woken or told."""
+        repos = {e.get("repository", "") for e in events if e.get("repository")}
+        if source_region is not None:
+            # forwarded by a source region: wake our mirrors of those repositories
+            n = 0
+            for mirror in list(self._mirrors.values()):
+                if (mirror.source_region == source_region
+                        and mirror.source_repository in repos):
+                    self.schedule(mirror.id)
+                    n += 1
+            if n == 0:
+                self._manager_wake.set()  # maybe a mirror we do not know yet
+            return n
+        # from our own server: tell each destination region of these repositories
+        told = 0
+        for repo in repos:
+            token: str | None = None
+            while True:
+                page = self.table.list_mirrors_by_source(self.org, self.region, repo,
+                                                         page_token=token)
+                for mirror in page.mirrors:
+                    if mirror.state in (MirrorState.ACTIVE, MirrorState.CREATING):
+                        self._notify_pool.submit(self._forward, mirror, repo)
+                        told += 1
+                if not page.next_page_token:
+                    break
+                token = page.next_page_token
+        return told
+
+    def _forward(self, mirror: Mirror, repo: str) -> None:
+        try:
+            url = self.config.endpoint_for(mirror.destination_region).rstrip("/") + EVENTS_PATH
+            self._http.post(url, json={"source_region": self.region,
+                                       "events": [{"repository": repo, "refs": []}]})
+        except (httpx.HTTPError, LakeFSError) as e:
+            log.debug("could not tell %s: %s", mirror.destination_region, e)
+
+    # --------------------------------------------------------------- failover
+    def detach(self, mirror: Mirror) -> Mirror:
+        """Turn a mirror into an ordinary writable repository at its last consistent heads.
+
+        Replication of it stops for good. The mirror row ends ``failed`` with the error
+        text ``detached`` (a terminal, non-deletable state for the repository: deleting
+        the mirror afterwards leaves the detached repository alone).
+        """
+        with self._cond:
+            self._mirrors.pop(mirror.id, None)
+            self._followers.pop(mirror.id, None)
+        self.writer.mark_detached(mirror.name, mirror.id)
+        self.writer.detach(mirror.name)
+        return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, DETACHED))
+
+
+DETACHED = "detached"
