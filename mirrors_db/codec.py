@@ -244,7 +244,7 @@ def decode_page_token(token: str | None) -> str | None:
         return None
     try:
         padded = token + "=" * (-len(token) % 4)
-        return base64.urlsafe_b64decode(padded.encode("ascii")).decode()
+        return base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeError, ValueError):
         raise InvalidMirrorArgumentError(f"invalid page token {token!r}") from None
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -215,27 +216,26 @@ class DynamoDBMirrorsTable(MirrorsTable):
             f" at {config.endpoint_url}" if config.endpoint_url else ""
         )
         try:
-            session = boto3.session.Session(
-                aws_access_key_id=config.aws_access_key_id,
-                aws_secret_access_key=_secret(config.aws_secret_access_key),
-                aws_session_token=_secret(config.aws_session_token),
-                region_name=config.aws_region,
-                profile_name=config.aws_profile,
-            )
+            session = _session(config.aws_profile)
+            region = config.aws_region or session.region_name
         except botocore.exceptions.ProfileNotFound as exc:
             raise MirrorsDatabaseConfigError(f"mirrors_database.dynamodb: {exc}") from None
-        if session.region_name is None:
+        if region is None:
             raise MirrorsDatabaseConfigError(
                 "mirrors_database.dynamodb.aws_region is not set and no AWS region is configured"
             )
-        client_config = Config(
-            connect_timeout=5, read_timeout=30, max_pool_connections=50,
-            retries={"max_attempts": 4, "mode": "standard"},
-        )
-        self._client = session.client(
-            "dynamodb", endpoint_url=config.endpoint_url, config=client_config)
-        self._streams = session.client(
-            "dynamodbstreams", endpoint_url=config.endpoint_url, config=client_config)
+        client_args: dict[str, Any] = {
+            "region_name": region,
+            "endpoint_url": config.endpoint_url,
+            "aws_access_key_id": config.aws_access_key_id,
+            "aws_secret_access_key": _secret(config.aws_secret_access_key),
+            "aws_session_token": _secret(config.aws_session_token),
+            "config": Config(connect_timeout=5, read_timeout=30, max_pool_connections=50,
+                             retries={"max_attempts": 4, "mode": "standard"}),
+        }
+        with _SESSION_LOCK:  # boto3 sessions are not safe for concurrent client creation
+            self._client = session.client("dynamodb", **client_args)
+            self._streams = session.client("dynamodbstreams", **client_args)
         self._stream_arn = self._ensure_table()
 
     # --- plumbing ------------------------------------------------------------------------
@@ -715,6 +715,18 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def close(self) -> None:
         self._client.close()
         self._streams.close()
+
+
+_SESSIONS: dict[str | None, boto3.session.Session] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def _session(profile: str | None) -> boto3.session.Session:
+    """One boto3 session per profile and process, so service models load only once."""
+    with _SESSION_LOCK:
+        if profile not in _SESSIONS:
+            _SESSIONS[profile] = boto3.session.Session(profile_name=profile)
+        return _SESSIONS[profile]
 
 
 def _secret(value: Any) -> str | None:
