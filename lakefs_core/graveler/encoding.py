@@ -152,24 +152,37 @@ def entry_fields(entry: Entry) -> tuple[Any, ...]:
 def record_encoding(record: EntryRecord) -> bytes:
     """The encoding of one record: ``(path, *entry_fields)``, or ``(path, None)``.
 
-    Equal to ``encode(...)`` of that tuple, written out by hand because ranges
-    encode every record they hold. ``mtime`` always encodes as a float (Parquet
-    stores it as a double), so ``mtime=5`` and ``mtime=5.0`` give the same id.
+    Equal to ``encode(...)`` of that tuple, written out flat because ranges encode
+    every record they hold. ``mtime`` always encodes as a float (Parquet stores it
+    as a double), so ``mtime=5`` and ``mtime=5.0`` give the same id.
     """
     entry = record.entry
-    if entry is None:
-        return _framed(b"L", (_str(record.path), _NONE))
-    parts = (
-        _str(record.path),
-        _str(entry.address),
-        _str(str(entry.address_type)),
-        _int(entry.size),
-        _str(entry.etag),
-        _float(float(entry.mtime)),
-        _str(entry.content_type),
+    try:
+        path = record.path.encode("utf-8")
+        if entry is None:
+            payload = b"".join((b"S", _LEN.pack(len(path)), path, _NONE))
+            return b"L" + _LEN.pack(len(payload)) + payload
+        address = entry.address.encode("utf-8")
+        etag = entry.etag.encode("utf-8")
+        address_type = str(entry.address_type).encode("utf-8")
+        content_type = entry.content_type.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValidationError(f"record is not valid unicode: {record.path!r}") from e
+    size = entry.size
+    if not _INT_MIN <= size <= _INT_MAX:
+        raise ValidationError(f"integer out of the 64-bit range: {size}")
+    mtime = float(entry.mtime)
+    payload = b"".join((
+        b"S", _LEN.pack(len(path)), path,
+        b"S", _LEN.pack(len(address)), address,
+        b"S", _LEN.pack(len(address_type)), address_type,
+        _INT_HEAD, _INT.pack(size),
+        b"S", _LEN.pack(len(etag)), etag,
+        _float(mtime),
+        b"S", _LEN.pack(len(content_type)), content_type,
         _mapping(entry.metadata) if entry.metadata else _EMPTY_MAPPING,
-    )
-    return _framed(b"L", parts)
+    ))
+    return b"L" + _LEN.pack(len(payload)) + payload
 
 
 def entry_digest(record: EntryRecord) -> bytes:

@@ -55,7 +55,7 @@ def _to_bytes(table: pa.Table) -> bytes:
 
 def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
     except (pa.ArrowException, OSError) as e:
         raise StorageError(f"corrupt {what} file: {e}") from e
     missing = [name for name in schema.names if name not in table.column_names]
@@ -100,20 +100,18 @@ def decode_range(data: bytes) -> list[EntryRecord]:
     """
     table = _from_bytes(data, RANGE_SCHEMA, "range")
     cols = [table.column(name).to_pylist() for name in RANGE_SCHEMA.names]
-    records = []
-    for path, address, address_type, size, etag, mtime, content_type, metadata in zip(
-        *cols, strict=True
-    ):
-        records.append(EntryRecord(path, Entry(
-            address=address,
-            size=size,
-            etag=etag,
-            mtime=mtime,
-            address_type=_ADDRESS_TYPES.get(address_type) or AddressType(address_type),
-            content_type=content_type,
-            metadata={} if metadata == "{}" else json.loads(metadata),
-        )))
-    return records
+    try:
+        cols[2] = [_ADDRESS_TYPES[t] for t in cols[2]]
+        cols[7] = [{} if m == "{}" else json.loads(m) for m in cols[7]]
+    except (KeyError, ValueError) as e:
+        raise StorageError(f"corrupt range file: {e!r}") from None
+    make_entry, make_record = Entry, EntryRecord
+    return [
+        make_record(path, make_entry(address, size, etag, mtime, address_type, content_type,
+                                     metadata))
+        for path, address, address_type, size, etag, mtime, content_type, metadata in zip(
+            *cols, strict=True)
+    ]
 
 
 def encode_metarange(ranges: Sequence[RangeInfo]) -> bytes:

@@ -41,10 +41,11 @@ from lakefs_core.graveler.rangefile import (
     encode_range,
 )
 
-#: default mean entries per range: a range of ~4k entries is a few hundred KiB of Parquet
-DEFAULT_RAGGEDNESS = 4_096
-#: default hard cap of entries per range
-DEFAULT_MAX_RANGE_ENTRIES = 65_536
+#: default mean entries per range: ~8k entries make a range file of a few hundred KiB
+DEFAULT_RAGGEDNESS = 8_192
+#: default hard cap of entries per range, in means: few ranges reach it (e^-4, about 2%),
+#: and it bounds what one change to a long boundary-free run of keys has to rewrite
+MAX_RANGE_FACTOR = 4
 #: merge strategies: which side wins a path changed differently on both sides
 MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
 
@@ -189,7 +190,7 @@ class RangeManager:
         namespace: the repository's storage namespace (``local://...``, ``s3://...``).
         raggedness: mean entries per range (a key ends a range when its hash is 0
             modulo this).
-        max_range_entries: hard cap of entries per range.
+        max_range_entries: hard cap of entries per range (default: 4 x raggedness).
         cache_size: parsed ranges kept in memory (least recently used go first).
         cache_max_entries: cap on the total entries of the cached ranges.
 
@@ -202,10 +203,12 @@ class RangeManager:
         namespace: str,
         *,
         raggedness: int = DEFAULT_RAGGEDNESS,
-        max_range_entries: int = DEFAULT_MAX_RANGE_ENTRIES,
+        max_range_entries: int | None = None,
         cache_size: int = 256,
         cache_max_entries: int = 200_000,
     ) -> None:
+        if max_range_entries is None:
+            max_range_entries = MAX_RANGE_FACTOR * raggedness
         if raggedness < 1 or max_range_entries < 1:
             raise ValidationError("raggedness and max_range_entries must be positive")
         self.store = store
@@ -421,6 +424,7 @@ class RangeManager:
 
     @staticmethod
     def _diff(left: _Cursor, right: _Cursor, keys: _KeyFilter) -> Iterator[Difference]:
+        past = keys.past
         while True:
             lh, rh = left.header, right.header
             if lh is not None and rh is not None and lh.id == rh.id:
@@ -430,7 +434,7 @@ class RangeManager:
             lk, rk = left.key, right.key
             if lk is None and rk is None:
                 return
-            if keys.past(min(k for k in (lk, rk) if k is not None)):
+            if past(min(k for k in (lk, rk) if k is not None)):
                 return
             # open a range only when its keys are next: an unopened range whose
             # twin comes up on the other side can still be skipped
@@ -440,17 +444,35 @@ class RangeManager:
             if rh is not None and rk is not None and (lk is None or rk <= lk):
                 right.open()
                 continue
-            if rk is None or (lk is not None and lk < rk):
+            if lh is None and rh is None and lk is not None and rk is not None:
+                # both inside a range: compare record runs without the bookkeeping
+                lrecs, rrecs = left.records, right.records
+                lpos, rpos, lend, rend = left.pos, right.pos, len(lrecs), len(rrecs)
+                while lpos < lend and rpos < rend:
+                    lrec, rrec = lrecs[lpos], rrecs[rpos]
+                    if lrec.path < rrec.path:
+                        if past(lrec.path):
+                            return
+                        yield Difference(lrec.path, DiffType.REMOVED, lrec.entry, None)
+                        lpos += 1
+                    elif rrec.path < lrec.path:
+                        if past(rrec.path):
+                            return
+                        yield Difference(rrec.path, DiffType.ADDED, None, rrec.entry)
+                        rpos += 1
+                    else:
+                        if lrec.entry != rrec.entry:
+                            if past(lrec.path):
+                                return
+                            yield Difference(lrec.path, DiffType.CHANGED, lrec.entry, rrec.entry)
+                        lpos += 1
+                        rpos += 1
+                left.pos, right.pos = lpos, rpos
+            elif rk is None or (lk is not None and lk < rk):
                 yield Difference(left.record.path, DiffType.REMOVED, left.record.entry, None)
                 left.pos += 1
-            elif lk is None or rk < lk:
-                yield Difference(right.record.path, DiffType.ADDED, None, right.record.entry)
-                right.pos += 1
             else:
-                old, new = left.record.entry, right.record.entry
-                if old != new:
-                    yield Difference(right.record.path, DiffType.CHANGED, old, new)
-                left.pos += 1
+                yield Difference(right.record.path, DiffType.ADDED, None, right.record.entry)
                 right.pos += 1
 
     def merge(

@@ -1,0 +1,196 @@
+"""Benchmark of the graveler core: apply, diff and merge against repository size.
+
+Run ``python -m bench.graveler_bench [--sizes 10000,100000,1000000] [--k 1000]``.
+For each size N it builds a base metarange of N entries (with ``apply`` from the
+empty metarange, in sorted batches) over a local blockstore in a temporary
+directory, then times, each with a fresh ``RangeManager`` (cold caches):
+
+* ``partition``: apply of k new entries under one new prefix in the middle of the
+  keyspace (a new partition of a table);
+* ``updates``: apply of k updates to random existing keys;
+* diff of the base against each result, and a three-way merge of each result into
+  a destination that changed one other key.
+
+Each case runs ``--repeat`` times; the files a run wrote are deleted before the next
+so that every run does the same work, and the median is printed.
+
+It prints one line per case and the ratio of the partition apply time at the
+largest size to that at the smallest: with content-defined ranges the cost
+follows the change, not the repository, so that ratio stays small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TypeVar
+
+from lakefs_core.block.local import LocalBlockStore
+from lakefs_core.graveler import Entry, EntryRecord, RangeManager
+from lakefs_core.graveler.ranges import DEFAULT_RAGGEDNESS
+
+ENTRIES_PER_PARTITION = 1_000
+NAMESPACE = "local://bench-repo"
+T = TypeVar("T")
+
+
+def key(partition: int, n: int) -> str:
+    return f"tables/events/part={partition:05d}/file-{n:07d}.parquet"
+
+
+def entry(path: str, version: int = 0) -> Entry:
+    """An entry like one the server writes: a unique data address and an MD5 etag."""
+    digest = hashlib.md5(f"{version}:{path}".encode()).hexdigest()
+    return Entry(address=f"data/gv{version}/{digest[:20]}", size=1_000 + len(path) + version,
+                 etag=digest, mtime=1_700_000_000.0 + version)
+
+
+def base_records(n: int) -> Iterator[EntryRecord]:
+    for i in range(n):
+        path = key(i // ENTRIES_PER_PARTITION, i)
+        yield EntryRecord(path, entry(path))
+
+
+def batched(items: Iterator[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+@dataclass
+class Case:
+    n: int
+    k: int
+    kind: str
+    seconds: float
+    written: int | None = None
+    reused: int | None = None
+
+    def line(self) -> str:
+        counts = "" if self.written is None else f"{self.written:>8} {self.reused:>8}"
+        return f"{self.n:>9} {self.k:>6} {self.kind:<18} {self.seconds:>9.3f} {counts}"
+
+
+def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
+             rng: random.Random, repeat: int) -> list[Case]:
+    store = LocalBlockStore(os.path.join(workdir, f"n{n}"))
+
+    def manager() -> RangeManager:
+        return RangeManager(store, NAMESPACE, raggedness=raggedness)
+
+    rm = manager()
+    mr = rm.empty_metarange()
+    build_start = time.perf_counter()
+    for records in batched(base_records(n), batch):
+        mr = rm.apply(mr, records).metarange_id
+    build_seconds = time.perf_counter() - build_start
+    ranges = rm.get_metarange(mr).ranges
+    sizes = [store.stat(rm.range_address(r.id)).size for r in ranges]
+    print(f"# N={n}: built in {build_seconds:.1f}s, {len(ranges)} ranges, "
+          f"{n / len(ranges):.0f} entries/range, "
+          f"{sum(sizes) / len(sizes) / 1024:.0f} KiB/range file (mean), "
+          f"{max(sizes) / 1024:.0f} KiB max", flush=True)
+
+    partitions = max(1, n // ENTRIES_PER_PARTITION)
+    new_prefix = f"tables/events/part={partitions // 2:05d}-new/"
+    changes = {
+        "partition": [EntryRecord(f"{new_prefix}file-{j:07d}.parquet",
+                                  entry(f"{new_prefix}{j}", 1)) for j in range(k)],
+        "updates": [EntryRecord(p, entry(p, 1)) for p in sorted(
+            key(i // ENTRIES_PER_PARTITION, i) for i in rng.sample(range(n), min(k, n)))],
+    }
+    # the merge destination changed one key that neither change touches
+    other = key(0, 0) + ".dest"
+    dest = rm.apply(mr, [EntryRecord(other, entry(other, 2))]).metarange_id
+
+    def forget(old_id: str, new_id: str) -> None:
+        """Delete the files an operation wrote, so that a repetition writes them again."""
+        if new_id != old_id:
+            for info in rm.new_ranges(old_id, new_id):
+                store.delete(rm.range_address(info.id))
+            store.delete(rm.range_address(new_id))
+
+    # a first read outside the timings (lazy imports, codec setup)
+    manager().read_range(ranges[0].id)
+
+    cases = []
+    for kind, records in changes.items():
+        runs: dict[str, list[float]] = {"apply": [], "diff": [], "merge": []}
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = manager().apply(mr, records)
+            runs["apply"].append(time.perf_counter() - start)
+
+            start = time.perf_counter()
+            diff = list(manager().diff(mr, result.metarange_id))
+            runs["diff"].append(time.perf_counter() - start)
+            assert len(diff) == len(records)
+
+            start = time.perf_counter()
+            merged = manager().merge(mr, result.metarange_id, dest)
+            runs["merge"].append(time.perf_counter() - start)
+            assert merged.changes == len(records)
+            merge_written = len(rm.new_ranges(dest, merged.metarange_id))
+            merge_reused = len(rm.get_metarange(merged.metarange_id).ranges) - merge_written
+            forget(dest, merged.metarange_id)
+            forget(mr, result.metarange_id)
+        cases += [
+            Case(n, k, f"apply/{kind}", statistics.median(runs["apply"]),
+                 result.ranges_written, result.ranges_reused),
+            Case(n, k, f"diff/{kind}", statistics.median(runs["diff"])),
+            Case(n, k, f"merge/{kind}", statistics.median(runs["merge"]),
+                 merge_written, merge_reused),
+        ]
+    for case in cases:
+        print(case.line(), flush=True)
+    return cases
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="10000,100000,1000000",
+                        help="comma-separated repository sizes N (default: %(default)s)")
+    parser.add_argument("--k", type=int, default=1_000,
+                        help="changes per case (default: %(default)s)")
+    parser.add_argument("--raggedness", type=int, default=DEFAULT_RAGGEDNESS,
+                        help="mean entries per range (default: %(default)s)")
+    parser.add_argument("--batch", type=int, default=50_000,
+                        help="entries per apply while building the base (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs per case; the median is printed (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    rng = random.Random(args.seed)
+    workdir = tempfile.mkdtemp(prefix="graveler-bench-")
+    try:
+        print(f"raggedness={args.raggedness} k={args.k} repeat={args.repeat} (median seconds, "
+              "each run with cold caches)")
+        print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'written':>8} {'reused':>8}")
+        results = {n: run_size(n, args.k, args.raggedness, args.batch, workdir, rng,
+                               args.repeat) for n in sizes}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if len(sizes) > 1:
+        def partition_time(n: int) -> float:
+            return next(c.seconds for c in results[n] if c.kind == "apply/partition")
+        small, large = sizes[0], sizes[-1]
+        print(f"ratio apply/partition time(N={large})/time(N={small}): "
+              f"{partition_time(large) / partition_time(small):.2f}")
+
+
+if __name__ == "__main__":
+    main()
