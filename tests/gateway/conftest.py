@@ -20,12 +20,14 @@ from tests.live_server import LiveServer
 REGION = "us-east-1"
 
 
-def s3_client(endpoint: str, key: str, secret: str, *, addressing: str = "path") -> Any:
+def s3_client(endpoint: str, key: str, secret: str, *, addressing: str = "path",
+              signature_version: str | None = None) -> Any:
     """A boto3 S3 client for the gateway, with the installed boto3's defaults."""
     return boto3.client(
         "s3", endpoint_url=endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
         region_name=REGION,
-        config=Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1}))
+        config=Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1},
+                      signature_version=signature_version))
 
 
 @dataclass
