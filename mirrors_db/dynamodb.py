@@ -747,8 +747,9 @@ class _StreamFeed(ChangeFeed):
     on shards that appear later (their parents are read to the end first).
 
     Iterators are re-acquired every few seconds from the last sequence number seen,
-    which also keeps them from expiring (15 minutes on AWS) and survives servers
-    that replace a shard object behind an iterator.
+    which keeps them from expiring (15 minutes on AWS) and re-attaches them to the
+    live shard on servers that swap a table's shard out (moto, after a cancelled
+    transaction).
     """
 
     REFRESH_SECONDS = 2.0
@@ -825,7 +826,7 @@ class _StreamFeed(ChangeFeed):
         for record in page.get("Records", []):
             seq = int(record["dynamodb"]["SequenceNumber"])
             if shard.last_seq is not None and seq <= shard.last_seq:
-                continue  # already delivered before an iterator refresh
+                continue  # delivered before an iterator refresh
             shard.last_seq = seq
             try:
                 event = _event_from_record(record)

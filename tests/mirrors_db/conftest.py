@@ -10,7 +10,9 @@ condition and applies the write in separate steps, and its threaded server runs
 requests in parallel, so two racing conditional writes can both succeed there (a
 probe of 150 eight-thread rounds saw one double win). The race tests would then
 fail on moto's account, so this suite runs its own moto server that serves one
-request at a time: the same moto, with DynamoDB's per-request atomicity.
+request at a time: the same moto, with DynamoDB's per-request atomicity, and
+whose cancelled transactions leave no records in the stream (see
+_keep_stream_shards_on_rollback).
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from typing import Any
 
 import pytest
 
-from mirrors_db import MirrorsTable, MirrorSpec, open_mirrors_table
+from mirrors_db import MirrorSpec, MirrorsTable, open_mirrors_table
 from tests.servers import free_port
 
 BACKENDS = ["sqlite", "postgres", "dynamodb"]
 ORG = "acme"
+
+
+_serving = threading.local()  # set while this suite's moto server handles a request
 
 
 class _OneRequestAtATime:
@@ -38,7 +43,47 @@ class _OneRequestAtATime:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
         with self._lock:
-            return list(self._app(environ, start_response))
+            _serving.active = True
+            try:
+                return list(self._app(environ, start_response))
+            finally:
+                _serving.active = False
+
+
+def _keep_stream_shards_on_rollback() -> None:
+    """Make moto's cancelled transactions leave the stream as DynamoDB does.
+
+    moto undoes a cancelled TransactWriteItems by swapping in a copy of the table
+    taken before it. Stream iterators keep pointing at the discarded table's shard,
+    which holds records of the transaction's partial writes (DynamoDB never
+    publishes those), and the copy hands out their sequence numbers again. For
+    requests of this suite's server only, put the live shard back, cut to where it
+    stood before the transaction.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+    if getattr(original, "keeps_stream_shards", False):
+        return
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if not getattr(_serving, "active", False):
+            return original(self, transact_items)
+        before = {name: (t.stream_shard, len(t.stream_shard.items))
+                  for name, t in self.tables.items() if t.stream_shard is not None}
+        try:
+            return original(self, transact_items)
+        except Exception:
+            for name, (shard, length) in before.items():
+                table = self.tables.get(name)
+                if table is not None and table.stream_shard is not shard:
+                    del shard.items[length:]
+                    shard.table = table
+                    table.stream_shard = shard
+            raise
+
+    transact_write_items.keeps_stream_shards = True  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")
@@ -51,6 +96,7 @@ def dynamodb_endpoint() -> Iterator[str]:
     )
     from werkzeug.serving import make_server
 
+    _keep_stream_shards_on_rollback()
     app = _OneRequestAtATime(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", free_port(), app, threaded=True,
                          request_handler=MotoRequestHandler)

@@ -382,8 +382,8 @@ def corrupt_state(config: dict[str, Any], mirror_id: str) -> None:
         d = config["dynamodb"]
         client = boto3.client("dynamodb", region_name=d["aws_region"],
                               endpoint_url=d["endpoint_url"])
-        client.update_item(TableName=d["table_name"],
-                           Key={"organization_id": {"S": ORG}, "row_id": {"S": f"mirror#{mirror_id}"}},
+        key = {"organization_id": {"S": ORG}, "row_id": {"S": f"mirror#{mirror_id}"}}
+        client.update_item(TableName=d["table_name"], Key=key,
                            UpdateExpression="SET #s = :s", ExpressionAttributeNames={"#s": "state"},
                            ExpressionAttributeValues={":s": {"S": "bogus"}})
         client.close()

@@ -1,0 +1,113 @@
+"""watch(): DynamoDB Streams, PostgreSQL LISTEN/NOTIFY and SQLite change-log polling."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from mirrors_db import (
+    ChangeEvent,
+    ChangeFeed,
+    MirrorBranch,
+    MirrorExistsError,
+    MirrorsTable,
+    MirrorState,
+    RowKind,
+)
+from tests.mirrors_db.conftest import ORG, spec
+
+WAIT = 15.0  # seconds; generous for a loaded CI machine, never reached when things work
+
+
+def take(feed: ChangeFeed, count: int) -> list[ChangeEvent]:
+    events = []
+    for _ in range(count):
+        event = feed.get(timeout=WAIT)
+        assert event is not None, f"only {len(events)} of {count} events arrived: {events}"
+        events.append(event)
+    return events
+
+
+def test_watch_delivers_each_change_with_its_row(table: MirrorsTable) -> None:
+    with table.watch(poll_interval=0.05) as feed:
+        m = table.create_mirror(spec())
+        active = table.update_mirror(m.with_state(MirrorState.ACTIVE))
+        progress = table.put_branch_progress(MirrorBranch(ORG, m.id, "main", source_head="c1"))
+        lease = table.acquire_lease(ORG, "us-west-2/sensor", "replica-a", ttl=30)
+        events = take(feed, 4)
+        assert [(e.kind, e.key, e.deleted) for e in events] == [
+            (RowKind.MIRROR, (m.id,), False),
+            (RowKind.MIRROR, (m.id,), False),
+            (RowKind.BRANCH, (m.id, "main"), False),
+            (RowKind.LEASE, ("us-west-2/sensor",), False),
+        ]
+        assert [e.row for e in events] == [m, active, progress, lease]
+        assert events[2].mirror_id == m.id and events[3].mirror_id is None
+
+        table.delete_mirror(ORG, m.id)
+        removed = {(e.kind, e.key, e.deleted, e.row) for e in take(feed, 2)}
+        assert removed == {(RowKind.MIRROR, (m.id,), True, None),
+                           (RowKind.BRANCH, (m.id, "main"), True, None)}
+
+
+def test_watch_sees_only_later_changes_of_its_organization_and_kinds(
+    table: MirrorsTable,
+) -> None:
+    before = table.create_mirror(spec())
+    with table.watch(ORG, kinds=frozenset({RowKind.MIRROR}), poll_interval=0.05) as feed:
+        table.create_mirror(spec(org="other-org"))
+        table.acquire_lease(ORG, "lease", "me", ttl=30)
+        table.update_mirror(before.with_state(MirrorState.ACTIVE))
+        event = take(feed, 1)[0]
+        assert (event.kind, event.organization_id, event.key) == (RowKind.MIRROR, ORG,
+                                                                  (before.id,))
+        assert event.row is not None and event.row.version == 2  # type: ignore[union-attr]
+        assert feed.get(timeout=0.5) is None
+
+
+def test_refused_writes_produce_no_events(table: MirrorsTable) -> None:
+    with table.watch(poll_interval=0.05) as feed:
+        first = table.create_mirror(spec(name="one"))
+        assert take(feed, 1)[0].key == (first.id,)
+        with pytest.raises(MirrorExistsError):
+            table.create_mirror(spec(name="one"))
+        second = table.create_mirror(spec(name="two"))
+        assert take(feed, 1)[0].key == (second.id,)
+
+
+def test_two_watchers_each_get_every_event(table: MirrorsTable) -> None:
+    with table.watch(poll_interval=0.05) as a, table.watch(poll_interval=0.05) as b:
+        m = table.create_mirror(spec())
+        assert take(a, 1)[0].row == m
+        assert take(b, 1)[0].row == m
+
+
+def test_close_ends_iteration_from_another_thread(table: MirrorsTable) -> None:
+    feed = table.watch(poll_interval=0.05)
+    seen: list[ChangeEvent] = []
+    consumer = threading.Thread(target=lambda: seen.extend(feed))
+    consumer.start()
+    m = table.create_mirror(spec())
+    for _ in range(int(WAIT / 0.05)):
+        if seen:
+            break
+        consumer.join(timeout=0.05)
+    feed.close()
+    consumer.join(timeout=WAIT)
+    assert not consumer.is_alive()
+    assert [e.key for e in seen] == [(m.id,)]
+    assert feed.closed and feed.get(timeout=0.1) is None
+
+
+def test_async_iteration(table: MirrorsTable) -> None:
+    async def first_event(feed: ChangeFeed) -> ChangeEvent:
+        async for event in feed:
+            return event
+        raise AssertionError("feed ended without an event")
+
+    with table.watch(poll_interval=0.05) as feed:
+        m = table.create_mirror(spec())
+        event = asyncio.run(asyncio.wait_for(first_event(feed), timeout=WAIT))
+    assert event.row == m
