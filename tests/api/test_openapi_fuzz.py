@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lakefs
+import lakefs_sdk
 import pytest
 import requests
 import schemathesis
@@ -60,8 +61,6 @@ def seeded(srv: LiveServer) -> Seeded:
     repo.tag("v1").create(head)
     main.object("staged.txt").upload(b"staged")
     auth = client.sdk_client.auth_api
-    import lakefs_sdk
-
     auth.create_user(lakefs_sdk.UserCreation(id="fuzz-user"))
     key = auth.create_credentials("fuzz-user")
     auth.create_group(lakefs_sdk.GroupCreation(id="fuzz-group"))
@@ -90,9 +89,9 @@ def _aim(case: Any, data: st.DataObject, seeded: Seeded) -> None:
         "/repositories/{repository}")
     for name in list(case.path_parameters or {}):
         known = seeded.path_values.get(name)
-        if known and not (deleting_repository and name == "repository"):
-            if data.draw(st.booleans(), label=f"aim {name}"):
-                case.path_parameters[name] = data.draw(st.sampled_from(known))
+        if (known and not (deleting_repository and name == "repository")
+                and data.draw(st.booleans(), label=f"aim {name}")):
+            case.path_parameters[name] = data.draw(st.sampled_from(known))
     if case.query and "path" in case.query and data.draw(st.booleans(), label="aim path"):
         case.query["path"] = data.draw(st.sampled_from(seeded.object_paths))
 
