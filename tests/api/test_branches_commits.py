@@ -13,26 +13,18 @@ from lakefs.exceptions import (
     TransactionException,
 )
 
+from tests.api.sdk_support import put, read, sdk_client, viewer_client
 from tests.live_server import LiveServer
 
 
 @pytest.fixture
 def client(server: LiveServer) -> lakefs.Client:
-    return lakefs.Client(host=server.endpoint, username=server.access_key_id,
-                         password=server.secret_access_key)
+    return sdk_client(server)
 
 
 @pytest.fixture
 def repo(client: lakefs.Client) -> lakefs.Repository:
     return lakefs.Repository("repo", client=client).create(storage_namespace="local://repo")
-
-
-def _put(branch: lakefs.Branch, path: str, data: bytes | str) -> None:
-    branch.object(path).upload(data)
-
-
-def _read(ref: lakefs.Reference, path: str) -> bytes:
-    return ref.object(path).reader(mode="rb").read()
 
 
 def test_create_branch_returns_commit_id_as_text(server: LiveServer,
@@ -92,7 +84,7 @@ def test_list_branches_paginates_and_hides_hidden(server: LiveServer,
 
 def test_delete_branch(server: LiveServer, repo: lakefs.Repository) -> None:
     dev = repo.branch("dev").create("main")
-    _put(dev, "f", b"x")
+    put(dev, "f", b"x")
     dev.delete()
     assert [b.id for b in repo.branches()] == ["main"]
     with pytest.raises(NotFoundException):
@@ -107,7 +99,7 @@ def test_delete_branch(server: LiveServer, repo: lakefs.Repository) -> None:
 
 def test_commit_get_and_no_changes(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
-    _put(main, "data/a.txt", "alpha")
+    put(main, "data/a.txt", "alpha")
     ref = main.commit("first data", metadata={"owner": "team-a"})
     commit = ref.get_commit()
     assert commit.message == "first data"
@@ -116,7 +108,7 @@ def test_commit_get_and_no_changes(server: LiveServer, repo: lakefs.Repository) 
     assert len(commit.parents) == 1
     assert main.get_commit().id == commit.id  # a branch name resolves to its head
     assert repo.commit(commit.id[:12]).get_commit().id == commit.id
-    assert _read(repo.ref(commit.id), "data/a.txt") == b"alpha"
+    assert read(repo.ref(commit.id), "data/a.txt") == b"alpha"
 
     with pytest.raises(BadRequestException) as info:
         main.commit("nothing to commit")
@@ -145,7 +137,7 @@ def test_log_pagination_and_filters(server: LiveServer, repo: lakefs.Repository)
     main = repo.branch("main")
     ids = []
     for i in range(5):
-        _put(main, f"dir{i % 2}/f{i}", str(i))
+        put(main, f"dir{i % 2}/f{i}", str(i))
         ids.append(main.commit(f"c{i}").get_commit().id)
     ids.reverse()  # newest first
     everything = [c.id for c in main.log()]
@@ -181,9 +173,9 @@ def test_log_pagination_and_filters(server: LiveServer, repo: lakefs.Repository)
 
 def test_log_first_parent(repo: lakefs.Repository) -> None:
     main, dev = repo.branch("main"), repo.branch("dev").create("main")
-    _put(dev, "d", "dev")
+    put(dev, "d", "dev")
     dev.commit("on dev")
-    _put(main, "m", "main")
+    put(main, "m", "main")
     main.commit("on main")
     dev.merge_into(main)
     assert [c.message for c in main.log(first_parent=True)] == [
@@ -194,13 +186,13 @@ def test_log_first_parent(repo: lakefs.Repository) -> None:
 
 def test_uncommitted_diff_and_reset(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
-    _put(main, "keep.txt", "k")
-    _put(main, "gone.txt", "g")
+    put(main, "keep.txt", "k")
+    put(main, "gone.txt", "g")
     main.commit("base")
-    _put(main, "a/one", "1")
-    _put(main, "a/two", "22")
-    _put(main, "b/three", "333")
-    _put(main, "keep.txt", "changed")
+    put(main, "a/one", "1")
+    put(main, "a/two", "22")
+    put(main, "b/three", "333")
+    put(main, "keep.txt", "changed")
     main.object("gone.txt").delete()
 
     changes = {c.path: (c.type, c.size_bytes) for c in main.uncommitted()}
@@ -229,28 +221,28 @@ def test_uncommitted_diff_and_reset(server: LiveServer, repo: lakefs.Repository)
     assert sorted(c.path for c in main.uncommitted()) == ["b/three", "gone.txt"]
     main.reset_changes()
     assert list(main.uncommitted()) == []
-    assert _read(main, "keep.txt") == b"k"
+    assert read(main, "keep.txt") == b"k"
 
 
 def test_revert_and_cherry_pick(repo: lakefs.Repository) -> None:
     main, dev = repo.branch("main"), repo.branch("dev").create("main")
-    _put(main, "file", "v1")
+    put(main, "file", "v1")
     main.commit("v1")
-    _put(main, "file", "v2")
+    put(main, "file", "v2")
     main.commit("v2")
     reverted = main.revert(main.get_commit().id)
     assert reverted.message.startswith("Revert ")
-    assert _read(main, "file") == b"v1"
+    assert read(main, "file") == b"v1"
     with pytest.raises(BadRequestException):
         main.revert("main~3")  # the first commit has no parent to revert to
 
-    _put(dev, "feature", "f")
+    put(dev, "feature", "f")
     picked_from = dev.commit("feature work", metadata={"ticket": "7"}).get_commit()
-    _put(dev, "other", "o")
+    put(dev, "other", "o")
     dev.commit("not picked")
     picked = main.cherry_pick(picked_from.id)
     assert picked.message == "feature work" and picked.metadata == {"ticket": "7"}
-    assert _read(main, "feature") == b"f"
+    assert read(main, "feature") == b"f"
     assert "other" not in [o.path for o in main.objects()]
     with pytest.raises(BadRequestException):
         main.cherry_pick(picked_from.id)  # applied already: no changes
@@ -258,9 +250,9 @@ def test_revert_and_cherry_pick(repo: lakefs.Repository) -> None:
 
 def test_revert_allow_empty_and_errors(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
-    _put(main, "f", "1")
+    put(main, "f", "1")
     first = main.commit("add f").get_commit().id
-    _put(main, "g", "0")
+    put(main, "g", "0")
     main.commit("other")
     main.revert(first)
     with server.client() as http:
@@ -270,7 +262,7 @@ def test_revert_allow_empty_and_errors(server: LiveServer, repo: lakefs.Reposito
         resp = http.post(url, json={"ref": first, "parent_number": 0, "allow_empty": True})
         assert resp.status_code == 204
         assert main.get_commit().message == f"Revert {first}"
-        _put(main, "dirty", "d")
+        put(main, "dirty", "d")
         resp = http.post(url, json={"ref": first, "parent_number": 0})
         assert resp.status_code == 400
         assert "dirty" in resp.json()["message"]
@@ -281,9 +273,9 @@ def test_revert_allow_empty_and_errors(server: LiveServer, repo: lakefs.Reposito
 def test_hard_reset(client: lakefs.Client, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
     start = main.get_commit().id
-    _put(main, "f", "1")
+    put(main, "f", "1")
     main.commit("one")
-    _put(main, "staged", "s")
+    put(main, "staged", "s")
     client.sdk_client.experimental_api.hard_reset_branch("repo", "main", ref=start)
     assert main.get_commit().id == start
     assert list(main.uncommitted()) == []
@@ -297,7 +289,7 @@ def test_transaction_commits_and_merges(repo: lakefs.Repository) -> None:
         assert "tx/file" not in [o.path for o in main.objects()]
         # the ephemeral branch is hidden from default listings
         assert [b.id for b in repo.branches()] == ["main"]
-    assert _read(main, "tx/file") == b"inside"
+    assert read(main, "tx/file") == b"inside"
     log = list(main.log(max_amount=2))
     assert log[0].message.startswith("Merge transaction")
     assert repo.commit(log[0].parents[1]).get_commit().message == "tx work"
@@ -314,16 +306,12 @@ def test_transaction_commits_and_merges(repo: lakefs.Repository) -> None:
         tx.object("tx/file").upload(b"from tx")
         main.object("tx/file").upload(b"from main")
         main.commit("concurrent")
-    assert _read(main, "tx/file") == b"from main"
+    assert read(main, "tx/file") == b"from main"
 
 
 def test_branch_routes_need_permissions(server: LiveServer, repo: lakefs.Repository) -> None:
-    auth = server.services.auth
-    auth.create_user("reader")
-    auth.add_user_to_group("reader", "Viewers")
-    cred = auth.create_credentials("reader")
     head = repo.branch("main").get_commit().id
-    with server.client(cred.access_key_id, cred.secret) as http:
+    with viewer_client(server, "reader") as http:
         assert http.get("/repositories/repo/branches").status_code == 200
         assert http.get("/repositories/repo/refs/main/commits").status_code == 200
         for method, path, body in [

@@ -6,13 +6,13 @@ import lakefs
 import pytest
 from lakefs.exceptions import BadRequestException, ConflictException, NotFoundException
 
+from tests.api.sdk_support import put, read, sdk_client, viewer_client
 from tests.live_server import LiveServer
 
 
 @pytest.fixture
 def client(server: LiveServer) -> lakefs.Client:
-    return lakefs.Client(host=server.endpoint, username=server.access_key_id,
-                         password=server.secret_access_key)
+    return sdk_client(server)
 
 
 @pytest.fixture
@@ -20,27 +20,19 @@ def repo(client: lakefs.Client) -> lakefs.Repository:
     return lakefs.Repository("repo", client=client).create(storage_namespace="local://repo")
 
 
-def _put(branch: lakefs.Branch, path: str, data: bytes | str) -> None:
-    branch.object(path).upload(data)
-
-
-def _read(ref: lakefs.Reference, path: str) -> bytes:
-    return ref.object(path).reader(mode="rb").read()
-
-
 def _diverged(repo: lakefs.Repository) -> tuple[lakefs.Branch, lakefs.Branch]:
     """main and dev: a common base, then changes on each side."""
     main = repo.branch("main")
-    _put(main, "shared", "base")
-    _put(main, "to-remove", "r")
+    put(main, "shared", "base")
+    put(main, "to-remove", "r")
     main.commit("base")
     dev = repo.branch("dev").create("main")
-    _put(dev, "x/dev-1", "d1")
-    _put(dev, "x/dev-2", "d22")
-    _put(dev, "y/dev-3", "d333")
+    put(dev, "x/dev-1", "d1")
+    put(dev, "x/dev-2", "d22")
+    put(dev, "y/dev-3", "d333")
     dev.object("to-remove").delete()
     dev.commit("dev work")
-    _put(main, "main-only", "m")
+    put(main, "main-only", "m")
     main.commit("main work")
     return main, dev
 
@@ -85,7 +77,7 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
     commit = repo.commit(merged).get_commit()
     assert commit.parents == [before, dev.get_commit().id]
     assert commit.message == "bring dev" and commit.metadata == {"why": "test"}
-    assert _read(main, "x/dev-1") == b"d1"
+    assert read(main, "x/dev-1") == b"d1"
     assert "to-remove" not in [o.path for o in main.objects()]
 
     with pytest.raises(BadRequestException) as info:
@@ -106,12 +98,12 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
 
 def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
-    _put(main, "f", "base")
+    put(main, "f", "base")
     main.commit("base")
     dev = repo.branch("dev").create("main")
-    _put(dev, "f", "dev")
+    put(dev, "f", "dev")
     dev.commit("dev")
-    _put(main, "f", "main")
+    put(main, "f", "main")
     main.commit("main")
     head = main.get_commit().id
 
@@ -121,20 +113,20 @@ def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Reposito
     assert main.get_commit().id == head
 
     with server.client() as http:
-        _put(main, "dirty", "d")
+        put(main, "dirty", "d")
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={})
         assert resp.status_code == 400
         assert "dirty" in resp.json()["message"]
         main.reset_changes()
 
     dev.merge_into(main, strategy="source-wins")
-    assert _read(main, "f") == b"dev"
-    _put(main, "f", "main again")
+    assert read(main, "f") == b"dev"
+    put(main, "f", "main again")
     main.commit("main again")
-    _put(dev, "f", "dev again")
+    put(dev, "f", "dev again")
     dev.commit("dev again")
     dev.merge_into(main, strategy="dest-wins")
-    assert _read(main, "f") == b"main again"
+    assert read(main, "f") == b"main again"
 
 
 def test_find_merge_base(client: lakefs.Client, repo: lakefs.Repository) -> None:
@@ -151,13 +143,13 @@ def test_find_merge_base(client: lakefs.Client, repo: lakefs.Repository) -> None
 
 def test_tags(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")
-    _put(main, "f", "v1")
+    put(main, "f", "v1")
     v1 = main.commit("v1").get_commit().id
     tag = repo.tag("v1.0").create("main")
     assert tag.get_commit().id == v1
-    _put(main, "f", "v2")
+    put(main, "f", "v2")
     main.commit("v2")
-    assert _read(repo.tag("v1.0"), "f") == b"v1"
+    assert read(repo.tag("v1.0"), "f") == b"v1"
     assert [c.message for c in repo.tag("v1.0").log()] == ["v1", "Repository created"]
     assert repo.tag("v1.0").create("main", exist_ok=True).get_commit().id == v1
     with pytest.raises(ConflictException):
@@ -189,11 +181,7 @@ def test_tags(server: LiveServer, repo: lakefs.Repository) -> None:
 def test_ref_routes_need_permissions(server: LiveServer, repo: lakefs.Repository) -> None:
     main, dev = _diverged(repo)
     repo.tag("keep").create("main")
-    auth = server.services.auth
-    auth.create_user("reader")
-    auth.add_user_to_group("reader", "Viewers")
-    cred = auth.create_credentials("reader")
-    with server.client(cred.access_key_id, cred.secret) as http:
+    with viewer_client(server, "reader") as http:
         assert http.get("/repositories/repo/refs/main/diff/dev").status_code == 200
         assert http.get("/repositories/repo/tags").status_code == 200
         for method, path, body in [

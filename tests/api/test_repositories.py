@@ -10,22 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 from lakefs.exceptions import ConflictException, ForbiddenException, NotFoundException
 
+from tests.api.sdk_support import sdk_client, viewer_client
 from tests.live_server import LiveServer
 
 
 @pytest.fixture
 def client(server: LiveServer) -> lakefs.Client:
-    return lakefs.Client(host=server.endpoint, username=server.access_key_id,
-                         password=server.secret_access_key)
-
-
-def _viewer(server: LiveServer, name: str = "viewer") -> httpx.Client:
-    """An API client of a user in the built-in Viewers group (read-only)."""
-    auth = server.services.auth
-    auth.create_user(name)
-    auth.add_user_to_group(name, "Viewers")
-    cred = auth.create_credentials(name)
-    return server.client(cred.access_key_id, cred.secret)
+    return sdk_client(server)
 
 
 def test_create_get_list_delete_with_sdk(client: lakefs.Client) -> None:
@@ -248,7 +239,7 @@ def test_read_only_user_can_read_and_cannot_write(server: LiveServer) -> None:
         assert admin.post("/repositories", json={"name": "shared-repo"}).status_code == 201
         assert admin.put("/repositories/shared-repo/settings/branch_protection",
                          json=[{"pattern": "main"}]).status_code == 204
-    with _viewer(server) as viewer:
+    with viewer_client(server) as viewer:
         assert viewer.get("/repositories").json()["results"][0]["id"] == "shared-repo"
         assert viewer.get("/repositories/shared-repo").status_code == 200
         assert viewer.get("/repositories/shared-repo/metadata").status_code == 200

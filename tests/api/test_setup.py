@@ -9,6 +9,7 @@ import lakefs
 import lakefs_sdk
 import yaml
 
+from tests.api.sdk_support import sdk_client
 from tests.live_server import LiveServer, live_server
 
 
@@ -60,8 +61,7 @@ def test_setup_generates_a_key_when_none_is_given(tmp_path: Path) -> None:
 
 
 def test_config_with_sdk(server: LiveServer) -> None:
-    client = lakefs.Client(host=server.endpoint, username=server.access_key_id,
-                           password=server.secret_access_key)
+    client = sdk_client(server)
     assert tuple(int(p) for p in client.version.split(".")) >= (1, 3, 1)
     storage = client.storage_config
     assert storage.blockstore_type == "local"
@@ -98,8 +98,7 @@ def test_multi_store_config(tmp_path: Path) -> None:
          "local": {"path": str(tmp_path / "disk2")}},
     ]}}))
     with live_server(str(tmp_path / "data"), {"LAKEFS_CONFIG_FILE": str(config_file)}) as srv:
-        client = lakefs.Client(host=srv.endpoint, username=srv.access_key_id,
-                               password=srv.secret_access_key)
+        client = sdk_client(srv)
         config: lakefs_sdk.Config = client.sdk_client.config_api.get_config()
         assert config.storage_config_list is not None
         assert [(s.blockstore_id, s.blockstore_description)

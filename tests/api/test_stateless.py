@@ -6,12 +6,8 @@ from pathlib import Path
 
 import lakefs
 
-from tests.live_server import LiveServer, live_server
-
-
-def _sdk(srv: LiveServer) -> lakefs.Client:
-    return lakefs.Client(host=srv.endpoint, username=srv.access_key_id,
-                         password=srv.secret_access_key)
+from tests.api.sdk_support import sdk_client
+from tests.live_server import live_server
 
 
 def test_two_servers_share_one_database_and_store(tmp_path: Path, pg_url: str) -> None:
@@ -24,7 +20,7 @@ def test_two_servers_share_one_database_and_store(tmp_path: Path, pg_url: str) -
     }
     with live_server(str(tmp_path / "one"), shared) as one, \
             live_server(str(tmp_path / "two"), shared) as two:
-        a, b = _sdk(one), _sdk(two)
+        a, b = sdk_client(one), sdk_client(two)
         lakefs.Repository("shared", client=a).create(storage_namespace="local://shared")
         assert lakefs.Repository("shared", client=b).properties.storage_namespace == (
             "local://shared")

@@ -79,6 +79,13 @@ class CherryPickCreation(BaseModel):
     force: bool | None = False
 
 
+def ref_list(refs: list[tuple[str, str]], has_more: bool, max_per_page: int) -> RefList:
+    """A page of (name, commit id) pairs as lakeFS's RefList."""
+    return RefList(
+        pagination=pagination(len(refs), has_more, refs[-1][0] if refs else "", max_per_page),
+        results=[RefModel(id=name, commit_id=commit_id) for name, commit_id in refs])
+
+
 # --- hidden branches ---------------------------------------------------------------------
 def _is_hidden(refstore: RefStore, repository: str, name: str) -> bool:
     return refstore.get_setting(repository, _HIDDEN_SETTING + name) == "true"
@@ -121,9 +128,7 @@ def list_branches(
         lambda cursor, k: services.graveler.list_branches(repository, prefix=prefix,
                                                           after=cursor, amount=k),
         key=lambda b: b.name, keep=keep, after=after, amount=n, batch=n + 1)
-    return RefList(
-        pagination=pagination(len(branches), has_more, branches[-1].name if branches else "", n),
-        results=[RefModel(id=b.name, commit_id=b.commit_id) for b in branches])
+    return ref_list([(b.name, b.commit_id) for b in branches], has_more, n)
 
 
 @router.get("/repositories/{repository}/branches/{branch}", response_model=RefModel,

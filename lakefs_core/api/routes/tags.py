@@ -12,9 +12,8 @@ from lakefs_core.api.routes import (
     AmountQuery,
     PrefixQuery,
     page_size,
-    pagination,
 )
-from lakefs_core.api.routes.branches import RefList, RefModel
+from lakefs_core.api.routes.branches import RefList, RefModel, ref_list
 from lakefs_core.api.security import Ctx, authenticated, repo_arn, tag_arn
 from lakefs_core.auth import rbac
 
@@ -48,10 +47,7 @@ def list_tags(
     ctx.check(rbac.LIST_TAGS, repo_arn(repository))
     n = page_size(amount)
     tags = ctx.services.graveler.list_tags(repository, prefix=prefix, after=after, amount=n + 1)
-    has_more = len(tags) > n
-    tags = tags[:n]
-    return RefList(pagination=pagination(len(tags), has_more, tags[-1].name if tags else "", n),
-                   results=[RefModel(id=t.name, commit_id=t.commit_id) for t in tags])
+    return ref_list([(t.name, t.commit_id) for t in tags[:n]], len(tags) > n, n)
 
 
 @router.get("/repositories/{repository}/tags/{tag:path}", response_model=RefModel,
