@@ -170,6 +170,9 @@ def test_tags(server: LiveServer, repo: lakefs.Repository) -> None:
         resp = http.post("/repositories/repo/tags", json={"id": "t", "ref": "nowhere"})
         assert resp.status_code == 404
         assert http.get("/repositories/repo/tags/nope").status_code == 404
+        assert [c.message for c in repo.tag("a/nested").log()] == ["v1", "Repository created"]
+        assert repo.tag("a/nested").get_commit().id == v1
+        assert [c.path for c in repo.tag("a/nested").diff("v2.0")] == ["f"]
         assert http.delete("/repositories/repo/tags/a/nested").status_code == 204
         assert http.delete("/repositories/repo/tags/a/nested").status_code == 404
     repo.tag("v2.0").delete()

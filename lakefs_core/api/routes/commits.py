@@ -79,7 +79,7 @@ def commit(
     return commit_model(rec)
 
 
-@router.get("/repositories/{repository}/commits/{commitId}", response_model=CommitModel,
+@router.get("/repositories/{repository}/commits/{commitId:path}", response_model=CommitModel,
             tags=["commits"])
 def get_commit(repository: str, commitId: str,  # noqa: N803 - lakeFS's parameter name
                ctx: Ctx = Depends(authenticated)) -> CommitModel:
@@ -90,7 +90,7 @@ def get_commit(repository: str, commitId: str,  # noqa: N803 - lakeFS's paramete
                                             graveler.resolve_ref(repository, commitId).commit_id))
 
 
-@router.get("/repositories/{repository}/refs/{ref}/commits", response_model=CommitList,
+@router.get("/repositories/{repository}/refs/{ref:path}/commits", response_model=CommitList,
             tags=["refs"])
 def log_commits(
     repository: str,

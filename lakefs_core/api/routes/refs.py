@@ -124,8 +124,8 @@ def diff_page(fetch: DiffFetch, *, prefix: str, delimiter: str, after: str, amou
 
 
 # --- routes ------------------------------------------------------------------------
-@router.get("/repositories/{repository}/refs/{leftRef}/diff/{rightRef}", response_model=DiffList,
-            tags=["refs"])
+@router.get("/repositories/{repository}/refs/{leftRef:path}/diff/{rightRef:path}",
+            response_model=DiffList, tags=["refs"])
 def diff_refs(
     repository: str,
     leftRef: str,  # noqa: N803 - lakeFS's parameter names
@@ -153,7 +153,7 @@ def diff_refs(
                      amount=page_size(amount), right_stats=include_right_stats)
 
 
-@router.post("/repositories/{repository}/refs/{sourceRef}/merge/{destinationBranch}",
+@router.post("/repositories/{repository}/refs/{sourceRef:path}/merge/{destinationBranch}",
              response_model=MergeResult, tags=["refs"])
 def merge_into_branch(
     repository: str,
@@ -173,7 +173,7 @@ def merge_into_branch(
     return MergeResult(reference=rec.id)
 
 
-@router.get("/repositories/{repository}/refs/{sourceRef}/merge/{destinationBranch}",
+@router.get("/repositories/{repository}/refs/{sourceRef:path}/merge/{destinationBranch}",
             response_model=FindMergeBaseResult, tags=["refs"])
 def find_merge_base(
     repository: str,
