@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import lakefs
@@ -363,3 +365,79 @@ def test_no_data_left_behind_by_refused_upload(srv: LiveServer, repo: lakefs.Rep
                         headers={"If-None-Match": "*"})
     assert refused.status_code == 412
     assert {s.address for s in store.list(f"local://{repo.id}/data/")} == before
+
+
+def test_upload_and_download_stream_without_buffering_the_object(
+        repo: lakefs.Repository, http: httpx.Client) -> None:
+    size = 48 << 20
+    piece = b"\x5a" * (256 << 10)
+    tracemalloc.start()
+    try:
+        resp = http.post(upload_url(repo), params={"path": "stream.bin"},
+                         content=(piece for _ in range(size // len(piece))))
+        assert resp.status_code == 201
+        _, upload_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        received = 0
+        with http.stream("GET", objects_url(repo), params={"path": "stream.bin"}) as stream:
+            for part in stream.iter_raw():
+                received += len(part)
+        _, download_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert resp.json()["size_bytes"] == received == size
+    # both directions hold a few chunks at a time, never the object
+    assert upload_peak < size // 3, upload_peak
+    assert download_peak < size // 3, download_peak
+
+
+@pytest.fixture
+def s3_server(tmp_path: Path, moto_endpoint: str, unique_name: str) -> Iterator[LiveServer]:
+    import boto3
+
+    env = {"LAKEFS_BLOCKSTORE_TYPE": "s3", "LAKEFS_BLOCKSTORE_S3_ENDPOINT": moto_endpoint,
+           "LAKEFS_BLOCKSTORE_S3_FORCE_PATH_STYLE": "true",
+           "LAKEFS_BLOCKSTORE_S3_REGION": "us-east-1",
+           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_ACCESS_KEY_ID": "testing",
+           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_SECRET_ACCESS_KEY": "testing"}
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
+        Bucket=unique_name)
+    with live_server(str(tmp_path / "s3-server"), env) as s:
+        s.services.config.storage_config.default_namespace_prefix = f"s3://{unique_name}/"
+        yield s
+
+
+def test_objects_on_an_s3_blockstore(s3_server: LiveServer, unique_name: str) -> None:
+    client = Client(host=s3_server.endpoint, username=s3_server.access_key_id,
+                    password=s3_server.secret_access_key)
+    repo = lakefs.Repository("s3-objects", client=client).create(
+        storage_namespace=f"s3://{unique_name}/repo")
+    main = repo.branch("main")
+    big = bytes(range(256)) * (40 << 12)  # 10 MiB: more than one multipart part
+    with s3_server.client() as http:
+        resp = http.post(upload_url(repo), params={"path": "big.bin"},
+                         content=(big[i:i + (1 << 20)] for i in range(0, len(big), 1 << 20)))
+        assert resp.status_code == 201
+        assert resp.json()["physical_address"].startswith(f"s3://{unique_name}/repo/data/")
+        ranged = http.get(objects_url(repo), params={"path": "big.bin"},
+                          headers={"Range": "bytes=9437180-9437189"})
+        assert (ranged.status_code, ranged.content) == (206, big[9437180:9437190])
+    assert hashlib.md5(main.object("big.bin").reader("rb").read()).digest() == hashlib.md5(
+        big).digest()
+    main.object("small.txt").upload(b"small", metadata={"a": "b"})
+    main.object("small.txt").copy("main", "copy.txt")
+    assert main.object("copy.txt").reader("rb").read() == b"small"
+    assert main.object("copy.txt").stat().metadata == {"a": "b"}
+    commit = main.commit("on s3").get_commit().id
+    main.object("small.txt").delete()
+    assert repo.ref(commit).object("small.txt").reader("rb").read() == b"small"
+    assert [o.path for o in main.objects()] == ["big.bin", "copy.txt"]
+
+    location = client.sdk_client.staging_api.get_physical_address(repo.id, "main", "linked")
+    assert location.physical_address.startswith(f"s3://{unique_name}/repo/data/")
+    stat = s3_server.services.blockstores.for_storage_id("").put(location.physical_address,
+                                                                 b"linked data")
+    client.sdk_client.staging_api.link_physical_address(
+        repo.id, "main", "linked",
+        lakefs_sdk.StagingMetadata(staging=location, checksum=stat.etag, size_bytes=11))
+    assert main.object("linked").reader("rb").read() == b"linked data"
