@@ -186,12 +186,21 @@ def test_user_metadata_update(repo: lakefs.Repository, client: Client) -> None:
 
 
 def test_multipart_form_upload_through_generated_client(repo: lakefs.Repository,
-                                                        client: Client) -> None:
+                                                        client: Client,
+                                                        http: httpx.Client) -> None:
     stats = client.sdk_client.objects_api.upload_object(
         repo.id, "main", "forms/f.bin", content=b"form body")
     assert stats.size_bytes == 9
     assert stats.checksum == md5(b"form body")
     assert repo.branch("main").object("forms/f.bin").reader("rb").read() == b"form body"
+    # a form part without a file name is a plain field: its value is the content
+    boundary = "b0undary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\n"
+            f"field value\r\n--{boundary}--\r\n").encode()
+    resp = http.post(upload_url(repo), params={"path": "forms/field.txt"}, content=body,
+                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert resp.status_code == 201, resp.text
+    assert repo.branch("main").object("forms/field.txt").reader("rb").read() == b"field value"
 
 
 def test_staging_get_write_and_link(srv: LiveServer, repo: lakefs.Repository,
@@ -295,6 +304,9 @@ def test_not_found_and_bad_requests(repo: lakefs.Repository, http: httpx.Client)
                      headers={"If-None-Match": "abc"}).status_code == 400
     form = http.post(upload_url(repo), params={"path": "x"}, files={"other": b"x"})
     assert form.status_code == 400
+    two_files = http.post(upload_url(repo), params={"path": "x"},
+                          files=[("content", b"1"), ("content", b"2")])
+    assert two_files.status_code == 400
     assert list(repo.branch("main").objects()) == []
 
 

@@ -343,8 +343,12 @@ async def upload_object(
     if content_type_header.lower().startswith("multipart/form-data"):
         async with request.form(max_files=1, max_fields=16) as form:
             content = form.get("content")
+            if isinstance(content, str):  # a part sent without a file name
+                return await run_in_threadpool(
+                    _store_object, services, repository, branch, path, [content.encode()],
+                    DEFAULT_CONTENT_TYPE, metadata, if_absent)
             if not isinstance(content, UploadFile):
-                raise ValidationError("multipart upload needs a file field named 'content'")
+                raise ValidationError("multipart upload needs a field named 'content'")
             return await run_in_threadpool(
                 _store_object, services, repository, branch, path, _read_file(content.file),
                 _content_type(content.content_type), metadata, if_absent)
@@ -548,9 +552,11 @@ def delete_objects(
         raise ValidationError(f"too many paths: at most {MAX_DELETE_PATHS} per request")
     services = ctx.services
     _check_writable_branch(services, repository, branch)
+    policies = services.auth.effective_policies(ctx.user.username)
     errors: list[ObjectError] = []
     for path in path_list.paths:
-        if not ctx.allowed(rbac.DELETE_OBJECT, object_arn(repository, path)):
+        permission = rbac.Permission(rbac.DELETE_OBJECT, object_arn(repository, path))
+        if not rbac.authorize(policies, permission, username=ctx.user.username):
             errors.append(ObjectError(status_code=403, message="insufficient permissions",
                                       path=path))
             continue
