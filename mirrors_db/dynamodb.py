@@ -88,6 +88,14 @@ _NAMESPACE = "namespace#"
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
+#: What mirror reads fetch: everything but the index keys, which are derived.
+_MIRROR_ATTRIBUTES = (PK, SK, "spec", "state", "error", "updated_at", "version")
+_MIRROR_NAMES = {f"#a{i}": a for i, a in enumerate(_MIRROR_ATTRIBUTES)}
+_MIRROR_PROJECTION: dict[str, Any] = {
+    "ProjectionExpression": ", ".join(_MIRROR_NAMES),
+    "ExpressionAttributeNames": _MIRROR_NAMES,
+}
+
 _UNREACHABLE = (
     botocore.exceptions.EndpointConnectionError,
     botocore.exceptions.ConnectTimeoutError,
@@ -327,9 +335,9 @@ class DynamoDBMirrorsTable(MirrorsTable):
                     f"cannot create {self._where}: {exc}") from None
             return {"TableStatus": "CREATING"}
 
-    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+    def _get(self, key: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
         item = self._call("get_item", TableName=self._table, Key=key,
-                          ConsistentRead=True).get("Item")
+                          ConsistentRead=True, **kwargs).get("Item")
         return None if item is None else _deser(item)
 
     def _query(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
@@ -423,7 +431,8 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def get_mirror(self, organization_id: str, mirror_id: str) -> Mirror:
         check_key_part(organization_id, "organization_id")
         check_key_part(mirror_id, "mirror id")
-        item = self._get(_ser({PK: organization_id, SK: _MIRROR + mirror_id}))
+        item = self._get(_ser({PK: organization_id, SK: _MIRROR + mirror_id}),
+                         **_MIRROR_PROJECTION)
         if item is None:
             raise MirrorNotFoundError(organization_id, mirror_id)
         return _mirror_from_item(item)
@@ -437,15 +446,18 @@ class DynamoDBMirrorsTable(MirrorsTable):
             index, value = BY_DESTINATION, f"{org}#{where.destination_region}"
         else:
             index, value = "", ""
+        names = _MIRROR_NAMES
         if index:
             query: dict[str, Any] = {
                 "IndexName": index, "KeyConditionExpression": "#k = :k",
-                "ExpressionAttributeNames": {"#k": index},
+                "ProjectionExpression": _MIRROR_PROJECTION["ProjectionExpression"],
+                "ExpressionAttributeNames": {**names, "#k": index},
                 "ExpressionAttributeValues": _ser({":k": value})}
             start[index] = value
         else:
             query = {"KeyConditionExpression": "#k = :k AND begins_with(#s, :p)",
-                     "ExpressionAttributeNames": {"#k": PK, "#s": SK},
+                     "ProjectionExpression": _MIRROR_PROJECTION["ProjectionExpression"],
+                     "ExpressionAttributeNames": {**names, "#k": PK, "#s": SK},
                      "ExpressionAttributeValues": _ser({":k": org, ":p": _MIRROR}),
                      "ConsistentRead": True}
         if after_id is not None:
