@@ -114,16 +114,11 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         user = sidecar.auth.authenticate(*creds)
         return Caller(user.username, sidecar.auth.effective_policies(user.username))
 
-    def get_mirror(mirror_id: str) -> Mirror:
-        try:
-            return sidecar.table.get_mirror(sidecar.org, mirror_id)
-        except MirrorNotFoundError:
-            raise MirrorNotFoundError(f"mirror {mirror_id!r} not found") from None
-
     def mirror_of(repository: str, mirror_id: str) -> Mirror:
-        m = get_mirror(mirror_id)
+        m = sidecar.table.get_mirror(sidecar.org, mirror_id)
         if m.source_repository != repository:
-            raise MirrorNotFoundError(f"mirror {mirror_id!r} not found for {repository!r}")
+            raise MirrorNotFoundError(sidecar.org, mirror_id,
+                                      f"not a mirror of repository {repository!r}")
         return m
 
     @app.get("/_health", include_in_schema=False)

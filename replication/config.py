@@ -151,6 +151,11 @@ class ValidatorConfig(ConfigModel):
     num_workers: int = Field(default=3, ge=1)
     cooldown_on_missing: Duration = timedelta(minutes=1)
     cooldown_on_error: Duration = timedelta(minutes=1)
+    #: extension: while pieces of a commit are missing they are re-checked this often,
+    #: in order, stopping at the first still missing (about one request per round), so
+    #: a mirror advances soon after the last piece arrives; every cooldown_on_missing
+    #: the commit is validated from scratch again.
+    missing_recheck_interval: Duration = timedelta(milliseconds=500)
 
 
 class BuiltinCopierConfig(ConfigModel):

@@ -55,6 +55,8 @@ class RefProgress:
     missing: list[MissingItem] = field(default_factory=list)
     next_check: float = 0.0
     checks: int = 0
+    #: when the missing list was last derived by a full validation
+    full_at: float = 0.0
 
 
 @dataclass
@@ -190,6 +192,8 @@ class MirrorFollower:
                   mirror_head: str | None) -> list[MissingItem]:
         before = self.store.requests
         try:
+            if st.missing and time.monotonic() - st.full_at > self.ctx.cooldown_on_missing:
+                st.missing = []  # validate from scratch now and then
             if st.missing:
                 st.missing = self.validator.recheck(st.missing)
                 if st.missing:
@@ -198,6 +202,7 @@ class MirrorFollower:
                     if st.missing:
                         return st.missing
             base = self._base_metarange(mirror_head)
+            st.full_at = time.monotonic()
             result = self.validator.validate(target.commit.metarange_id, base)
             rounds = 0
             while result.missing and self.ctx.builtin is not None and rounds < 3:

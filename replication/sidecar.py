@@ -34,7 +34,7 @@ from lakefs_core.refstore import local_database_url, open_refstore, postgres_url
 from lakefs_core.refstore.base import RefStore
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
-from mirrors_db.models import Mirror, MirrorState, RowKind, default_lease_owner
+from mirrors_db.models import Lease, Mirror, MirrorState, RowKind, default_lease_owner
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
@@ -76,7 +76,7 @@ class Sidecar:
     """The sidecar of one region. ``start()`` runs it in background threads."""
 
     def __init__(self, config: ReplicationConfig, *, owner: str | None = None,
-                 table: MirrorsTable | None = None, recheck_interval: float = 0.5) -> None:
+                 table: MirrorsTable | None = None) -> None:
         self.config = config
         self.region = config.region
         self.org = config.organization_id
@@ -107,19 +107,20 @@ class Sidecar:
             builtin=self.copier,
             branch_page_size=config.commit_sensor.list_branch_page_size,
             log_page_size=config.commit_sensor.log_commit_page_size,
-            recheck_interval=recheck_interval,
+            recheck_interval=config.validator.missing_recheck_interval.total_seconds(),
             cooldown_on_missing=config.validator.cooldown_on_missing.total_seconds(),
         )
         self.sense_interval = config.commit_sensor.process_branches_duration.total_seconds()
         self.manage_interval = (
             config.mirrors_manager.process_mirrors_interval_duration.total_seconds())
         self.error_cooldown = config.validator.cooldown_on_error.total_seconds()
-        self.lease_ttl = max(15.0, 3 * self.manage_interval)
+        self.lease_ttl = max(10.0, 3 * min(self.sense_interval, self.manage_interval))
         self._followers: dict[str, MirrorFollower] = {}
         self._mirrors: dict[str, Mirror] = {}
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
+        self._leases: dict[str, Lease] = {}
         self._again: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -178,6 +179,11 @@ class Sidecar:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
+        for lease in list(self._leases.values()):
+            try:
+                self.table.release_lease(lease)  # let another replica take over at once
+            except MirrorsDatabaseError:
+                pass
         self._notify_pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()
         if self.copier is not None:
@@ -244,8 +250,8 @@ class Sidecar:
         if mirror is None or mirror.state is not MirrorState.ACTIVE:
             return None
         try:
-            self.table.acquire_lease(self.org, f"{self.region}/mirror/{mirror_id}", self.owner,
-                                     self.lease_ttl)
+            self._leases[mirror_id] = self.table.acquire_lease(
+                self.org, f"{self.region}/mirror/{mirror_id}", self.owner, self.lease_ttl)
         except LeaseHeldError:
             return time.monotonic() + min(self.sense_interval, self.lease_ttl)
         except MirrorsDatabaseError as e:
@@ -257,10 +263,13 @@ class Sidecar:
             self._followers[mirror_id] = follower
         try:
             result = follower.process()
-        except (LakeFSError, httpx.HTTPError, OSError) as e:
+        except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.last_errors[mirror_id] = str(e)
-            log.warning("mirror %s (%s): %s", mirror.id, mirror.name, e)
+            if isinstance(e, LakeFSError | httpx.HTTPError | OSError):
+                log.warning("mirror %s (%s): %s", mirror.id, mirror.name, e)
+            else:
+                log.exception("mirror %s (%s) failed", mirror.id, mirror.name)
             return time.monotonic() + min(self.error_cooldown, self.sense_interval)
         self.last_errors.pop(mirror_id, None)
         return result

@@ -429,6 +429,12 @@ class Graveler:
         """Record that replication proved every piece of a commit present (mirrors)."""
         self.refstore.set_setting(repo_id, PRESENT_PREFIX + commit_id, "1")
 
+    def _put_local_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
+        """Store a commit made here; in a detached mirror it is present by construction."""
+        self.refstore.put_commit(repo_id, commit_id, commit)
+        if self.refstore.get_setting(repo_id, MIRROR_SETTING) is not None:
+            self.mark_commit_present(repo_id, commit_id)
+
     def _readable_commit(self, repo: Repository, commit_id: str) -> Commit:
         """The commit, if its data may be served from this repository.
 
@@ -622,7 +628,7 @@ class Graveler:
                             else self._now(),
                             metadata=metadata, generation=parent.generation + 1)
             cid = commit_id_of(commit)
-            self.refstore.put_commit(repo.id, cid, commit)
+            self._put_local_commit(repo.id, cid, commit)
         except BaseException:
             # give the staged changes back to the branch: nothing was committed
             restored = replace(unsealed, staging_token=sealed.staging_token)
@@ -817,7 +823,7 @@ class Graveler:
     def _land(self, repo_id: str, branch: Branch, commit: Commit) -> CommitRecord:
         """Write a commit and move the branch to it (CAS on the branch as read)."""
         cid = commit_id_of(commit)
-        self.refstore.put_commit(repo_id, cid, commit)
+        self._put_local_commit(repo_id, cid, commit)
         self.refstore.update_branch(repo_id, branch, replace(branch, commit_id=cid))
         self._notify(repo_id, branch.name)
         return CommitRecord(cid, commit)

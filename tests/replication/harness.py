@@ -75,7 +75,7 @@ class Region:
     def start_sidecar(self, *, port: int | None = None) -> SidecarHandle:
         """Start a sidecar replica (the first one on the region's sidecar port)."""
         config = load_replication_config(str(self.config_path), env={})
-        sidecar = Sidecar(config, recheck_interval=0.2)
+        sidecar = Sidecar(config)
         sidecar.start()
         port = port or (self.sidecar_port if not self.sidecars else free_port())
         server = uvicorn.Server(uvicorn.Config(create_sidecar_app(sidecar), host="127.0.0.1",
@@ -117,7 +117,8 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "source_lakefs": {"access_key_id": ADMIN_KEY, "secret_access_key": ADMIN_SECRET},
         "commit_sensor": {"process_branches_duration": interval},
         "mirrors_manager": {"process_mirrors_interval_duration": interval},
-        "validator": {"cooldown_on_error": "1s", "cooldown_on_missing": "1s"},
+        "validator": {"cooldown_on_error": "1s", "cooldown_on_missing": "5s",
+                      "missing_recheck_interval": "200ms"},
         "object_replication": {"mode": "native" if mode == "native" else "builtin",
                                "builtin": builtin},
     }
