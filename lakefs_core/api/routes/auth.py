@@ -25,6 +25,7 @@ from lakefs_core.api.routes import (
     pagination,
 )
 from lakefs_core.api.routes.setup import CredentialsWithSecret
+from lakefs_core.api.routes.setup import UserModel as User
 from lakefs_core.api.security import (
     Ctx,
     authenticated,
@@ -44,13 +45,6 @@ _ALL = rbac.ALL
 
 
 # --- shapes -----------------------------------------------------------------------------
-class User(BaseModel):
-    id: str
-    creation_date: int
-    friendly_name: str | None = None
-    email: str | None = None
-
-
 class UserList(BaseModel):
     pagination: Pagination
     results: list[User]

@@ -205,6 +205,15 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or any(c.removeprefix("W/").strip('"') == etag for c in candidates)
 
 
+def _only_if_absent(if_none_match: str | None, if_match: str | None) -> bool:
+    """Whether a write's conditional headers ask for "only if nothing is there"."""
+    if if_none_match not in (None, "*"):
+        raise ValidationError("If-None-Match supports only '*'")
+    if if_match is not None:
+        raise ValidationError("If-Match is not supported")
+    return if_none_match == "*"
+
+
 def _check_writable_branch(services: Services, repo_id: str, branch: str) -> Repository:
     """The repository, after checking that direct writes to ``branch`` are allowed."""
     repo = services.graveler.get_repository(repo_id)
@@ -254,7 +263,7 @@ class _ObjectRead:
             try:
                 parsed = parse_range_header(range_header, entry.size)
             except ValidationError as e:
-                raise RangeNotSatisfiableError(str(e)) from None
+                raise _Unsatisfiable(str(e), entry.size) from None
             if parsed is not None:
                 self.first, self.last = parsed
                 self.status = 206
@@ -274,12 +283,18 @@ class _ObjectRead:
         return _prefetched(next(chunks, b""), chunks)
 
 
-def _range_error(services: Services, repository: str, ref: str, path: str,
-                 exc: RangeNotSatisfiableError) -> Response:
-    size = services.catalog.stat(repository, ref, path)[1].size
-    response = error_response(416, str(exc) or "Requested Range Not Satisfiable")
-    response.headers["content-range"] = f"bytes */{size}"
-    return response
+class _Unsatisfiable(RangeNotSatisfiableError):
+    """A bad ``Range`` for an object of ``size`` bytes (416 with ``bytes */size``)."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message or "Requested Range Not Satisfiable")
+        self.size = size
+
+    def response(self, body: bool = True) -> Response:
+        response = (error_response(416, str(self)) if body
+                    else _raw(416, [(b"content-length", b"0")]))
+        response.headers["content-range"] = f"bytes */{self.size}"
+        return response
 
 
 def _raw(status: int, headers: list[tuple[bytes, bytes]], body: Iterator[bytes] | None = None,
@@ -331,11 +346,7 @@ async def upload_object(
     services = ctx.services
     await run_in_threadpool(ctx.check, rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
-    if if_none_match not in (None, "*"):
-        raise ValidationError("If-None-Match supports only '*'")
-    if if_match is not None:
-        raise ValidationError("If-Match is not supported")
-    if_absent = if_none_match == "*"
+    if_absent = _only_if_absent(if_none_match, if_match)
     metadata = _metadata_from_headers(request)
     await run_in_threadpool(_preflight_upload, services, repository, branch, path, if_absent)
 
@@ -427,8 +438,8 @@ def get_object(
     _refuse_presign(presign)
     try:
         read = _ObjectRead(ctx.services, repository, ref, path, range_header)
-    except RangeNotSatisfiableError as e:
-        return _range_error(ctx.services, repository, ref, path, e)
+    except _Unsatisfiable as e:
+        return e.response()
     if _etag_matches(if_none_match, read.entry.etag):
         return _raw(304, [h for h in read.headers if h[0] != b"content-length"])
     return _raw(read.status, read.headers, read.body())
@@ -450,10 +461,8 @@ def head_object(
     ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
     try:
         read = _ObjectRead(ctx.services, repository, ref, path, range_header)
-    except RangeNotSatisfiableError:
-        size = ctx.services.catalog.stat(repository, ref, path)[1].size
-        return _raw(416, [(b"content-range", f"bytes */{size}".encode()),
-                          (b"content-length", b"0")])
+    except _Unsatisfiable as e:
+        return e.response(body=False)
     return _raw(read.status, read.headers)
 
 
@@ -659,10 +668,7 @@ def link_physical_address(
     """
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
-    if if_none_match not in (None, "*"):
-        raise ValidationError("If-None-Match supports only '*'")
-    if if_match is not None:
-        raise ValidationError("If-Match is not supported")
+    if_absent = _only_if_absent(if_none_match, if_match)
     services = ctx.services
     repo = _check_writable_branch(services, repository, branch)
     meta = staging_metadata
@@ -683,7 +689,7 @@ def link_physical_address(
     entry = Entry(address=relative, size=stat.size, etag=meta.checksum or stat.etag,
                   mtime=time.time(), address_type=AddressType.RELATIVE,
                   content_type=content_type, metadata=dict(meta.user_metadata or {}))
-    services.catalog.link(repository, branch, path, entry, if_absent=if_none_match == "*")
+    services.catalog.link(repository, branch, path, entry, if_absent=if_absent)
     return object_stats(services, repo, path, entry)
 
 
