@@ -234,6 +234,26 @@ def test_staging_get_write_and_link(srv: LiveServer, repo: lakefs.Repository,
     assert http.get(url, params={"path": "p", "presign": "true"}).status_code == 400
     assert not repo.branch("main").object("p").exists()
 
+    # the internal API's older (deprecated) form of the same: stage_object
+    second = staging.get_physical_address(repo.id, "main", "linked/two.bin").physical_address
+    srv.services.blockstores.for_storage_id("").put(second, b"two")
+    with pytest.warns(DeprecationWarning):
+        staged = client.sdk_client.internal_api.stage_object(
+            repo.id, "main", "linked/two.bin",
+            lakefs_sdk.ObjectStageCreation(physical_address=second, checksum="c2",
+                                           size_bytes=3))
+    assert (staged.path, staged.checksum) == ("linked/two.bin", "c2")
+    assert repo.branch("main").object("linked/two.bin").reader("rb").read() == b"two"
+    internal = f"/repositories/{repo.id}/branches/main/objects"
+    assert http.put(internal, params={"path": "p"}, json={
+        "physical_address": f"local://{repo.id}/_lakefs/x", "checksum": "c",
+        "size_bytes": 1}).status_code == 400
+    client.sdk_client.internal_api.upload_object_preflight(repo.id, "main", "any/path")
+    assert http.get(f"{internal}/stage_allowed",
+                    params={"path": "p"}).status_code == 204
+    assert http.get(f"/repositories/{repo.id}/branches/nope/objects/stage_allowed",
+                    params={"path": "p"}).status_code == 404
+
 
 # --- status codes and headers -----------------------------------------------------------
 def test_get_with_ranges_and_headers(repo: lakefs.Repository, http: httpx.Client) -> None:

@@ -667,30 +667,82 @@ def link_physical_address(
     object must be there with the declared size.
     """
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
-    validate_path(path)
-    if_absent = _only_if_absent(if_none_match, if_match)
-    services = ctx.services
-    repo = _check_writable_branch(services, repository, branch)
     meta = staging_metadata
-    address = meta.staging.physical_address or ""
+    return _link_written(ctx.services, repository, branch, path, meta.staging.physical_address,
+                         size=meta.size_bytes, checksum=meta.checksum,
+                         content_type=meta.content_type, metadata=meta.user_metadata,
+                         if_absent=_only_if_absent(if_none_match, if_match))
+
+
+def _link_written(services: Services, repository: str, branch: str, path: str,
+                  address: str | None, *, size: int, checksum: str, content_type: str | None,
+                  metadata: Mapping[str, str] | None, if_absent: bool) -> ObjectStats:
+    """Stage at ``path`` an object written directly to ``address`` in the namespace."""
+    validate_path(path)
+    repo = _check_writable_branch(services, repository, branch)
+    address = address or ""
     namespace = repo.storage_namespace.rstrip("/") + "/"
     relative = address[len(namespace):] if address.startswith(namespace) else ""
     if not relative or relative.startswith("_lakefs/") or "/../" in f"/{relative}/":
         raise ValidationError(
             f"physical address {address!r} is not in the storage namespace {namespace!r}")
-    content_type = _content_type(meta.content_type)
+    content_type = _content_type(content_type)
     try:
         stat = services.catalog.store_of(repo).stat(address)
     except NotFoundError:
         raise ValidationError(f"no object at physical address {address!r}") from None
-    if stat.size != meta.size_bytes:
-        raise ValidationError(
-            f"size mismatch: {meta.size_bytes} declared, {stat.size} at {address!r}")
-    entry = Entry(address=relative, size=stat.size, etag=meta.checksum or stat.etag,
+    if stat.size != size:
+        raise ValidationError(f"size mismatch: {size} declared, {stat.size} at {address!r}")
+    entry = Entry(address=relative, size=stat.size, etag=checksum or stat.etag,
                   mtime=time.time(), address_type=AddressType.RELATIVE,
-                  content_type=content_type, metadata=dict(meta.user_metadata or {}))
+                  content_type=content_type, metadata=dict(metadata or {}))
     services.catalog.link(repository, branch, path, entry, if_absent=if_absent)
     return object_stats(services, repo, path, entry)
+
+
+# --- internal API: stage an object, upload preflight --------------------------------------
+class ObjectStageCreation(BaseModel):
+    physical_address: str
+    checksum: str
+    size_bytes: int = Field(ge=0)
+    mtime: int | None = None
+    metadata: dict[str, str] | None = None
+    content_type: str | None = None
+    force: bool | None = False
+
+
+@router.put("/repositories/{repository}/branches/{branch}/objects", status_code=201,
+            response_model=ObjectStats, response_model_exclude_none=True, tags=["internal"],
+            summary="stage an object written to the storage namespace")
+def stage_object(
+    repository: str,
+    branch: str,
+    object_stage_creation: ObjectStageCreation,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> ObjectStats:
+    """Like linking a physical address: the data must already be in the namespace."""
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    body = object_stage_creation
+    return _link_written(ctx.services, repository, branch, path, body.physical_address,
+                         size=body.size_bytes, checksum=body.checksum,
+                         content_type=body.content_type, metadata=body.metadata,
+                         if_absent=False)
+
+
+@router.get("/repositories/{repository}/branches/{branch}/objects/stage_allowed",
+            status_code=204, response_class=Response, tags=["internal"],
+            summary="check that an upload to this path would be allowed")
+def upload_object_preflight(
+    repository: str,
+    branch: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> Response:
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    _check_writable_branch(ctx.services, repository, branch)
+    return Response(status_code=204)
 
 
 __all__ = [
