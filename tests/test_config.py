@@ -761,3 +761,15 @@ def test_example_pairs_agree(tmp_path: Path) -> None:
             )
         else:
             assert left.mirrors_database.to_dict() == right.mirrors_database.to_dict()
+
+
+def test_every_replication_example_names_its_refstore_database() -> None:
+    """The sidecar reads and writes its region's lakeFS database: every example says which."""
+    from replication.sidecar import refstore_url
+
+    replication_files = [p for p in example_files()
+                         if p.name.startswith("replication") and "helm" not in p.parts]
+    assert replication_files
+    for path in replication_files:
+        config = load_replication_config(path, env=SEED_SECRET_ENV)
+        assert refstore_url(config).startswith(("sqlite:///", "postgresql+psycopg://")), path
