@@ -176,13 +176,23 @@ def test_bulk_delete(repo: lakefs.Repository, http: httpx.Client) -> None:
     assert too_many.status_code == 400
 
 
-def test_user_metadata_update(repo: lakefs.Repository, client: Client) -> None:
+def test_user_metadata_update(repo: lakefs.Repository, client: Client,
+                              http: httpx.Client) -> None:
     obj = repo.branch("main").object("m.txt").upload(b"m", metadata={"old": "1"})
     client.sdk_client.objects_api.update_object_user_metadata(
         repo.id, "main", "m.txt",
         lakefs_sdk.UpdateObjectUserMetadata(set={"new": "2", "other": "3"}))
     assert repo.branch("main").object("m.txt").stat().metadata == {"new": "2", "other": "3"}
     assert obj.reader("rb").read() == b"m"
+    # metadata that cannot travel as a header is kept, and left out of GET's headers
+    odd = {"note": "naïve", "ключ": "значение", "two words": "v", "nl": "a\nb"}
+    client.sdk_client.objects_api.update_object_user_metadata(
+        repo.id, "main", "m.txt", lakefs_sdk.UpdateObjectUserMetadata(set=odd))
+    assert repo.branch("main").object("m.txt").stat().metadata == odd
+    resp = http.get(objects_url(repo), params={"path": "m.txt"})
+    assert resp.status_code == 200
+    assert resp.headers["x-lakefs-meta-note"] == "naïve"
+    assert [k for k in resp.headers if k.startswith("x-lakefs-meta-")] == ["x-lakefs-meta-note"]
 
 
 def test_multipart_form_upload_through_generated_client(repo: lakefs.Repository,
