@@ -78,9 +78,12 @@ class Case:
     seconds: float
     written: int | None = None
     reused: int | None = None
+    #: entries in the ranges written (what the operation had to read and rewrite)
+    rewritten: int | None = None
 
     def line(self) -> str:
-        counts = "" if self.written is None else f"{self.written:>8} {self.reused:>8}"
+        counts = "" if self.written is None else (
+            f"{self.written:>8} {self.reused:>8} {self.rewritten:>10}")
         return f"{self.n:>9} {self.k:>6} {self.kind:<18} {self.seconds:>9.3f} {counts}"
 
 
@@ -143,16 +146,17 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
             merged = manager().merge(mr, result.metarange_id, dest)
             runs["merge"].append(time.perf_counter() - start)
             assert merged.changes == len(records)
-            merge_written = len(rm.new_ranges(dest, merged.metarange_id))
-            merge_reused = len(rm.get_metarange(merged.metarange_id).ranges) - merge_written
+            merge_new = rm.new_ranges(dest, merged.metarange_id)
+            merge_reused = len(rm.get_metarange(merged.metarange_id).ranges) - len(merge_new)
+            apply_new = rm.new_ranges(mr, result.metarange_id)
             forget(dest, merged.metarange_id)
             forget(mr, result.metarange_id)
         cases += [
             Case(n, k, f"apply/{kind}", statistics.median(runs["apply"]),
-                 result.ranges_written, result.ranges_reused),
+                 result.ranges_written, result.ranges_reused, sum(r.count for r in apply_new)),
             Case(n, k, f"diff/{kind}", statistics.median(runs["diff"])),
             Case(n, k, f"merge/{kind}", statistics.median(runs["merge"]),
-                 merge_written, merge_reused),
+                 len(merge_new), merge_reused, sum(r.count for r in merge_new)),
         ]
     for case in cases:
         print(case.line(), flush=True)
@@ -179,7 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(f"raggedness={args.raggedness} k={args.k} repeat={args.repeat} (median seconds, "
               "each run with cold caches)")
-        print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'written':>8} {'reused':>8}")
+        print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'written':>8} {'reused':>8} "
+              f"{'rewritten':>10}")
         results = {n: run_size(n, args.k, args.raggedness, args.batch, workdir, rng,
                                args.repeat) for n in sizes}
     finally:

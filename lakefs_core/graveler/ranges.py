@@ -43,9 +43,12 @@ from lakefs_core.graveler.rangefile import (
 
 #: default mean entries per range: ~8k entries make a range file of a few hundred KiB
 DEFAULT_RAGGEDNESS = 8_192
-#: default hard cap of entries per range, in means: few ranges reach it (e^-4, about 2%),
-#: and it bounds what one change to a long boundary-free run of keys has to rewrite
-MAX_RANGE_FACTOR = 4
+#: default hard cap of entries per range, in multiples of the raggedness. Content-defined
+#: range sizes are spread exponentially; the cap cuts the long tail (e^-2, 14% of ranges)
+#: and so bounds what one change has to rewrite, at the price of a size-cut range
+#: moving when a key before its end is added or removed (the next range follows suit,
+#: up to the next content-defined boundary).
+MAX_RANGE_FACTOR = 2
 #: merge strategies: which side wins a path changed differently on both sides
 MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
 
@@ -190,7 +193,7 @@ class RangeManager:
         namespace: the repository's storage namespace (``local://...``, ``s3://...``).
         raggedness: mean entries per range (a key ends a range when its hash is 0
             modulo this).
-        max_range_entries: hard cap of entries per range (default: 4 x raggedness).
+        max_range_entries: hard cap of entries per range (default: 2 x raggedness).
         cache_size: parsed ranges kept in memory (least recently used go first).
         cache_max_entries: cap on the total entries of the cached ranges.
 
@@ -217,8 +220,6 @@ class RangeManager:
         self.max_range_entries = max_range_entries
         self._ranges: _LRU[str, tuple[EntryRecord, ...]] = _LRU(cache_size, cache_max_entries)
         self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
-        # ids whose files are known to be in the store (files never change or go away)
-        self._present: _LRU[str, bool] = _LRU(65_536)
 
     # --- files ------------------------------------------------------------------
     def range_address(self, range_or_metarange_id: str) -> str:
@@ -233,12 +234,9 @@ class RangeManager:
 
     def _write_once(self, file_id: str, content: Callable[[], bytes]) -> None:
         """Write a file unless it is there already (ids are content hashes)."""
-        if self._present.get(file_id):
-            return
         address = self.range_address(file_id)
         if not self.store.exists(address):
             self.store.put(address, content())
-        self._present.put(file_id, True)
 
     def _store_range(self, info: RangeInfo, records: Sequence[EntryRecord]) -> None:
         self._write_once(info.id, lambda: encode_range(records))
@@ -250,7 +248,6 @@ class RangeManager:
         if records is None:
             records = tuple(decode_range(self._read_file(range_id, "range")))
             self._ranges.put(range_id, records, len(records))
-            self._present.put(range_id, True)
         return records
 
     def read_range(self, range_id: str) -> list[EntryRecord]:
@@ -278,7 +275,6 @@ class RangeManager:
                 ranges: tuple[RangeInfo, ...] = ()
             else:
                 ranges = decode_metarange(self._read_file(mr_id, "metarange"))
-                self._present.put(mr_id, True)
             index = _Index(Metarange(mr_id, ranges), tuple(r.max_key for r in ranges))
             self._metaranges.put(mr_id, index)
         return index
