@@ -67,6 +67,7 @@ from mirrors_db.models import (
     MirrorBranch,
     MirrorState,
     RowKind,
+    check_branch_key,
     check_key_part,
     check_text,
 )
@@ -95,6 +96,8 @@ _MIRROR_PROJECTION: dict[str, Any] = {
     "ProjectionExpression": ", ".join(_MIRROR_NAMES),
     "ExpressionAttributeNames": _MIRROR_NAMES,
 }
+
+_CONDITION_FAILED = "ConditionalCheckFailedException"
 
 _UNREACHABLE = (
     botocore.exceptions.EndpointConnectionError,
@@ -244,10 +247,19 @@ class DynamoDBMirrorsTable(MirrorsTable):
         with _SESSION_LOCK:  # boto3 sessions are not safe for concurrent client creation
             self._client = session.client("dynamodb", **client_args)
             self._streams = session.client("dynamodbstreams", **client_args)
-        self._stream_arn = self._ensure_table()
+        try:
+            self._stream_arn = self._ensure_table()
+        except (MirrorsDatabaseConfigError, MirrorsDatabaseUnavailableError):
+            raise
+        except MirrorsDatabaseError as exc:
+            raise MirrorsDatabaseConfigError(f"cannot use {self._where}: {exc}") from None
 
     # --- plumbing ------------------------------------------------------------------------
-    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+    def _call(self, operation: str, expect: str = "", **kwargs: Any) -> dict[str, Any]:
+        """Run one DynamoDB operation, translating failures into mirrors_db errors.
+
+        A ClientError whose code is ``expect`` is re-raised for the caller to handle.
+        """
         try:
             result: dict[str, Any] = getattr(self._client, operation)(**kwargs)
             return result
@@ -259,22 +271,23 @@ class DynamoDBMirrorsTable(MirrorsTable):
                 "credentials or the AWS environment"
             ) from None
         except botocore.exceptions.ClientError as exc:
+            if expect and _code(exc) == expect:
+                raise
             if _code(exc) in ("UnrecognizedClientException", "AccessDeniedException",
                               "InvalidSignatureException"):
                 raise MirrorsDatabaseConfigError(
                     f"{self._where} refused the credentials: {exc}") from None
-            raise
+            raise MirrorsDatabaseError(f"{self._where}: {operation} failed: {exc}") from None
 
     @retry(retry=retry_if_exception_type(_TransactionConflict), stop=stop_after_attempt(5),
            wait=wait_exponential(multiplier=0.02, max=1.0), reraise=True)
     def _transact(self, items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """Run a transaction; return the cancellation reasons if it was cancelled."""
         try:
-            self._call("transact_write_items", TransactItems=items)
+            self._call("transact_write_items", "TransactionCanceledException",
+                       TransactItems=items)
             return None
         except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise
             reasons: list[dict[str, Any]] = list(
                 exc.response.get("CancellationReasons", []))  # type: ignore[arg-type]
             if any(r.get("Code") == "TransactionConflict" for r in reasons):
@@ -283,10 +296,9 @@ class DynamoDBMirrorsTable(MirrorsTable):
 
     def _ensure_table(self) -> str:
         try:
-            desc = self._call("describe_table", TableName=self._table)["Table"]
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ResourceNotFoundException":
-                raise MirrorsDatabaseConfigError(f"cannot use {self._where}: {exc}") from None
+            desc = self._call("describe_table", "ResourceNotFoundException",
+                              TableName=self._table)["Table"]
+        except botocore.exceptions.ClientError:
             desc = self._create_table()
         if desc.get("TableStatus") != "ACTIVE":
             self._client.get_waiter("table_exists").wait(
@@ -318,7 +330,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
         log.info("creating mirrors table", extra={"table": self._table})
         try:
             return self._call(
-                "create_table",
+                "create_table", "ResourceInUseException",
                 TableName=self._table,
                 AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"}
                                       for a in (PK, SK, BY_SOURCE, BY_DESTINATION)],
@@ -329,10 +341,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
                 StreamSpecification={"StreamEnabled": True,
                                      "StreamViewType": "NEW_AND_OLD_IMAGES"},
             )["TableDescription"]
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ResourceInUseException":  # another replica created it first
-                raise MirrorsDatabaseConfigError(
-                    f"cannot create {self._where}: {exc}") from None
+        except botocore.exceptions.ClientError:  # another replica created it first
             return {"TableStatus": "CREATING"}
 
     def _get(self, key: dict[str, Any], **kwargs: Any) -> dict[str, Any] | None:
@@ -489,7 +498,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
             update += " REMOVE #error"
         try:
             out = self._call(
-                "update_item", TableName=self._table,
+                "update_item", _CONDITION_FAILED, TableName=self._table,
                 Key=_ser({PK: new.organization_id, SK: _MIRROR + new.id}),
                 UpdateExpression=update,
                 ConditionExpression=f"#version = :v AND #state IN ({in_list})",
@@ -500,8 +509,6 @@ class DynamoDBMirrorsTable(MirrorsTable):
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
             self._explain_mirror_failure(new, expected_version, _old_item(exc))
         return _mirror_from_item(_deser(out["Attributes"]))
 
@@ -576,6 +583,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def get_branch_progress(
         self, organization_id: str, mirror_id: str, branch: str
     ) -> MirrorBranch:
+        check_branch_key(organization_id, mirror_id, branch)
         item = self._get(_branch_key(organization_id, mirror_id, branch))
         if item is None:
             raise BranchProgressNotFoundError(organization_id, mirror_id, branch)
@@ -621,6 +629,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def delete_branch_progress(
         self, organization_id: str, mirror_id: str, branch: str, expected_version: int
     ) -> None:
+        check_branch_key(organization_id, mirror_id, branch)
         self._conditional_branch_write(
             "delete_item", organization_id, mirror_id, branch, expected_version,
             Key=_branch_key(organization_id, mirror_id, branch))
@@ -630,14 +639,12 @@ class DynamoDBMirrorsTable(MirrorsTable):
         **kwargs: Any,
     ) -> None:
         try:
-            self._call(operation, TableName=self._table,
+            self._call(operation, _CONDITION_FAILED, TableName=self._table,
                        ConditionExpression="#version = :v",
                        ExpressionAttributeNames={"#version": "version"},
                        ExpressionAttributeValues=_ser({":v": expected_version}),
                        ReturnValuesOnConditionCheckFailure="ALL_OLD", **kwargs)
         except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
             old = _old_item(exc)
             if not old:
                 raise BranchProgressNotFoundError(org, mirror_id, branch) from None
@@ -652,7 +659,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
     ) -> Lease:
         try:
             out = self._call(
-                "update_item", TableName=self._table,
+                "update_item", _CONDITION_FAILED, TableName=self._table,
                 Key=_ser({PK: organization_id, SK: _LEASE + name}),
                 UpdateExpression=("SET #name = :n, #owner = :o, #exp = :e, "
                                   "#version = if_not_exists(#version, :zero) + :one"),
@@ -666,8 +673,6 @@ class DynamoDBMirrorsTable(MirrorsTable):
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
             held = lease_from_dict(_deser(_old_item(exc) or {}),
                                    f"{organization_id}/{_LEASE}{name}")
             raise LeaseHeldError(name, held.owner, held.expires_at) from None
@@ -676,7 +681,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def _renew_lease(self, lease: Lease, expires_at: datetime) -> Lease:
         try:
             out = self._call(
-                "update_item", TableName=self._table,
+                "update_item", _CONDITION_FAILED, TableName=self._table,
                 Key=_ser({PK: lease.organization_id, SK: _LEASE + lease.name}),
                 UpdateExpression="SET #exp = :e, #version = #version + :one",
                 ConditionExpression="#owner = :o AND #version = :v",
@@ -686,9 +691,7 @@ class DynamoDBMirrorsTable(MirrorsTable):
                                                 ":o": lease.owner, ":v": lease.version}),
                 ReturnValues="ALL_NEW",
             )
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
+        except botocore.exceptions.ClientError:
             raise LeaseLostError(
                 f"lease {lease.name!r} is no longer held by {lease.owner!r}") from None
         return lease_from_dict(_deser(out["Attributes"]),
@@ -697,14 +700,12 @@ class DynamoDBMirrorsTable(MirrorsTable):
     def release_lease(self, lease: Lease) -> bool:
         try:
             self._call(
-                "delete_item", TableName=self._table,
+                "delete_item", _CONDITION_FAILED, TableName=self._table,
                 Key=_ser({PK: lease.organization_id, SK: _LEASE + lease.name}),
                 ConditionExpression="#owner = :o AND #version = :v",
                 ExpressionAttributeNames={"#owner": "owner", "#version": "version"},
                 ExpressionAttributeValues=_ser({":o": lease.owner, ":v": lease.version}))
-        except botocore.exceptions.ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
+        except botocore.exceptions.ClientError:
             return False
         return True
 

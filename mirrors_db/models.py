@@ -13,7 +13,6 @@ through leases.
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -218,9 +217,7 @@ class MirrorBranch:
 
     def validate(self) -> None:
         """Raise InvalidMirrorArgumentError if a key part or a count is bad."""
-        check_key_part(self.organization_id, "organization_id")
-        check_key_part(self.mirror_id, "mirror id")
-        check_text(self.branch, "branch", MAX_ID_LENGTH)
+        check_branch_key(self.organization_id, self.mirror_id, self.branch)
         for name in ("source_head", "pending_commit", "promoted_commit"):
             value = getattr(self, name)
             if value is not None:
@@ -320,6 +317,13 @@ def check_key_part(value: object, what: str) -> None:
         raise InvalidMirrorArgumentError(f"{what} must not contain '#': {value!r}")
 
 
+def check_branch_key(organization_id: str, mirror_id: str, branch: str) -> None:
+    """Validate the three parts that locate a branch progress row."""
+    check_key_part(organization_id, "organization_id")
+    check_key_part(mirror_id, "mirror id")
+    check_text(branch, "branch", MAX_ID_LENGTH)
+
+
 def check_page_size(page_size: int) -> None:
     """Page sizes are 1..10000."""
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not (
@@ -333,8 +337,3 @@ def clip_error(error: str) -> str:
     if len(error) <= MAX_ERROR_LENGTH:
         return error
     return error[: MAX_ERROR_LENGTH - 3] + "..."
-
-
-def default_lease_owner() -> str:
-    """An owner id unique to this process: host name and pid."""
-    return f"{os.uname().nodename}:{os.getpid()}"

@@ -56,6 +56,7 @@ from mirrors_db.models import (
     MirrorBranch,
     MirrorState,
     RowKind,
+    check_branch_key,
     check_key_part,
     check_text,
 )
@@ -156,11 +157,6 @@ class SqlMirrorsTable(MirrorsTable):
         self._where = where  # for messages, without credentials
         try:
             self._create_schema()
-        except OperationalError as exc:
-            engine.dispose()
-            raise MirrorsDatabaseUnavailableError(
-                f"cannot reach the mirrors database at {where}: {exc.orig}"
-            ) from None
         except Exception:
             engine.dispose()
             raise
@@ -177,15 +173,24 @@ class SqlMirrorsTable(MirrorsTable):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
+        with self._unavailable_as_error(), self._engine.connect() as conn:
             conn.execution_options(mirrors_db_write=True)
             with conn.begin():
                 yield conn
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._engine.connect() as conn:
+        with self._unavailable_as_error(), self._engine.connect() as conn:
             yield conn
+
+    @contextlib.contextmanager
+    def _unavailable_as_error(self) -> Iterator[None]:
+        try:
+            yield
+        except OperationalError as exc:
+            raise MirrorsDatabaseUnavailableError(
+                f"the mirrors database at {self._where} failed: {exc.orig}"
+            ) from None
 
     # --- schema --------------------------------------------------------------------------
     def _create_schema(self) -> None:
@@ -331,6 +336,7 @@ class SqlMirrorsTable(MirrorsTable):
     def get_branch_progress(
         self, organization_id: str, mirror_id: str, branch: str
     ) -> MirrorBranch:
+        check_branch_key(organization_id, mirror_id, branch)
         b = branches_t.c
         with self._read() as conn:
             row = conn.execute(sa.select(branches_t).where(
@@ -391,6 +397,7 @@ class SqlMirrorsTable(MirrorsTable):
     def delete_branch_progress(
         self, organization_id: str, mirror_id: str, branch: str, expected_version: int
     ) -> None:
+        check_branch_key(organization_id, mirror_id, branch)
         b = branches_t.c
         cond = self._branch_cond(organization_id, mirror_id, branch)
         try:

@@ -111,3 +111,14 @@ def test_async_iteration(table: MirrorsTable) -> None:
         m = table.create_mirror(spec())
         event = asyncio.run(asyncio.wait_for(first_event(feed), timeout=WAIT))
     assert event.row == m
+
+
+def test_events_of_large_rows_still_carry_the_row(table: MirrorsTable) -> None:
+    # 2,000 four-byte characters: too big for a PostgreSQL NOTIFY payload, so the
+    # watcher fetches the row instead
+    m = table.create_mirror(spec())
+    with table.watch(poll_interval=0.05) as feed:
+        failed = table.update_mirror(m.with_state(MirrorState.FAILED, "\U0001f525" * 2000))
+        event = take(feed, 1)[0]
+    assert event.row == failed
+    assert len(failed.error.encode()) == 8000
