@@ -19,8 +19,9 @@ import anyio.from_thread
 import anyio.to_thread
 from starlette.responses import Response
 
-from lakefs_core.errors import AuthenticationError
+from lakefs_core.errors import AuthenticationError, SignatureMismatchError
 from lakefs_core.gateway import sigv2, sigv4, xml
+from lakefs_core.gateway.authcache import AuthCache
 from lakefs_core.gateway.errors import S3Error, s3_error_of
 from lakefs_core.gateway.operations import Operations
 from lakefs_core.gateway.request import (
@@ -33,6 +34,9 @@ from lakefs_core.gateway.request import (
 from lakefs_core.services import Services
 
 log = logging.getLogger("lakefs_core.gateway")
+
+#: how much request body one trip from the worker thread to the event loop fetches
+PULL_SIZE = 1 << 20
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -51,6 +55,7 @@ class Gateway:
         self.services = services
         self.operations = Operations(services)
         self.domains = [d.lower() for d in services.config.gateways.s3.domain_name]
+        self.auth = AuthCache(services.auth, services.config.auth.cache)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -70,18 +75,25 @@ class Gateway:
         query_pairs = sigv4.parse_query(raw_query)
         presigned = any(name in ("X-Amz-Algorithm", "AWSAccessKeyId") for name, _ in query_pairs)
 
-        async def next_message() -> Message:
-            return await receive()
+        async def next_chunk() -> tuple[bytes, bool]:
+            # gather up to PULL_SIZE bytes per trip from the worker thread to the loop
+            parts: list[bytes] = []
+            size, more = 0, True
+            while more and size < PULL_SIZE:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise S3Error("IncompleteBody", "the client disconnected during the upload")
+                parts.append(message.get("body", b""))
+                size += len(parts[-1])
+                more = bool(message.get("more_body", False))
+            return b"".join(parts), more
 
         body_left = [_has_body(headers)]
 
         def pull() -> tuple[bytes, bool]:
-            message = anyio.from_thread.run(next_message)
-            if message["type"] == "http.disconnect":
-                raise S3Error("IncompleteBody", "the client disconnected during the upload")
-            more = bool(message.get("more_body", False))
+            chunk, more = anyio.from_thread.run(next_chunk)
             body_left[0] = more
-            return bytes(message.get("body", b"")), more
+            return chunk, more
 
         try:
             signed, user = self._authenticate(method, raw_path, raw_query, header_pairs,
@@ -89,7 +101,7 @@ class Gateway:
             request = S3Request(
                 method=method, bucket=bucket, key=key, query=query_dict(query_pairs),
                 headers=headers, signed=signed, user=user,
-                policies=self.services.auth.effective_policies(user), pull=pull,
+                policies=lambda fresh: self.auth.policies(user, fresh=fresh), pull=pull,
                 host=headers.get("host", ""))
             response = self.operations.handle(request)
         except Exception as exc:  # every failure becomes an S3 error document
@@ -107,19 +119,25 @@ class Gateway:
                       query_pairs: list[tuple[str, str]]) -> tuple[sigv4.SignedRequest, str]:
         owners: dict[str, str] = {}
 
-        def secret_for(access_key_id: str) -> str:
-            credential = self.services.auth.get_credentials(access_key_id)
-            owners[access_key_id] = credential.user
-            return credential.secret
+        def verify(fresh: bool) -> sigv4.SignedRequest:
+            def secret_for(access_key_id: str) -> str:
+                credential = self.auth.credential(access_key_id, fresh=fresh)
+                owners[access_key_id] = credential.user
+                return credential.secret
 
-        if sigv4.is_signed(header_pairs, query_pairs):
-            signed = sigv4.verify_request(method, raw_path, raw_query, header_pairs, secret_for)
-        elif sigv2.is_v2_signed(headers, query_pairs):
-            vhost = virtual_host_bucket(headers.get("host", ""), self.domains)
-            signed = sigv2.verify_v2(method, raw_path, raw_query, headers, secret_for,
-                                     bucket_prefix=f"/{vhost}" if vhost is not None else "")
-        else:
+            if sigv4.is_signed(header_pairs, query_pairs):
+                return sigv4.verify_request(method, raw_path, raw_query, header_pairs,
+                                            secret_for)
+            if sigv2.is_v2_signed(headers, query_pairs):
+                vhost = virtual_host_bucket(headers.get("host", ""), self.domains)
+                return sigv2.verify_v2(method, raw_path, raw_query, headers, secret_for,
+                                       bucket_prefix=f"/{vhost}" if vhost is not None else "")
             raise AuthenticationError("Anonymous access is not allowed: sign requests")
+
+        try:
+            signed = verify(fresh=False)
+        except SignatureMismatchError:
+            signed = verify(fresh=True)  # the key may have been re-created meanwhile
         return signed, owners[signed.access_key_id]
 
     @staticmethod

@@ -403,13 +403,14 @@ class Operations:
         """PutObject: store the body and stage it (``If-None-Match: *`` -> 412 if present)."""
         branch, path = split_key(req.key)
         req.check(self._object_permission(rbac.WRITE_OBJECT, req.bucket, path))
-        self._writable(req.bucket, branch)
         if_absent = req.headers.get("if-none-match", "").strip() == "*"
         if if_absent:
             with contextlib.suppress(ObjectNotFoundError):
                 self.graveler.get_entry(req.bucket, branch, path)
                 raise ObjectExistsError(
                     "At least one of the pre-conditions you specified did not hold")
+        # the catalog refuses read-only repositories and protected branches before
+        # it reads the body
         entry = self.catalog.upload(
             req.bucket, branch, path, iter(req.body()),
             content_type=req.headers.get("content-type") or DEFAULT_CONTENT_TYPE,

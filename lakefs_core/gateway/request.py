@@ -3,7 +3,7 @@ headers, the authenticated user and the body."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -76,7 +76,7 @@ class S3Request:
         headers: Lower-case header names; repeated headers joined with ``,``.
         signed: The verified signature.
         user: The user owning the signing key.
-        policies: The user's effective policies.
+        policies: Returns the user's effective policies (``fresh=True``: not cached).
         pull: Returns the next raw body chunk and whether more follow.
         host: The ``Host`` header (for Location answers).
     """
@@ -88,7 +88,7 @@ class S3Request:
     headers: dict[str, str]
     signed: SignedRequest
     user: str
-    policies: list[Policy]
+    policies: Callable[[bool], list[Policy]] = field(repr=False)
     pull: PullChunk = field(repr=False)
     host: str = ""
     _body_taken: bool = field(default=False, repr=False)
@@ -110,12 +110,13 @@ class S3Request:
         return RequestBody(self.pull, self.signed, self.headers, want_md5=want_md5)
 
     def check(self, *permissions: rbac.Permission) -> None:
-        """Raise PermissionDeniedError unless the user may do all of ``permissions``."""
-        rbac.check(self.policies, rbac.all_of(*permissions), username=self.user)
+        """Raise PermissionDeniedError unless the user may do all of ``permissions``.
 
-    def allowed(self, *permissions: rbac.Permission) -> bool:
-        """Whether the user may do all of ``permissions``."""
-        return rbac.authorize(self.policies, rbac.all_of(*permissions), username=self.user)
+        A refusal is decided on fresh policies, so that a grant applies at once.
+        """
+        requirement = rbac.all_of(*permissions)
+        if not rbac.authorize(self.policies(False), requirement, username=self.user):
+            rbac.check(self.policies(True), requirement, username=self.user)
 
 
 def header_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
