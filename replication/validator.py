@@ -2,30 +2,39 @@
 
 For a new source head the validator checks, in the destination namespace:
 1. the commit's metarange file (and that it hashes to its id),
-2. every range the metarange lists that is not already proven (and its hash),
-3. every object referenced by an entry that differs from the *base* commit (a
-   commit already proven present, e.g. the mirror branch's current head), with the
-   right size (and etag when both etags are comparable).
+2. every range the metarange lists that the *base* does not (and its hash), where
+   the base is a commit already proven fully present, e.g. the mirror branch's
+   current head,
+3. every object referenced by an entry of such a range that differs from the base,
+   with the right size (and etag when both etags are comparable).
 
 By induction, base present + every difference present => the new commit is present.
-Work therefore grows with the change, not with the repository: requests are at most
-``objects changed + ranges new + 2``. Proven range ids and object addresses are
-cached (a range id, once present, is present for good: files are immutable).
+Work therefore grows with the change, not with the repository. Each new range is
+read once, and compared in the same pass with the base ranges that cover its keys,
+each read once, so requests are at most
+``objects changed + 2 x ranges new + 2`` (the two metaranges), ranges merged by a
+deleted boundary aside. Proven files, objects and fully present ranges are cached:
+a range id, once present, is present for good (files are immutable).
 """
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 from lakefs_core.block.base import BlockStore, ObjectStat, join_address
-from lakefs_core.errors import ObjectNotFoundError, RangeNotFoundError
+from lakefs_core.errors import ObjectNotFoundError, RangeNotFoundError, StorageError
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id, range_id
-from lakefs_core.graveler.model import AddressType, DiffType, Entry
+from lakefs_core.graveler.model import AddressType, Entry, EntryRecord, RangeInfo
+from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
+
+_T = TypeVar("_T")
 
 
 class MissingKind(StrEnum):
@@ -132,12 +141,58 @@ def etags_comparable(a: str, b: str) -> bool:
     return bool(a) and bool(b) and (("-" in a) == ("-" in b))
 
 
+def _path(record: EntryRecord) -> str:
+    return record.path
+
+
+class _ForwardLookup:
+    """Entries of a proven metarange, looked up by non-decreasing path.
+
+    Each range is read at most once per lookup object (the one under the cursor is
+    kept), so comparing a run of new ranges against the base costs one read per
+    base range that covers their keys.
+    """
+
+    def __init__(self, ranges: RangeManager, infos: Sequence[RangeInfo]) -> None:
+        self._manager = ranges
+        self._infos = infos
+        self._max_keys = [r.max_key for r in infos]
+        self._index = -1
+        #: the id of the range read last (or being read)
+        self.loading = ""
+        self._records: Sequence[EntryRecord] = ()
+        self._pos = 0
+
+    def get(self, path: str) -> Entry | None:
+        """The entry at ``path`` (not before any path asked before), or None.
+
+        Raises:
+            RangeNotFoundError: the range that would hold ``path`` (``loading``) is
+                missing.
+            StorageError: that range cannot be read.
+        """
+        i = bisect.bisect_left(self._max_keys, path, lo=max(self._index, 0))
+        if i == len(self._infos) or self._infos[i].min_key > path:
+            return None
+        if i != self._index:
+            self.loading = self._infos[i].id
+            self._records = self._manager.read_range(self.loading)
+            self._index, self._pos = i, 0
+        records = self._records
+        pos = bisect.bisect_left(records, path, lo=self._pos, key=_path)
+        self._pos = pos
+        if pos < len(records) and records[pos].path == path:
+            return records[pos].entry
+        return None
+
+
 class CommitValidator:
     """Validates commits of one mirror against its destination namespace.
 
     Args:
         store: the destination blockstore (wrap it in :class:`CountingStore` to count).
         namespace: the mirror repository's storage namespace in the destination.
+        cache_limit: most ids and addresses remembered per cache.
     """
 
     def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000
@@ -145,37 +200,87 @@ class CommitValidator:
         self.store = store
         self.namespace = namespace
         self.ranges = RangeManager(store, namespace)
+        #: range and metarange files read and found to hash to their ids
         self._proven_files = _BoundedSet(cache_limit)
+        #: object addresses found with the right size and etag
         self._proven_objects = _BoundedSet(cache_limit)
+        #: ranges (and metaranges) whose every object is present too
+        self._complete = _BoundedSet(cache_limit)
 
     def object_address(self, entry: Entry) -> str:
+        """Where the destination must hold the object of ``entry``."""
         if entry.address_type is AddressType.FULL:
             return entry.address
         return join_address(self.namespace, entry.address)
 
     def is_proven(self, file_id: str) -> bool:
+        """Whether a range or metarange file was found present and intact."""
         return file_id == EMPTY_METARANGE_ID or file_id in self._proven_files
 
-    def _load_metarange(self, mr_id: str, result: ValidationResult) -> bool:
-        if mr_id == EMPTY_METARANGE_ID:
-            return True
-        try:
-            mr = self.ranges.get_metarange(mr_id)
-        except RangeNotFoundError:
-            result.missing.append(MissingItem(MissingKind.METARANGE, mr_id,
-                                              self.ranges.range_address(mr_id)))
-            return False
-        if mr_id not in self._proven_files:
-            if metarange_id(mr.ranges) != mr_id:
-                result.missing.append(MissingItem(MissingKind.METARANGE, mr_id,
-                                                  self.ranges.range_address(mr_id), None,
-                                                  "content does not match its id"))
-                return False
-            self._proven_files.add(mr_id)
-        return True
+    # ------------------------------------------------------------------ files
+    def _read_verified(self, file_id: str, decode: Callable[[bytes], Sequence[_T]],
+                       digest: Callable[[Sequence[_T]], str]) -> tuple[Sequence[_T] | None, str]:
+        """Read a range or metarange file and check its hash: (content, "") or (None, why).
 
+        Reads go to the store, not through the range manager's cache, so a file
+        that was corrupt when first read is read afresh next time.
+        """
+        try:
+            data = self.store.get(self.ranges.range_address(file_id))
+        except ObjectNotFoundError:
+            return None, "missing"
+        try:
+            content = decode(data)
+        except StorageError as e:
+            return None, f"unreadable: {e}"
+        if digest(content) != file_id:
+            return None, "content does not match its id"
+        self._proven_files.add(file_id)
+        return content, ""
+
+    def _metarange(self, mr_id: str, result: ValidationResult, *, base: bool = False
+                   ) -> Sequence[RangeInfo] | None:
+        if mr_id == EMPTY_METARANGE_ID:
+            return ()
+        content: Sequence[RangeInfo] | None = None
+        if mr_id in self._proven_files:
+            try:
+                content = self.ranges.get_metarange(mr_id).ranges
+            except (RangeNotFoundError, StorageError):
+                pass  # proven once, gone now: read afresh below and report it
+        reason = ""
+        if content is None:
+            content, reason = self._read_verified(mr_id, decode_metarange, metarange_id)
+        if content is not None:
+            return content
+        if base:
+            # the base was proven before; it can only be missing if it was deleted
+            reason = "base metarange " + ("disappeared" if reason == "missing" else reason)
+        result.missing.append(MissingItem(MissingKind.METARANGE, mr_id,
+                                          self.ranges.range_address(mr_id), None, reason))
+        return None
+
+    def _range(self, info: RangeInfo, result: ValidationResult) -> Sequence[EntryRecord] | None:
+        if info.id in self._proven_files:
+            try:
+                return self.ranges.read_range(info.id)
+            except (RangeNotFoundError, StorageError):
+                pass  # proven once, gone now: read afresh below and report it
+        result.ranges_checked += 1
+        content, reason = self._read_verified(info.id, decode_range, range_id)
+        if content is None:
+            result.missing.append(MissingItem(MissingKind.RANGE, info.id,
+                                              self.ranges.range_address(info.id), None,
+                                              reason))
+        return content
+
+    # -------------------------------------------------------------- validation
     def validate(self, target_mr: str, base_mr: str | None) -> ValidationResult:
         """Check that the metarange ``target_mr`` and everything it needs are present.
+
+        Missing ranges do not stop the check: the objects of the ranges that are
+        present are checked too, so one round reports (and a copier can fetch)
+        as much as is known.
 
         Args:
             target_mr: the metarange of the commit to promote.
@@ -183,41 +288,45 @@ class CommitValidator:
                 the empty metarange for a first, full validation).
         """
         result = ValidationResult(target_mr)
-        base = base_mr or EMPTY_METARANGE_ID
-        if not self._load_metarange(target_mr, result):
+        if target_mr in self._complete:
             return result
-        if not self._load_metarange(base, result):
-            # the base was proven before; it can only be missing if it was deleted
-            result.missing[-1] = MissingItem(MissingKind.METARANGE, base,
-                                             self.ranges.range_address(base), None,
-                                             "base metarange disappeared")
+        targets = self._metarange(target_mr, result)
+        if targets is None:
             return result
-        base_ids = {r.id for r in self.ranges.get_metarange(base).ranges}
-        for info in self.ranges.get_metarange(target_mr).ranges:
-            if info.id in base_ids or info.id in self._proven_files:
+        bases = self._metarange(base_mr or EMPTY_METARANGE_ID, result, base=True)
+        if bases is None:
+            return result
+        known = {r.id for r in bases}
+        base_entries = _ForwardLookup(self.ranges, bases)
+        for info in targets:
+            if info.id in known or info.id in self._complete:
                 continue
-            result.ranges_checked += 1
-            try:
-                records = self.ranges.read_range(info.id)
-            except RangeNotFoundError:
-                result.missing.append(MissingItem(MissingKind.RANGE, info.id,
-                                                  self.ranges.range_address(info.id)))
+            records = self._range(info, result)
+            if records is None:
                 continue
-            if range_id(records) != info.id:
-                result.missing.append(MissingItem(MissingKind.RANGE, info.id,
-                                                  self.ranges.range_address(info.id), None,
-                                                  "content does not match its id"))
-                continue
-            self._proven_files.add(info.id)
-        if result.missing:
-            return result  # the entries cannot be listed until the ranges are here
-        for diff in self.ranges.diff(base, target_mr):
-            if diff.type is DiffType.REMOVED or diff.right is None:
-                continue
-            missing = self.check_object(diff.path, diff.right)
-            result.objects_checked += 1
-            if missing is not None:
-                result.missing.append(missing)
+            range_complete = True
+            for record in records:
+                entry = record.entry
+                if entry is None:
+                    continue
+                try:
+                    if base_entries.get(record.path) == entry:
+                        continue  # present with the base
+                except (RangeNotFoundError, StorageError):
+                    gone = base_entries.loading
+                    result.missing.append(MissingItem(
+                        MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
+                        "base range disappeared"))
+                    return result
+                result.objects_checked += 1
+                missing = self.check_object(record.path, entry)
+                if missing is not None:
+                    result.missing.append(missing)
+                    range_complete = False
+            if range_complete:
+                self._complete.add(info.id)
+        if not result.missing:
+            self._complete.add(target_mr)
         return result
 
     def check_object(self, path: str, entry: Entry) -> MissingItem | None:
@@ -259,12 +368,6 @@ class CommitValidator:
         return still
 
     def _file_present(self, item: MissingItem) -> bool:
-        try:
-            if item.kind is MissingKind.METARANGE:
-                mr = self.ranges.get_metarange(item.key)
-                ok = metarange_id(mr.ranges) == item.key
-            else:
-                ok = range_id(self.ranges.read_range(item.key)) == item.key
-        except RangeNotFoundError:
-            return False
-        return ok
+        if item.kind is MissingKind.METARANGE:
+            return self._read_verified(item.key, decode_metarange, metarange_id)[0] is not None
+        return self._read_verified(item.key, decode_range, range_id)[0] is not None
