@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -124,8 +124,8 @@ def _old_item(exc: botocore.exceptions.ClientError) -> dict[str, Any] | None:
     return item if isinstance(item, dict) else None
 
 
-class _TransactionConflict(Exception):
-    """Internal: another transaction was in flight on one of our items; retry."""
+class _TransactionConflict(VersionConflictError):
+    """Another transaction was in flight on one of the items (retried a few times)."""
 
 
 # --- item codecs ---------------------------------------------------------------------
@@ -291,7 +291,8 @@ class DynamoDBMirrorsTable(MirrorsTable):
             reasons: list[dict[str, Any]] = list(
                 exc.response.get("CancellationReasons", []))  # type: ignore[arg-type]
             if any(r.get("Code") == "TransactionConflict" for r in reasons):
-                raise _TransactionConflict from None
+                raise _TransactionConflict(
+                    f"a concurrent transaction on {self._where} touched the same rows") from None
             return reasons
 
     def _ensure_table(self) -> str:
@@ -541,8 +542,8 @@ class DynamoDBMirrorsTable(MirrorsTable):
                 f"mirror {new.id!r} is at version {current.version}, not {expected_version}")
         if current.state not in from_states:
             raise InvalidStateTransitionError(current.state.value, new.state.value, new.id)
-        stored = Mirror(**{**current.__dict__, "state": MirrorState.DELETED, "error": new.error,
-                           "updated_at": new.updated_at, "version": new.version})
+        stored = replace(current, state=MirrorState.DELETED, error=new.error,
+                         updated_at=new.updated_at, version=new.version)
         reasons = self._transact([
             {"Put": {"TableName": self._table, "Item": _ser(_mirror_item(stored)),
                      "ConditionExpression": "#version = :v",

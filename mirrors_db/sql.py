@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
@@ -165,11 +166,13 @@ class SqlMirrorsTable(MirrorsTable):
     def _lock_schema(self, conn: Connection) -> None:
         """Serialize concurrent schema creation (several replicas start at once)."""
 
+    @abstractmethod
     def _publish(self, conn: Connection, events: Sequence[ChangeEvent]) -> None:
-        raise NotImplementedError
+        """Announce ``events`` to watchers, inside the writing transaction."""
 
+    @abstractmethod
     def _upsert(self) -> Any:
-        raise NotImplementedError
+        """The dialect's ``insert`` construct (it has ``on_conflict_do_update``)."""
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:

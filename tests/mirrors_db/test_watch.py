@@ -22,7 +22,7 @@ WAIT = 15.0  # seconds; generous for a loaded CI machine, never reached when thi
 
 
 def take(feed: ChangeFeed, count: int) -> list[ChangeEvent]:
-    events = []
+    events: list[ChangeEvent] = []
     for _ in range(count):
         event = feed.get(timeout=WAIT)
         assert event is not None, f"only {len(events)} of {count} events arrived: {events}"
@@ -63,7 +63,7 @@ def test_watch_sees_only_later_changes_of_its_organization_and_kinds(
         event = take(feed, 1)[0]
         assert (event.kind, event.organization_id, event.key) == (RowKind.MIRROR, ORG,
                                                                   (before.id,))
-        assert event.row is not None and event.row.version == 2  # type: ignore[union-attr]
+        assert event.row is not None and event.row.version == 2
         assert feed.get(timeout=0.5) is None
 
 
