@@ -1,0 +1,215 @@
+"""A small REST client of one region: the lakeFS API and the mirrors API (seed 003).
+
+Everything the end-to-end runs do goes through HTTP, like a user's client would; the
+processes under test are separate, so there is no other way in. Errors come back as
+:class:`ApiError` carrying the status code and the server's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from lakefs_core.errors import LakeFSError
+
+MIRRORS = "/service/replication/v1/repositories"
+
+
+class ApiError(LakeFSError):
+    """The server answered with an error status (or could not be reached: status 0).
+
+    Attributes:
+        status: HTTP status code, 0 when the request never got an answer.
+        message: the server's ``message`` field, or the response text.
+    """
+
+    def __init__(self, method: str, path: str, status: int, message: str) -> None:
+        super().__init__(f"{method} {path}: {status} {message}")
+        self.status = status
+        self.message = message
+
+    @property
+    def unreachable(self) -> bool:
+        """The server did not answer, or its proxy could not reach the sidecar."""
+        return self.status in (0, 502, 503, 504)
+
+
+class RegionClient:
+    """Basic-auth client of one region's server (``/api/v1`` and the mirrors proxy).
+
+    Args:
+        endpoint: ``http://host:port`` of the server.
+        access_key_id: lakeFS access key id.
+        secret_access_key: its secret.
+        timeout: seconds per request.
+    """
+
+    def __init__(self, endpoint: str, access_key_id: str, secret_access_key: str, *,
+                 timeout: float = 30.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.credentials = (access_key_id, secret_access_key)
+        self._http = httpx.Client(base_url=self.endpoint, auth=(access_key_id,
+                                                                secret_access_key),
+                                  timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RegionClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ plumbing
+    def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,),
+                **kwargs: Any) -> httpx.Response:
+        """Send a request; any status not in ``expect`` raises :class:`ApiError`."""
+        try:
+            resp = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as e:
+            raise ApiError(method, path, 0, f"unreachable: {e}") from e
+        if resp.status_code not in expect:
+            try:
+                message = str(resp.json().get("message", resp.text))
+            except ValueError:
+                message = resp.text
+            raise ApiError(method, path, resp.status_code, message)
+        return resp
+
+    def _pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
+        after = ""
+        while True:
+            body = self.request("GET", path, params={**(params or {}), "after": after,
+                                                     "amount": 1000}).json()
+            yield from body["results"]
+            pagination = body["pagination"]
+            if not pagination["has_more"]:
+                return
+            after = pagination["next_offset"]
+
+    def healthy(self) -> bool:
+        """Whether the server answers its health check."""
+        try:
+            return self._http.get("/_health", timeout=2.0).status_code < 300
+        except httpx.HTTPError:
+            return False
+
+    # -------------------------------------------------------- repositories
+    def create_repository(self, name: str, storage_namespace: str,
+                          default_branch: str = "main") -> dict[str, Any]:
+        return dict(self.request("POST", "/api/v1/repositories", expect=(201,), json={
+            "name": name, "storage_namespace": storage_namespace,
+            "default_branch": default_branch}).json())
+
+    def get_repository(self, name: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"/api/v1/repositories/{name}").json())
+
+    # ------------------------------------------------------------ objects
+    def upload(self, repo: str, branch: str, path: str, data: bytes) -> dict[str, Any]:
+        return dict(self.request("POST", f"/api/v1/repositories/{repo}/branches/{branch}/objects",
+                                 expect=(201,), params={"path": path}, content=data).json())
+
+    def delete_object(self, repo: str, branch: str, path: str) -> None:
+        self.request("DELETE", f"/api/v1/repositories/{repo}/branches/{branch}/objects",
+                     expect=(204,), params={"path": path})
+
+    def list_objects(self, repo: str, ref: str) -> list[dict[str, Any]]:
+        """Every object at ``ref`` (stats: path, checksum, size_bytes, physical_address)."""
+        return list(self._pages(f"/api/v1/repositories/{repo}/refs/{ref}/objects/ls",
+                                {"user_metadata": "false"}))
+
+    def read_object(self, repo: str, ref: str, path: str) -> bytes:
+        return self.request("GET", f"/api/v1/repositories/{repo}/refs/{ref}/objects",
+                            params={"path": path}).content
+
+    # -------------------------------------------------- commits and refs
+    def commit(self, repo: str, branch: str, message: str) -> str:
+        return str(self.request("POST", f"/api/v1/repositories/{repo}/branches/{branch}/commits",
+                                expect=(201,), json={"message": message}).json()["id"])
+
+    def get_commit(self, repo: str, commit_id: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"/api/v1/repositories/{repo}/commits/{commit_id}").json())
+
+    def branches(self, repo: str) -> dict[str, str]:
+        """Branch name -> head commit id."""
+        refs = self._pages(f"/api/v1/repositories/{repo}/branches")
+        return {r["id"]: r["commit_id"] for r in refs}
+
+    def tags(self, repo: str) -> dict[str, str]:
+        """Tag name -> commit id."""
+        return {r["id"]: r["commit_id"] for r in self._pages(f"/api/v1/repositories/{repo}/tags")}
+
+    def create_branch(self, repo: str, name: str, source: str) -> None:
+        self.request("POST", f"/api/v1/repositories/{repo}/branches", expect=(201,),
+                     json={"name": name, "source": source})
+
+    def delete_branch(self, repo: str, name: str) -> None:
+        self.request("DELETE", f"/api/v1/repositories/{repo}/branches/{name}", expect=(204,))
+
+    def hard_reset(self, repo: str, branch: str, ref: str) -> None:
+        self.request("PUT", f"/api/v1/repositories/{repo}/branches/{branch}/hard_reset",
+                     expect=(204,), params={"ref": ref})
+
+    def merge(self, repo: str, source: str, destination: str, message: str = "",
+              strategy: str | None = None) -> str:
+        """Merge ``source`` into ``destination``; ``strategy``: dest-wins or source-wins."""
+        body: dict[str, str] = {"message": message} if message else {}
+        if strategy:
+            body["strategy"] = strategy
+        return str(self.request("POST", f"/api/v1/repositories/{repo}/refs/{source}/merge/"
+                                f"{destination}", json=body).json()["reference"])
+
+    def create_tag(self, repo: str, tag: str, ref: str) -> None:
+        self.request("POST", f"/api/v1/repositories/{repo}/tags", expect=(201,),
+                     json={"id": tag, "ref": ref})
+
+    def delete_tag(self, repo: str, tag: str) -> None:
+        self.request("DELETE", f"/api/v1/repositories/{repo}/tags/{tag}", expect=(204,))
+
+    # ------------------------------------------------------------- mirrors
+    def create_mirror(self, repo: str, name: str, region: str,
+                      storage_namespace: str) -> dict[str, Any]:
+        return dict(self.request("POST", f"{MIRRORS}/{repo}/mirrors", expect=(201,), json={
+            "name": name, "region": region, "storage_namespace": storage_namespace}).json())
+
+    def list_mirrors(self, repo: str) -> list[dict[str, Any]]:
+        return list(self._pages(f"{MIRRORS}/{repo}/mirrors"))
+
+    def get_mirror(self, repo: str, mirror_id: str) -> dict[str, Any]:
+        return dict(self.request("GET", f"{MIRRORS}/{repo}/mirrors/{mirror_id}").json())
+
+    def mirror_status(self, repo: str, mirror_id: str) -> dict[str, Any]:
+        """The mirror and per-branch progress (source/mirror head, pending, missing, lag)."""
+        return dict(self.request("GET", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/status").json())
+
+    def delete_mirror(self, repo: str, mirror_id: str) -> None:
+        self.request("DELETE", f"{MIRRORS}/{repo}/mirrors/{mirror_id}", expect=(204,))
+
+    def detach_mirror(self, repo: str, mirror_id: str) -> dict[str, Any]:
+        return dict(self.request("POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/detach").json())
+
+
+def read_metrics(endpoint: str, *, timeout: float = 5.0) -> dict[str, float]:
+    """A sidecar's Prometheus counters and gauges, summed over their labels.
+
+    Args:
+        endpoint: ``http://host:port`` of a replication service (``/metrics`` is read).
+
+    Returns:
+        Sample name (``replication_promotions_total``, ...) -> sum over all labels; empty
+        when the service does not answer.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        text = httpx.get(f"{endpoint.rstrip('/')}/metrics", timeout=timeout).text
+    except httpx.HTTPError:
+        return {}
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
+    return out

@@ -1,0 +1,388 @@
+"""A two-region deployment of real processes on loopback: ``east`` (source), ``west``.
+
+Each region runs ``python -m lakefs_core run`` and one or more
+``python -m replication run`` replicas, each with its own config file under
+``<root>/<region>/``. What backs them is chosen by :class:`ClusterSpec`:
+
+- refstore (each server's metadata): SQLite in the region's data directory, or a
+  PostgreSQL database per region;
+- storage: a local directory per region, or an S3 bucket on a moto server per region;
+- mirrors table: SQLite (one file both regions share), PostgreSQL, or DynamoDB on a
+  moto server of its own;
+- object replication: the sidecar's ``builtin`` copier (reading through the source
+  API, or ``builtin-direct`` reading the source store), or ``native``, where nothing
+  copies until the test runs a replicator from :mod:`e2e.crr`.
+
+PostgreSQL comes from ``tests.servers`` (the installed server binaries); the caller
+may pass a running one (the pytest session's), else the cluster starts its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import yaml
+
+from e2e.api import RegionClient
+from e2e.processes import ManagedProcess, start_all, stop_all
+
+if TYPE_CHECKING:
+    from tests.servers import PostgresServer
+
+SOURCE, DESTINATION = "east", "west"
+REGIONS = (SOURCE, DESTINATION)
+ORGANIZATION = "e2e"
+#: the admin of both installations, also the replication user (same keys everywhere)
+ACCESS_KEY_ID = "AKIAIOSFODNN7E2EADMIN"
+SECRET_ACCESS_KEY = "e2e/Secret+Access/Key/For/Loopback/Only"
+#: credentials moto accepts (any will do)
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1"}
+
+MirrorsDb = Literal["sqlite", "postgres", "dynamodb"]
+Refstore = Literal["local", "postgres"]
+Storage = Literal["local", "s3"]
+Replication = Literal["builtin", "builtin-direct", "native"]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    from tests.servers import free_port as _free_port
+
+    return _free_port()
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What the two regions run on.
+
+    Attributes:
+        mirrors_db: backend of the shared mirrors table.
+        refstore: each server's metadata database.
+        storage: each region's blockstore.
+        replication: who copies object data between the regions.
+        sidecars_per_region: replication replicas per region (the server talks to
+            the first; the others find work by polling and take leases).
+        interval: the sidecars' sensing and mirrors-manager interval.
+        log_level: the processes' log level.
+    """
+
+    mirrors_db: MirrorsDb = "sqlite"
+    refstore: Refstore = "local"
+    storage: Storage = "local"
+    replication: Replication = "builtin"
+    sidecars_per_region: int = 1
+    interval: str = "1s"
+    log_level: str = "INFO"
+
+    @property
+    def needs_postgres(self) -> bool:
+        return "postgres" in (self.mirrors_db, self.refstore)
+
+    def describe(self) -> str:
+        return (f"mirrors table {self.mirrors_db}, refstore {self.refstore}, storage "
+                f"{self.storage}, replication {self.replication}, "
+                f"{self.sidecars_per_region} sidecar(s) per region")
+
+
+@dataclass
+class Region:
+    """One region: its server, its sidecar replicas, its storage."""
+
+    name: str
+    root: Path
+    server_port: int
+    server: ManagedProcess
+    sidecars: list[ManagedProcess]
+    sidecar_ports: list[int]
+    blockstore: dict[str, Any]
+    bucket: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_port}"
+
+    def sidecar_endpoint(self, replica: int = 0) -> str:
+        return f"http://127.0.0.1:{self.sidecar_ports[replica]}"
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [self.server, *self.sidecars]
+
+    @property
+    def blockstore_root(self) -> Path:
+        """Root of the local blockstore (``local://x`` is ``<root>/x``)."""
+        return self.root / "blockstore"
+
+    def client(self, timeout: float = 30.0) -> RegionClient:
+        return RegionClient(self.endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY, timeout=timeout)
+
+    def namespace(self, name: str) -> str:
+        """A storage namespace for repository ``name`` in this region's store."""
+        return f"s3://{self.bucket}/{name}" if self.bucket else f"local://{name}"
+
+    def kill(self) -> None:
+        """``kill -9`` the whole region: server and every sidecar."""
+        for p in self.processes:
+            p.kill()
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start every process of the region that is not running."""
+        start_all([p for p in self.processes if not p.alive], timeout)
+
+
+@dataclass
+class Cluster:
+    """A running two-region deployment (see :func:`start_cluster`)."""
+
+    spec: ClusterSpec
+    root: Path
+    regions: dict[str, Region]
+    aux: list[ManagedProcess] = field(default_factory=list)
+    s3_endpoints: dict[str, str] = field(default_factory=dict)
+    mirrors_database: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def east(self) -> Region:
+        return self.regions[SOURCE]
+
+    @property
+    def west(self) -> Region:
+        return self.regions[DESTINATION]
+
+    @property
+    def processes(self) -> list[ManagedProcess]:
+        return [p for r in self.regions.values() for p in r.processes] + self.aux
+
+    def s3_client(self, region: str) -> Any:
+        """A boto3 S3 client of ``region``'s moto server (storage ``s3`` only)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.s3_endpoints[region],
+                            region_name=AWS_ENV["AWS_DEFAULT_REGION"],
+                            aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"])
+
+    def stop(self) -> None:
+        """Stop every process (sidecars first, so they release their leases)."""
+        sidecars = [p for r in self.regions.values() for p in r.sidecars]
+        stop_all(sidecars)
+        stop_all([r.server for r in self.regions.values()])
+        stop_all(self.aux)
+
+
+# --------------------------------------------------------------------------- configs
+def _blockstore(spec: ClusterSpec, root: Path, s3_endpoint: str | None) -> dict[str, Any]:
+    if spec.storage == "local":
+        return {"type": "local", "local": {"path": str(root / "blockstore")}}
+    return {"type": "s3", "s3": {
+        "region": AWS_ENV["AWS_DEFAULT_REGION"], "endpoint": s3_endpoint,
+        "force_path_style": True,
+        "credentials": {"access_key_id": AWS_ENV["AWS_ACCESS_KEY_ID"],
+                        "secret_access_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"]}}}
+
+
+def _database(refstore_url: str | None, root: Path) -> dict[str, Any]:
+    if refstore_url is None:
+        return {"type": "local", "local": {"path": str(root / "metadata.db")}}
+    return {"type": "postgres", "postgres": {"connection_string": refstore_url}}
+
+
+def server_config(*, port: int, root: Path, database: dict[str, Any],
+                  blockstore: dict[str, Any], sidecar_port: int, secret_key: str,
+                  log_level: str = "INFO") -> dict[str, Any]:
+    """The YAML settings of one region's ``lakefs_core`` server."""
+    return {
+        "listen_address": f"127.0.0.1:{port}",
+        "data_dir": str(root),
+        "database": database,
+        "blockstore": blockstore,
+        "auth": {"encrypt": {"secret_key": secret_key}},
+        "installation": {"user_name": "admin", "access_key_id": ACCESS_KEY_ID,
+                         "secret_access_key": SECRET_ACCESS_KEY},
+        "replication": {"endpoint": f"http://127.0.0.1:{sidecar_port}"},
+        "logging": {"level": log_level},
+    }
+
+
+def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
+                   database: dict[str, Any], blockstore: dict[str, Any],
+                   mirrors_database: dict[str, Any], secret_key: str, mode: Replication,
+                   other_blockstore: dict[str, Any], interval: str,
+                   log_level: str = "INFO") -> dict[str, Any]:
+    """The YAML settings of one ``replication`` replica of ``region``."""
+    other = next(r for r in endpoints if r != region)
+    builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
+    if mode == "builtin-direct":
+        builtin["source_blockstores"] = {other: other_blockstore}
+    return {
+        "region": region,
+        "organization_id": ORGANIZATION,
+        "regional_endpoint": endpoints[region],
+        "dst_endpoints": {other: endpoints[other]},
+        "listen_address": f"127.0.0.1:{port}",
+        "mirrors_database": mirrors_database,
+        "refstore_database": database,
+        "blockstore": blockstore,
+        "auth": {"encrypt": {"secret_key": secret_key}},
+        "source_lakefs": {"access_key_id": ACCESS_KEY_ID,
+                          "secret_access_key": SECRET_ACCESS_KEY},
+        "commit_sensor": {"process_branches_duration": interval},
+        "mirrors_manager": {"process_mirrors_interval_duration": interval},
+        "validator": {"run_interval": interval, "cooldown_on_error": "1s",
+                      "cooldown_on_missing": "5s", "missing_recheck_interval": "200ms"},
+        "object_replication": {"mode": "native" if mode == "native" else "builtin",
+                               "builtin": builtin},
+        "logging": {"level": log_level, "format": "text"},
+    }
+
+
+def _write_yaml(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _libpq(url: str) -> str:
+    """``postgresql+psycopg://...`` (what tests.servers returns) as a libpq URI."""
+    return "postgresql://" + url.partition("://")[2]
+
+
+def _moto(name: str, root: Path) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    proc = ManagedProcess(name, ["python", "-m", "moto.server", "-H", "127.0.0.1", "-p",
+                                 str(port)], root / f"{name}.log",
+                          ready_url=f"http://127.0.0.1:{port}/moto-api/", env=AWS_ENV)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _prepare_mirrors_table(config: dict[str, Any]) -> None:
+    """Create the table (and its schema) once, before several sidecars race to."""
+    from mirrors_db import open_mirrors_table
+    from mirrors_db.config import MirrorsDatabaseConfig
+
+    table = open_mirrors_table(MirrorsDatabaseConfig.model_validate(config))
+    table.close()
+
+
+@contextlib.contextmanager
+def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
+                  postgres: PostgresServer | None = None) -> Iterator[Cluster]:
+    """Start both regions (and the moto / PostgreSQL servers the spec needs).
+
+    Args:
+        root: directory for data, configs and logs (``<root>/<region>/*.log``).
+        spec: what to run on.
+        postgres: a running PostgreSQL to create databases in; without one, a
+            throwaway cluster is started when the spec needs PostgreSQL.
+
+    Yields:
+        The running cluster; on exit every process is stopped.
+    """
+    import os
+
+    for key, value in AWS_ENV.items():
+        os.environ.setdefault(key, value)  # for the boto3 clients of this process
+    with contextlib.ExitStack() as stack:
+        tag = secrets.token_hex(4)
+        if spec.needs_postgres and postgres is None:
+            from tests.servers import start_postgres
+
+            postgres = start_postgres()
+            stack.callback(postgres.stop)
+        cluster = Cluster(spec=spec, root=root, regions={})
+        stack.callback(cluster.stop)
+        # object stores and the DynamoDB table's server
+        if spec.storage == "s3":
+            for name in REGIONS:
+                proc, url = _moto(f"{name}-s3", root / name)
+                cluster.aux.append(proc)
+                cluster.s3_endpoints[name] = url
+        dynamo_url = None
+        if spec.mirrors_db == "dynamodb":
+            proc, dynamo_url = _moto("dynamodb", root)
+            cluster.aux.append(proc)
+        start_all(cluster.aux)
+        for name in cluster.s3_endpoints:
+            cluster.s3_client(name).create_bucket(Bucket=f"{name}-data")
+        # the mirrors table
+        if spec.mirrors_db == "sqlite":
+            mirrors: dict[str, Any] = {"type": "sqlite",
+                                       "sqlite": {"path": str(root / "mirrors.db")}}
+        elif spec.mirrors_db == "postgres":
+            assert postgres is not None
+            url = _libpq(postgres.create_database(f"e2e_{tag}_mirrors"))
+            mirrors = {"type": "postgres", "postgres": {"connection_string": url}}
+        else:
+            mirrors = {"type": "dynamodb", "dynamodb": {
+                "table_name": f"mirrors-{tag}", "aws_region": AWS_ENV["AWS_DEFAULT_REGION"],
+                "endpoint_url": dynamo_url}}
+        root.mkdir(parents=True, exist_ok=True)
+        _prepare_mirrors_table(mirrors)
+        cluster.mirrors_database = mirrors
+        # the regions
+        secret_key = secrets.token_urlsafe(24)
+        server_ports = {n: free_port() for n in REGIONS}
+        sidecar_ports = {n: [free_port() for _ in range(spec.sidecars_per_region)]
+                         for n in REGIONS}
+        endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in REGIONS}
+        blockstores = {n: _blockstore(spec, root / n, cluster.s3_endpoints.get(n))
+                       for n in REGIONS}
+        for name in REGIONS:
+            other = next(r for r in REGIONS if r != name)
+            region_root = root / name
+            db_url = None
+            if spec.refstore == "postgres":
+                assert postgres is not None
+                db_url = _libpq(postgres.create_database(f"e2e_{tag}_{name}"))
+            database = _database(db_url, region_root)
+            server_path = _write_yaml(region_root / "lakefs.yaml", server_config(
+                port=server_ports[name], root=region_root, database=database,
+                blockstore=blockstores[name], sidecar_port=sidecar_ports[name][0],
+                secret_key=secret_key, log_level=spec.log_level))
+            server = ManagedProcess(
+                f"{name}-server", ["python", "-m", "lakefs_core", "run", "--config",
+                                   str(server_path)],
+                region_root / "server.log", ready_url=f"{endpoints[name]}/_health",
+                env=AWS_ENV)
+            sidecars = []
+            for i, port in enumerate(sidecar_ports[name]):
+                path = _write_yaml(region_root / f"replication-{i}.yaml", sidecar_config(
+                    region=name, port=port, endpoints=endpoints, database=database,
+                    blockstore=blockstores[name], mirrors_database=mirrors,
+                    secret_key=secret_key, mode=spec.replication,
+                    other_blockstore=blockstores[other], interval=spec.interval,
+                    log_level=spec.log_level))
+                sidecars.append(ManagedProcess(
+                    f"{name}-sidecar-{i}", ["python", "-m", "replication", "run", "--config",
+                                            str(path)],
+                    region_root / f"sidecar-{i}.log",
+                    ready_url=f"http://127.0.0.1:{port}/_health", env=AWS_ENV))
+            cluster.regions[name] = Region(
+                name, region_root, server_ports[name], server, sidecars, sidecar_ports[name],
+                blockstores[name], bucket=f"{name}-data" if spec.storage == "s3" else None)
+        # servers first: the sidecars read the auth tables the servers create
+        start_all([r.server for r in cluster.regions.values()])
+        start_all([p for r in cluster.regions.values() for p in r.sidecars])
+        yield cluster
+
+
+@contextlib.contextmanager
+def scratch_dir(keep: Path | None = None, prefix: str = "lakefs-e2e-") -> Iterator[Path]:
+    """``keep`` if given (left in place), else a temporary directory removed afterwards."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep
+        return
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,480 @@
+"""I1-I4 (DESIGN section 5) checked continuously through the REST API of both regions.
+
+The same idea as ``tests/replication/invariants.py`` (which reads both regions'
+engines in one process), but the processes here are separate, so everything goes
+through HTTP, and the source region may die: whatever the checker learns of the
+source (commit records, the bytes of every object of every head) is kept, so the
+mirror can still be checked against it after the source is gone.
+
+- **I1 consistent**: a mirror branch points at a commit its source branch pointed at
+  (or a first-parent ancestor of one), whose commit record on the mirror equals the
+  source's, and which the mirror serves completely (I2).
+- **I2 same data**: the mirror's listing of a commit equals the source's, and every
+  object reads byte-identical. A source head the mirror has not promoted yet is
+  either refused (404) or served completely and identically, never half-served.
+- **I3 forward only**: a mirror branch moves to a descendant of its previous head (or
+  disappears) only if the source branch was reset or deleted since that head was
+  first a source head.
+- **I4 read-only**: every write a client can try on the mirror is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from e2e.api import ApiError, RegionClient
+
+#: name of the object, branch and tag the read-only probes try to create on a mirror
+PROBE = "i4-probe"
+
+
+class InvariantViolation(AssertionError):
+    """An invariant did not hold.
+
+    Attributes:
+        invariant: ``I1`` .. ``I4``.
+        detail: what was seen.
+    """
+
+    def __init__(self, invariant: str, detail: str) -> None:
+        super().__init__(f"{invariant}: {detail}")
+        self.invariant = invariant
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectFact:
+    """What the source says one object of a commit is."""
+
+    checksum: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class CheckerStats:
+    checks: int = 0
+    commits_verified: int = 0
+    objects_compared: int = 0
+    partial_probes: int = 0
+    write_probes: int = 0
+    #: rounds in which the mirror region did not answer (killed, restarting)
+    mirror_unavailable: int = 0
+    #: rounds in which the source region did not answer
+    source_unavailable: int = 0
+
+
+@dataclass
+class ApiMirrorChecker:
+    """Checks one mirror against its source repository, round after round.
+
+    Args:
+        source: client of the source region.
+        source_repo: the source repository.
+        mirror: client of the destination region.
+        mirror_repo: the mirror repository's name.
+        collect: keep going after a violation (record it in :attr:`violations`)
+            instead of raising :class:`InvariantViolation`.
+    """
+
+    source: RegionClient
+    source_repo: str
+    mirror: RegionClient
+    mirror_repo: str
+    collect: bool = False
+    violations: list[InvariantViolation] = field(default_factory=list)
+    stats: CheckerStats = field(default_factory=CheckerStats)
+    #: branch -> every head the source branch was seen at
+    source_heads: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: tag -> every commit the source tag was seen at
+    source_tags: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    #: branch -> the mirror head seen last
+    mirror_heads: dict[str, str] = field(default_factory=dict)
+    #: set once the mirror is detached: it is an ordinary repository from then on
+    detached: bool = False
+    _seq: itertools.count[int] = field(default_factory=itertools.count)
+    _first_seen: dict[tuple[str, str], int] = field(default_factory=dict)
+    _resets: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    _last_source: dict[str, str | None] = field(default_factory=dict)
+    _commits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _facts: dict[str, dict[str, ObjectFact]] = field(default_factory=dict)
+    _blobs: dict[tuple[str, str], str] = field(default_factory=dict)
+    _verified: set[str] = field(default_factory=set)
+
+    # --------------------------------------------------------------- source side
+    def _tick(self) -> int:
+        return next(self._seq)
+
+    def source_moved(self, branch: str, commit_id: str | None, *, reset: bool = False) -> None:
+        """Tell the checker of a move the caller made (``None``: the branch was deleted).
+
+        The new head's commits and data are recorded at once, so they can be checked
+        against even if the source region dies right after.
+        """
+        seq = self._tick()
+        if reset or commit_id is None:
+            self._resets[branch].append(seq)
+        if commit_id is not None:
+            self._record_head(branch, commit_id, seq)
+        self._last_source[branch] = commit_id
+
+    def _record_head(self, branch: str, commit_id: str, seq: int) -> None:
+        self.source_heads[branch].add(commit_id)
+        self._first_seen.setdefault((branch, commit_id), seq)
+        self._learn_commits(commit_id)
+        self.facts(commit_id)
+
+    def observe_source(self) -> bool:
+        """Read the source's branches and tags; False when the source does not answer."""
+        try:
+            branches = self.source.branches(self.source_repo)
+            tags = self.source.tags(self.source_repo)
+        except ApiError as e:
+            if e.unreachable:
+                self.stats.source_unavailable += 1
+                return False
+            raise
+        seq = self._tick()
+        for name, head in branches.items():
+            last = self._last_source.get(name)
+            if last is not None and last != head and not self._is_ancestor(last, head):
+                self._resets[name].append(seq)  # reset (or deleted and re-created)
+            self._record_head(name, head, seq)
+            self._last_source[name] = head
+        for name, last in list(self._last_source.items()):
+            if name not in branches and last is not None:
+                self._resets[name].append(seq)  # deleted
+                self._last_source[name] = None
+        for name, cid in tags.items():
+            if cid not in self.source_tags[name]:
+                self.source_tags[name].add(cid)
+                self._learn_commits(cid)
+                self.facts(cid)
+        return True
+
+    def commit(self, commit_id: str) -> dict[str, Any]:
+        """A commit record: cached, else from the source, else from the mirror."""
+        rec = self._commits.get(commit_id)
+        if rec is None:
+            try:
+                rec = self.source.get_commit(self.source_repo, commit_id)
+            except ApiError as e:
+                if not e.unreachable:
+                    raise
+                rec = self.mirror.get_commit(self.mirror_repo, commit_id)
+            self._commits[commit_id] = rec
+        return rec
+
+    def _learn_commits(self, head: str) -> None:
+        """Fetch the first-parent chain of ``head`` down to a commit already known."""
+        cid: str | None = head
+        while cid and cid not in self._commits:
+            parents = self.commit(cid)["parents"]
+            cid = parents[0] if parents else None
+
+    def _first_parent_closure(self, heads: Iterable[str]) -> set[str]:
+        out: set[str] = set()
+        for head in heads:
+            cid: str | None = head
+            while cid and cid not in out:
+                out.add(cid)
+                parents = self.commit(cid)["parents"]
+                cid = parents[0] if parents else None
+        return out
+
+    def _is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        seen: set[str] = set()
+        todo = [descendant]
+        while todo:
+            cid = todo.pop()
+            if cid == ancestor:
+                return True
+            if cid in seen:
+                continue
+            seen.add(cid)
+            todo.extend(self.commit(cid)["parents"])
+        return False
+
+    def facts(self, commit_id: str) -> dict[str, ObjectFact]:
+        """The source's objects of ``commit_id``: path -> checksum, size and SHA-256."""
+        known = self._facts.get(commit_id)
+        if known is not None:
+            return known
+        out: dict[str, ObjectFact] = {}
+        for stat in self.source.list_objects(self.source_repo, commit_id):
+            key = (stat["physical_address"], stat["checksum"])
+            digest = self._blobs.get(key)
+            if digest is None:
+                data = self.source.read_object(self.source_repo, commit_id, stat["path"])
+                digest = hashlib.sha256(data).hexdigest()
+                self._blobs[key] = digest
+            out[stat["path"]] = ObjectFact(stat["checksum"], int(stat["size_bytes"] or 0),
+                                           digest)
+        self._facts[commit_id] = out
+        return out
+
+    # --------------------------------------------------------------- mirror side
+    def _violation(self, invariant: str, detail: str) -> None:
+        v = InvariantViolation(invariant, detail)
+        if not self.collect:
+            raise v
+        self.violations.append(v)
+
+    def check(self) -> None:
+        """One round: observe the source, then check every mirror branch and tag."""
+        self.stats.checks += 1
+        self.observe_source()
+        if self.detached:
+            return
+        try:
+            branches = self.mirror.branches(self.mirror_repo)
+            tags = self.mirror.tags(self.mirror_repo)
+        except ApiError as e:
+            if e.status == 404:
+                return  # the mirror repository is not created yet, or deleted
+            if e.unreachable:
+                self.stats.mirror_unavailable += 1
+                return
+            raise
+        try:
+            self._check_branches(branches)
+            self._check_tags(tags)
+            self._probe_pending(branches)
+        except ApiError as e:
+            if e.unreachable:
+                self.stats.mirror_unavailable += 1
+                return
+            raise
+
+    def _check_branches(self, branches: dict[str, str]) -> None:
+        for name, head in branches.items():
+            if not head:
+                continue
+            allowed = self._first_parent_closure(self.source_heads.get(name, ()))
+            if head not in allowed:
+                self._violation("I1", f"mirror branch {name} at {head}, which its source "
+                                      "branch never pointed at (nor at a descendant of it)")
+                continue
+            prev = self.mirror_heads.get(name)
+            if prev and prev != head and not self._is_ancestor(prev, head) \
+                    and not self._reset_since(name, prev):
+                self._violation("I3", f"mirror branch {name} moved from {prev} to "
+                                      f"{head}, not a descendant, without a source reset")
+            self.mirror_heads[name] = head
+            self.verify_commit(head, f"branch {name}")
+        for name in list(self.mirror_heads):
+            if name not in branches:
+                prev = self.mirror_heads.pop(name)
+                if not self._reset_since(name, prev):
+                    self._violation("I3", f"mirror branch {name} (at {prev}) vanished, but "
+                                          "its source branch was never deleted or reset")
+
+    def _reset_since(self, branch: str, head: str) -> bool:
+        since = self._first_seen.get((branch, head), -1)
+        return any(seq > since for seq in self._resets.get(branch, ()))
+
+    def _check_tags(self, tags: dict[str, str]) -> None:
+        for name, cid in tags.items():
+            allowed = self._first_parent_closure(self.source_tags.get(name, ()))
+            if cid not in self.source_tags.get(name, ()) and cid not in allowed:
+                self._violation("I1", f"mirror tag {name} at {cid}, never its source's")
+                continue
+            self.verify_commit(cid, f"tag {name}")
+
+    def verify_commit(self, commit_id: str, what: str = "", *, force: bool = False) -> None:
+        """I1/I2: the mirror's record and data of ``commit_id`` equal the source's."""
+        if commit_id in self._verified and not force:
+            return
+        where = f"{what} at {commit_id}" if what else commit_id
+        src = self.commit(commit_id)
+        try:
+            rec = self.mirror.get_commit(self.mirror_repo, commit_id)
+        except ApiError as e:
+            if e.unreachable:
+                raise
+            self._violation("I1", f"{where}: commit record not readable on the mirror: {e}")
+            return
+        for key in ("id", "parents", "meta_range_id", "message", "committer",
+                    "creation_date", "metadata"):
+            if rec.get(key) != src.get(key):
+                self._violation("I1", f"{where}: commit field {key} differs: "
+                                      f"{rec.get(key)!r} != {src.get(key)!r}")
+                return
+        self._compare_data(commit_id, where)
+
+    def _compare_data(self, commit_id: str, where: str) -> None:
+        facts = self.facts(commit_id)
+        try:
+            listing = self.mirror.list_objects(self.mirror_repo, commit_id)
+        except ApiError as e:
+            if e.unreachable:
+                raise
+            self._violation("I2", f"{where}: the mirror does not serve the commit: {e}")
+            return
+        mirror_paths = {s["path"]: s for s in listing}
+        if sorted(mirror_paths) != sorted(facts):
+            extra = sorted(set(mirror_paths) - set(facts))[:5]
+            lacking = sorted(set(facts) - set(mirror_paths))[:5]
+            self._violation("I2", f"{where}: listings differ (mirror extra {extra}, "
+                                  f"lacking {lacking})")
+            return
+        for path, fact in facts.items():
+            stat = mirror_paths[path]
+            if stat["checksum"] != fact.checksum or int(stat["size_bytes"] or 0) != fact.size:
+                self._violation("I2", f"{where}: {path} has checksum/size "
+                                      f"{stat['checksum']}/{stat['size_bytes']}, source "
+                                      f"{fact.checksum}/{fact.size}")
+                return
+            try:
+                data = self.mirror.read_object(self.mirror_repo, commit_id, path)
+            except ApiError as e:
+                if e.unreachable:
+                    raise
+                self._violation("I2", f"{where}: {path} listed but not readable: {e}")
+                return
+            self.stats.objects_compared += 1
+            if hashlib.sha256(data).hexdigest() != fact.sha256:
+                self._violation("I2", f"{where}: {path} differs from the source's bytes")
+                return
+        self._verified.add(commit_id)
+        self.stats.commits_verified += 1
+
+    def _probe_pending(self, branches: dict[str, str]) -> None:
+        """I2: a source head not promoted yet is refused or served whole, never half."""
+        for name, head in self._last_source.items():
+            if head is None or branches.get(name) == head or head in self._verified:
+                continue
+            self.stats.partial_probes += 1
+            try:
+                self.mirror.list_objects(self.mirror_repo, head)
+            except ApiError as e:
+                if e.status == 404 or e.unreachable:
+                    continue
+                self._violation("I2", f"pending head {head} of {name}: {e}")
+                continue
+            # served: then it must be served completely and identically
+            self.verify_commit(head, f"pending head of {name}")
+
+    # ------------------------------------------------------------------- I4
+    def probe_read_only(self) -> None:
+        """I4: every client write to the mirror is refused with 403, and nothing lands."""
+        if self.detached:
+            return
+        repo = self.mirror_repo
+        try:
+            branches = self.mirror.branches(repo)
+            tags = self.mirror.tags(repo)
+        except ApiError as e:
+            if e.status == 404 or e.unreachable:
+                return
+            raise
+        branch = next(iter(sorted(branches)), "main")
+        base = f"/api/v1/repositories/{repo}"
+        attempts: list[tuple[str, str, dict[str, Any]]] = [
+            ("POST", f"{base}/branches/{branch}/objects",
+             {"params": {"path": PROBE}, "content": b"must not land"}),
+            ("DELETE", f"{base}/branches/{branch}/objects", {"params": {"path": PROBE}}),
+            ("POST", f"{base}/branches/{branch}/commits",
+             {"json": {"message": "i4 probe", "allow_empty": True}}),
+            ("POST", f"{base}/branches", {"json": {"name": PROBE, "source": branch}}),
+            ("PUT", f"{base}/branches/{branch}/hard_reset", {"params": {"ref": branch}}),
+            ("DELETE", f"{base}/branches/{branch}", {}),
+            ("POST", f"{base}/tags", {"json": {"id": PROBE, "ref": branch}}),
+            ("DELETE", base, {}),
+        ]
+        attempts += [("DELETE", f"{base}/tags/{t}", {}) for t in sorted(tags)[:1]]
+        for method, path, kwargs in attempts:
+            self.stats.write_probes += 1
+            try:
+                self.mirror.request(method, path, expect=(403,), **kwargs)
+            except ApiError as e:
+                if e.unreachable:
+                    return
+                if e.status == 404 and not self._mirror_exists():
+                    return  # the mirror was deleted meanwhile
+                self._violation("I4", f"{method} {path} on the mirror answered {e.status} "
+                                      f"({e.message}), not 403")
+        self._probe_gateway(branch)
+        try:
+            landed = [what for what, present in (
+                ("object", self._exists(f"{base}/refs/{branch}/objects/stat",
+                                        {"path": PROBE})),
+                ("branch", self._exists(f"{base}/branches/{PROBE}", {})),
+                ("tag", self._exists(f"{base}/tags/{PROBE}", {}))) if present]
+        except ApiError as e:
+            if e.unreachable:
+                return
+            raise
+        if landed:
+            self._violation("I4", f"refused writes left a probe {', '.join(landed)} behind")
+
+    def _probe_gateway(self, branch: str) -> None:
+        """A PUT through the S3 gateway (bucket = repository) is refused too."""
+        import boto3
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        key, secret = self.mirror.credentials
+        gateway = boto3.client(
+            "s3", endpoint_url=self.mirror.endpoint, aws_access_key_id=key,
+            aws_secret_access_key=secret, region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+        self.stats.write_probes += 1
+        try:
+            gateway.put_object(Bucket=self.mirror_repo, Key=f"{branch}/{PROBE}",
+                               Body=b"must not land")
+        except ClientError as e:
+            status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+            if status not in (403, 404) or (status == 404 and self._mirror_exists()):
+                self._violation("I4", f"S3 gateway PUT on the mirror answered {status}, "
+                                      "not 403")
+            return
+        except BotoCoreError:
+            return  # not answering (restarting)
+        finally:
+            gateway.close()
+        self._violation("I4", "S3 gateway PUT on the mirror succeeded")
+
+    def _exists(self, path: str, params: dict[str, str]) -> bool:
+        return self.mirror.request("GET", path, expect=(200, 404),
+                                   params=params).status_code == 200
+
+    def _mirror_exists(self) -> bool:
+        try:
+            self.mirror.get_repository(self.mirror_repo)
+        except ApiError as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    # ---------------------------------------------------------------- progress
+    def in_sync(self) -> bool:
+        """Whether every source branch and tag is on the mirror at the same commit."""
+        try:
+            source = (self.source.branches(self.source_repo), self.source.tags(self.source_repo))
+            mirror = (self.mirror.branches(self.mirror_repo), self.mirror.tags(self.mirror_repo))
+        except ApiError:
+            return False
+        return source == ({b: c for b, c in mirror[0].items() if c}, mirror[1])
+
+    def wait_in_sync(self, timeout: float = 60.0, what: str = "mirror in sync") -> None:
+        """Check round after round until :meth:`in_sync` (AssertionError on timeout)."""
+        from tests.replication.harness import wait_for
+
+        wait_for(self.in_sync, timeout, 0.1, what=what, check=self.check)
+        self.check()
+
+    # ---------------------------------------------------------------- summary
+    def summary(self) -> str:
+        s = self.stats
+        return (f"{s.checks} checks, {s.commits_verified} commits verified, "
+                f"{s.objects_compared} objects compared, {s.partial_probes} pending-head "
+                f"probes, {s.write_probes} refused-write probes, {len(self.violations)} "
+                f"violations (mirror unavailable {s.mirror_unavailable}x, source "
+                f"{s.source_unavailable}x)")

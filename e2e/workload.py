@@ -1,0 +1,103 @@
+"""Source-side operations of the scenarios and the chaos run, each reported to the checker.
+
+Every operation goes through the source region's REST API and, once it succeeded,
+tells the :class:`~e2e.invariants.ApiMirrorChecker` where the branch now points (and
+whether that was a reset), so the checker knows every head the mirror may show.
+Object contents come from the driver's random generator: the same seed writes the
+same bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from e2e.api import ApiError, RegionClient
+from e2e.invariants import ApiMirrorChecker
+
+#: paths a commit writes are drawn from this many, so later commits overwrite earlier ones
+PATHS = 24
+
+
+@dataclass
+class SourceDriver:
+    """Makes changes to one source repository and keeps the checker informed.
+
+    Args:
+        client: client of the source region.
+        repo: the source repository.
+        checker: told of every move (optional).
+        rng: where contents and choices come from.
+    """
+
+    client: RegionClient
+    repo: str
+    checker: ApiMirrorChecker | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    commits: int = 0
+
+    def _moved(self, branch: str, head: str | None, *, reset: bool = False) -> None:
+        if self.checker is not None:
+            self.checker.source_moved(branch, head, reset=reset)
+
+    def create_repository(self, namespace: str, default_branch: str = "main") -> None:
+        self.client.create_repository(self.repo, namespace, default_branch)
+        self._moved(default_branch, self.client.branches(self.repo)[default_branch])
+
+    def write_commit(self, branch: str, *, files: int = 3, delete: bool = True,
+                     message: str | None = None) -> str:
+        """Upload ``files`` objects (and maybe delete one), commit; returns the commit id."""
+        self.commits += 1
+        for _ in range(files):
+            path = f"data/part-{self.rng.randrange(PATHS):03d}.bin"
+            size = self.rng.choice((0, 7, 100, 1000, 5000))
+            body = f"{branch}#{self.commits}:".encode() + self.rng.randbytes(size)
+            self.client.upload(self.repo, branch, path, body)
+        if delete and self.rng.random() < 0.3:
+            listing = self.client.list_objects(self.repo, branch)
+            if listing:
+                self.client.delete_object(self.repo, branch, self.rng.choice(listing)["path"])
+        head = self.client.commit(self.repo, branch, message or f"commit {self.commits} on "
+                                                                f"{branch}")
+        self._moved(branch, head)
+        return head
+
+    def create_branch(self, name: str, source: str) -> str:
+        self.client.create_branch(self.repo, name, source)
+        head = self.client.branches(self.repo)[name]
+        self._moved(name, head, reset=True)  # a new life of the name starts anywhere
+        return head
+
+    def delete_branch(self, name: str) -> None:
+        self.client.delete_branch(self.repo, name)
+        self._moved(name, None)
+
+    def merge(self, source: str, destination: str) -> str | None:
+        """Merge ``source`` into ``destination`` (source wins conflicts); None: no changes."""
+        try:
+            head = self.client.merge(self.repo, source, destination,
+                                     f"merge {source} into {destination}", "source-wins")
+        except ApiError as e:
+            if e.status == 400 and "no changes" in e.message:
+                return None
+            raise
+        self._moved(destination, head)
+        return head
+
+    def reset(self, branch: str, ref: str) -> str:
+        """Hard-reset ``branch`` to ``ref`` (usually backwards)."""
+        self.client.hard_reset(self.repo, branch, ref)
+        head = self.client.branches(self.repo)[branch]
+        self._moved(branch, head, reset=True)
+        return head
+
+    def tag(self, name: str, ref: str) -> None:
+        self.client.create_tag(self.repo, name, ref)
+        if self.checker is not None:
+            self.checker.observe_source()
+
+    def delete_tag(self, name: str) -> None:
+        self.client.delete_tag(self.repo, name)
+
+    def branches(self) -> dict[str, str]:
+        return self.client.branches(self.repo)
