@@ -13,6 +13,7 @@ through leases.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -337,3 +338,8 @@ def clip_error(error: str) -> str:
     if len(error) <= MAX_ERROR_LENGTH:
         return error
     return error[: MAX_ERROR_LENGTH - 3] + "..."
+
+
+def default_lease_owner() -> str:
+    """An owner id unique to this process on this host: host name and pid."""
+    return f"{os.uname().nodename}:{os.getpid()}"
