@@ -147,9 +147,10 @@ class Gateway:
         if info.status >= 500:
             log.error("gateway %s %s failed: %s", method, resource, exc, exc_info=exc)
         if method == "HEAD":
-            return Response(status_code=info.status)
+            return Response(status_code=info.status, headers=info.headers)
         body = xml.error_document(info.code, info.message, resource, request_id)
-        return Response(body, status_code=info.status, media_type=xml.CONTENT_TYPE)
+        return Response(body, status_code=info.status, headers=info.headers,
+                        media_type=xml.CONTENT_TYPE)
 
 
 def _has_body(headers: dict[str, str]) -> bool:

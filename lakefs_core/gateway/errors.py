@@ -8,7 +8,7 @@ malformed XML body, a part too small) are raised as :class:`S3Error` with their 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakefs_core import errors
 from lakefs_core.catalog import RangeNotSatisfiableError
@@ -21,12 +21,15 @@ class S3Error(errors.LakeFSError):
         code: The S3 error code (``NoSuchUpload``, ``MalformedXML``, ...).
         message: Human-readable text for ``<Message>``.
         status: The HTTP status.
+        headers: Extra response headers (``Content-Range`` of a 416).
     """
 
-    def __init__(self, code: str, message: str, status: int = 400) -> None:
+    def __init__(self, code: str, message: str, status: int = 400,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
+        self.headers = dict(headers or {})
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class S3ErrorInfo:
     status: int
     code: str
     message: str
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 # most specific first: the first matching class decides
@@ -71,7 +75,7 @@ def s3_error_of(exc: BaseException, *, presigned: bool = False) -> S3ErrorInfo:
             ``AuthorizationQueryParametersError`` rather than a header error).
     """
     if isinstance(exc, S3Error):
-        return S3ErrorInfo(exc.status, exc.code, str(exc))
+        return S3ErrorInfo(exc.status, exc.code, str(exc), exc.headers)
     if presigned and isinstance(exc, errors.MalformedAuthorizationError):
         return S3ErrorInfo(400, "AuthorizationQueryParametersError", str(exc))
     for cls, status, code in _CODES:

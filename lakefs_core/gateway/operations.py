@@ -359,8 +359,9 @@ class Operations:
         header = req.headers.get("range", "")
         try:
             return parse_range_header(header, entry.size)
-        except RangeNotSatisfiableError:
-            raise
+        except RangeNotSatisfiableError as exc:
+            raise S3Error("InvalidRange", str(exc), 416,
+                          {"content-range": f"bytes */{entry.size}"}) from None
         except ValidationError:
             return None  # a range the gateway cannot parse is ignored, as HTTP allows
 

@@ -61,7 +61,10 @@ def _resources(raw_path: str, bucket_prefix: str) -> list[str]:
     strict = quote(unquote(paths[0]), safe="/~")
     if strict != paths[0]:
         paths.append(strict)
-    return [bucket_prefix + p for p in paths]
+    resources = [bucket_prefix + p for p in paths]
+    if resources[0].count("/") == 1 and resources[0] != "/":
+        resources.append(resources[0] + "/")  # a bucket is signed as "/bucket/"
+    return resources
 
 
 def _sub_resources(raw_query: str) -> str:

@@ -170,3 +170,37 @@ def test_multipart_completion_refused_after_protection(repo: Repo) -> None:
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})) == (403, "AccessDenied")
     with pytest.raises(ObjectNotFoundError):
         graveler.get_entry(repo.name, "main", "late")
+
+
+def test_signature_version_2_clients(repo: Repo) -> None:
+    v2 = s3_client(repo.server.endpoint, repo.server.access_key_id,
+                   repo.server.secret_access_key, signature_version="s3")
+    v2.put_object(Bucket=repo.name, Key="main/v2/a b.txt", Body=b"signed with v2",
+                  ContentType="text/plain", Metadata={"m": "1"})
+    assert repo.read("main", "v2/a b.txt") == b"signed with v2"
+    got = v2.get_object(Bucket=repo.name, Key="main/v2/a b.txt", Range="bytes=0-5")
+    assert got["Body"].read() == b"signed"
+    listed = v2.list_objects_v2(Bucket=repo.name, Prefix="main/v2/")
+    assert [o["Key"] for o in listed["Contents"]] == ["main/v2/a b.txt"]
+    v2.delete_objects(Bucket=repo.name, Delete={"Objects": [{"Key": "main/v2/a b.txt"}]})
+    with pytest.raises(ObjectNotFoundError):
+        repo.server.services.graveler.get_entry(repo.name, "main", "v2/a b.txt")
+    wrong = s3_client(repo.server.endpoint, repo.server.access_key_id, "wrong-secret",
+                      signature_version="s3")
+    assert _refused(lambda: wrong.put_object(Bucket=repo.name, Key="main/v2/x", Body=b"x")) == (
+        403, "SignatureDoesNotMatch")
+    unknown = s3_client(repo.server.endpoint, "AKIAIOSFODNN7UNKNOWN", "whatever",
+                        signature_version="s3")
+    assert _refused(lambda: unknown.list_buckets()) == (403, "InvalidAccessKeyId")
+
+
+def test_new_grant_applies_at_once(repo: Repo) -> None:
+    auth = repo.server.services.auth
+    auth.create_user("late")
+    credential = auth.create_credentials("late")
+    late = repo.client(credential.access_key_id, credential.secret)
+    assert _refused(lambda: late.put_object(Bucket=repo.name, Key="main/late",
+                                            Body=b"x")) == (403, "AccessDenied")
+    auth.attach_policy_to_user("late", "FSReadWriteAll")
+    late.put_object(Bucket=repo.name, Key="main/late", Body=b"granted")
+    assert repo.read("main", "late") == b"granted"

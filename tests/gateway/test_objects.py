@@ -85,6 +85,8 @@ def test_range_reads(repo: Repo) -> None:
             repo.s3.get_object(Bucket=repo.name, Key="main/r.bin", Range=spec)
         assert _code(exc) == "InvalidRange"
         assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 416
+        assert exc.value.response["ResponseMetadata"]["HTTPHeaders"][
+            "content-range"] == f"bytes */{len(data)}"
 
 
 def test_read_by_commit_and_tag(repo: Repo) -> None:
