@@ -98,6 +98,25 @@ def _remote_caller(endpoint: str, key: str, secret: str) -> Caller:
     return Caller(username, policies)
 
 
+FORWARDED = "x-replication-forwarded-from"
+
+
+def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Response | None:
+    """Have the destination region apply a deletion; None if it cannot be reached."""
+    try:
+        url = sidecar.config.endpoint_for(mirror.destination_region).rstrip("/")
+        resp = httpx.delete(
+            f"{url}{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}",
+            headers={"authorization": request.headers.get("authorization", ""),
+                     FORWARDED: sidecar.region}, timeout=10)
+    except (httpx.HTTPError, ValidationError):
+        return None  # destination unreachable (disaster): record the request here
+    if resp.status_code >= 500:
+        return None
+    return Response(content=resp.content, status_code=resp.status_code,
+                    media_type=resp.headers.get("content-type"))
+
+
 def create_app(sidecar: Sidecar) -> FastAPI:
     app = FastAPI(title="lakeFS replication service", version="1.0.0",
                   openapi_url=f"{PREFIX}/openapi.json", docs_url=None, redoc_url=None)
@@ -184,12 +203,19 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         return mirror_json(mirror_of(repository, mirror_id))
 
     @router.delete("/repositories/{repository}/mirrors/{mirror_id}", status_code=204)
-    def delete_mirror(repository: str, mirror_id: str,
+    def delete_mirror(repository: str, mirror_id: str, request: Request,
                       who: Caller = Depends(caller)) -> Response:  # noqa: B008
         m = mirror_of(repository, mirror_id)
         who.check(rbac.Permission(rbac.DELETE_REPOSITORY, rbac.repository_arn(m.name)))
-        if m.state not in (MirrorState.DELETING, MirrorState.DELETED):
-            sidecar.table.update_mirror(m.with_state(MirrorState.DELETING))
+        if m.state in (MirrorState.DELETING, MirrorState.DELETED):
+            return Response(status_code=204)
+        if m.destination_region != sidecar.region and not request.headers.get(FORWARDED):
+            # the mirror row has one writing region, its destination (a DynamoDB global
+            # table settles concurrent writes to one item by last-writer-wins): ask it
+            forwarded = _forward_delete(sidecar, m, request)
+            if forwarded is not None:
+                return forwarded
+        sidecar.table.update_mirror(m.with_state(MirrorState.DELETING))
         return Response(status_code=204)
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}/status")
