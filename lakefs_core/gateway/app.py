@@ -145,7 +145,9 @@ class Gateway:
                presigned: bool) -> Response:
         info = s3_error_of(exc, presigned=presigned)
         if info.status >= 500:
-            log.error("gateway %s %s failed: %s", method, resource, exc, exc_info=exc)
+            log.error("gateway %s %s failed: %s", method, resource, exc, exc_info=exc,
+                      extra={"request_id": request_id, "resource": resource,
+                             "s3_code": info.code})
         if method == "HEAD":
             return Response(status_code=info.status, headers=info.headers)
         body = xml.error_document(info.code, info.message, resource, request_id)

@@ -66,6 +66,9 @@ _RESPONSE_OVERRIDES = {
 _UNSUPPORTED_BUCKET_QUERIES = ("acl", "policy", "cors", "lifecycle", "tagging", "website",
                                "replication", "encryption", "notification", "logging",
                                "object-lock", "uploads", "versions", "inventory")
+#: object sub-resources the gateway does not implement
+_UNSUPPORTED_OBJECT_QUERIES = ("acl", "tagging", "attributes", "legal-hold", "retention",
+                               "torrent", "restore", "select")
 
 
 def _xml_response(body: bytes, status: int = 200) -> Response:
@@ -120,6 +123,9 @@ class Operations:
             raise S3Error("MethodNotAllowed", "The specified method is not allowed", 405)
         if not req.key:
             return self._route_bucket(req)
+        for name in _UNSUPPORTED_OBJECT_QUERIES:
+            if req.has(name):
+                raise _not_implemented(f"object sub-resource {name!r}")
         if method == "GET":
             return self.list_parts if req.has("uploadId") else self.get_object
         if method == "HEAD":
@@ -127,8 +133,6 @@ class Operations:
         if method == "PUT":
             if req.has("uploadId") or req.has("partNumber"):
                 return self.upload_part
-            if req.has("tagging") or req.has("acl"):
-                raise _not_implemented("object sub-resources")
             return self.copy_object if "x-amz-copy-source" in req.headers else self.put_object
         if method == "POST":
             if req.has("uploads"):

@@ -141,6 +141,13 @@ def test_list_and_head_buckets(repo: Repo) -> None:
     with pytest.raises(ClientError) as exc:
         repo.s3.create_bucket(Bucket="new-bucket")
     assert _code(exc) == "NotImplemented"
+    repo.s3.put_object(Bucket=repo.name, Key="main/x", Body=b"x")
+    for call in (lambda: repo.s3.get_object_tagging(Bucket=repo.name, Key="main/x"),
+                 lambda: repo.s3.get_object_acl(Bucket=repo.name, Key="main/x"),
+                 lambda: repo.s3.list_multipart_uploads(Bucket=repo.name)):
+        with pytest.raises(ClientError) as exc:
+            call()
+        assert _code(exc) == "NotImplemented"
 
 
 def test_if_none_match_star(repo: Repo) -> None:
