@@ -170,6 +170,13 @@ class Cluster:
                             aws_access_key_id=AWS_ENV["AWS_ACCESS_KEY_ID"],
                             aws_secret_access_key=AWS_ENV["AWS_SECRET_ACCESS_KEY"])
 
+    def kill_region(self, name: str) -> None:
+        """``kill -9`` a whole region: its server, its sidecars and its object store."""
+        self.regions[name].kill()
+        for p in self.aux:
+            if p.name.startswith(f"{name}-"):
+                p.kill()
+
     def stop(self) -> None:
         """Stop every process (sidecars first, so they release their leases)."""
         sidecars = [p for r in self.regions.values() for p in r.sidecars]

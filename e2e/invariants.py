@@ -249,6 +249,8 @@ class ApiMirrorChecker:
             if e.unreachable:
                 self.stats.mirror_unavailable += 1
                 return
+            if e.status == 404 and not self._mirror_exists():
+                return  # deleted while we looked
             raise
 
     def _check_branches(self, branches: dict[str, str]) -> None:
@@ -295,7 +297,7 @@ class ApiMirrorChecker:
         try:
             rec = self.mirror.get_commit(self.mirror_repo, commit_id)
         except ApiError as e:
-            if e.unreachable:
+            if e.unreachable or not self._mirror_exists():
                 raise
             self._violation("I1", f"{where}: commit record not readable on the mirror: {e}")
             return
@@ -312,7 +314,7 @@ class ApiMirrorChecker:
         try:
             listing = self.mirror.list_objects(self.mirror_repo, commit_id)
         except ApiError as e:
-            if e.unreachable:
+            if e.unreachable or not self._mirror_exists():
                 raise
             self._violation("I2", f"{where}: the mirror does not serve the commit: {e}")
             return
@@ -333,7 +335,7 @@ class ApiMirrorChecker:
             try:
                 data = self.mirror.read_object(self.mirror_repo, commit_id, path)
             except ApiError as e:
-                if e.unreachable:
+                if e.unreachable or not self._mirror_exists():
                     raise
                 self._violation("I2", f"{where}: {path} listed but not readable: {e}")
                 return

@@ -48,15 +48,18 @@ class SourceDriver:
                      message: str | None = None) -> str:
         """Upload ``files`` objects (and maybe delete one), commit; returns the commit id."""
         self.commits += 1
+        written: set[str] = set()
         for _ in range(files):
             path = f"data/part-{self.rng.randrange(PATHS):03d}.bin"
             size = self.rng.choice((0, 7, 100, 1000, 5000))
             body = f"{branch}#{self.commits}:".encode() + self.rng.randbytes(size)
             self.client.upload(self.repo, branch, path, body)
+            written.add(path)
         if delete and self.rng.random() < 0.3:
-            listing = self.client.list_objects(self.repo, branch)
-            if listing:
-                self.client.delete_object(self.repo, branch, self.rng.choice(listing)["path"])
+            others = [s["path"] for s in self.client.list_objects(self.repo, branch)
+                      if s["path"] not in written]
+            if others:
+                self.client.delete_object(self.repo, branch, self.rng.choice(others))
         head = self.client.commit(self.repo, branch, message or f"commit {self.commits} on "
                                                                 f"{branch}")
         self._moved(branch, head)
