@@ -232,9 +232,9 @@ def test_incremental_validation_requests_and_caches(mirror: Mirror) -> None:
     assert n <= len(changed) + 2 * len(new) + 2
     # a proven commit costs nothing the second time, and proven objects are not asked
     assert mirror.requests(lambda: v.validate(target, base)) == 0
-    obj = changed[0]
-    assert obj.entry is not None
-    assert mirror.requests(lambda: v.check_object(obj.path, obj.entry)) == 0
+    path, entry = changed[0].path, changed[0].entry
+    assert entry is not None
+    assert mirror.requests(lambda: v.check_object(path, entry)) == 0
 
     # a third commit on top of the second: only what it changed is looked at again
     third = mirror.commit(target, [mirror.put_object(paths(60)[8], 2)])
