@@ -6,9 +6,10 @@ Two regions run in this process (``tests/replication/harness.py``: two servers, 
 sidecars, a SQLite mirrors table), with ``object_replication.mode: native`` and the
 sidecars on their **default** schedule (commit sensor every 1 minute, mirrors manager
 every 20 seconds, missing pieces re-checked every 500 ms). Nothing copies objects
-but this benchmark: like S3 replication it copies every new file of a commit (data
-objects, ranges, metarange) to the mirror's namespace in random order with random
-delays, and notes when the last one lands. The lag of a commit is the time from
+but this benchmark: like S3 replication, the harness's ``FaultyReplicator`` (here
+without drops or duplicates) copies every new file of a commit (data objects,
+ranges, metarange) to the mirror's namespace in random order with random delays,
+and the benchmark notes when the last one lands. The lag of a commit is the time from
 that moment to the mirror branch pointing at the commit (polled every few ms).
 
 Each sample is one commit on its own repository (each with its own mirror), so
@@ -30,7 +31,6 @@ import argparse
 import math
 import os
 import random
-import shutil
 import statistics
 import tempfile
 import threading
@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from lakefs_core.ref_events import RefEventNotifier
-from tests.replication.harness import Region, two_regions, wait_for
+from tests.replication.harness import FaultyReplicator, Region, two_regions, wait_for
 from tests.replication.test_two_regions import commit, create_mirror, create_source, upload
 
 #: sections the harness fills in with short test intervals; without them the sidecar
@@ -59,47 +59,6 @@ class Sample:
     copy_seconds: float
     #: seconds from the last file landing to the mirror branch at the commit
     lag: float
-
-
-class ControlledCopier:
-    """Copies one repository's new files from the source namespace to the mirror's,
-    like bucket replication: every file once, in random order, after random delays."""
-
-    def __init__(self, src: Path, dst: Path, rng: random.Random, max_delay: float) -> None:
-        self.src = src
-        self.dst = dst
-        self.rng = rng
-        self.max_delay = max_delay
-
-    def pending(self) -> list[str]:
-        out = []
-        for dirpath, _dirs, files in os.walk(self.src):
-            for name in files:
-                if name.startswith("."):
-                    continue  # a file the store is still writing
-                rel = os.path.relpath(os.path.join(dirpath, name), self.src)
-                if not (self.dst / rel).exists():
-                    out.append(rel)
-        return out
-
-    def copy(self, rel: str) -> float:
-        """Copy one file atomically; returns when it became visible (monotonic)."""
-        target = self.dst / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / f".tmp-bench-{self.rng.random()}"
-        shutil.copyfile(self.src / rel, tmp)
-        os.replace(tmp, target)
-        return time.monotonic()
-
-    def replicate(self) -> tuple[int, float]:
-        """Copy everything pending; returns (files, when the last one landed)."""
-        todo = self.pending()
-        self.rng.shuffle(todo)
-        landed = time.monotonic()
-        for rel in todo:
-            time.sleep(self.rng.random() * self.max_delay)
-            landed = self.copy(rel)
-        return len(todo), landed
 
 
 def mirror_head(west: Region, repo: str) -> str | None:
@@ -119,32 +78,35 @@ class Bench:
         self.objects = objects
         self._lock = threading.Lock()
 
-    def copier(self, repo: str) -> ControlledCopier:
+    def replicate(self, repo: str) -> tuple[int, float]:
+        """Copy the repository's new files to its mirror's namespace, every file once,
+        in random order after random delays; returns (files, when the last landed)."""
         with self._lock:
-            rng = random.Random(self.rng.random())
-        return ControlledCopier(self.east.blockstore_root / repo,
-                                self.west.blockstore_root / f"{repo}-mirror", rng,
-                                self.max_delay)
+            seed = self.rng.randrange(1 << 30)
+        crr = FaultyReplicator(self.east.blockstore_root / repo,
+                               self.west.blockstore_root / f"{repo}-mirror", seed=seed,
+                               drop=0, duplicate=0, max_delay=self.max_delay)
+        files = crr.run_once()  # its last step is the last file's copy
+        return files, time.monotonic()
 
     def prepare(self, repo: str) -> None:
         """A source repository with one commit, mirrored and caught up."""
         create_source(self.east, repo)
         upload(self.east, repo, "main", "init.txt", b"init")
         head = commit(self.east, repo, "main", "init")
-        self.copier(repo).replicate()
+        self.replicate(repo)
         create_mirror(self.east, repo, f"{repo}-mirror", f"local://{repo}-mirror")
         wait_for(lambda: mirror_head(self.west, f"{repo}-mirror") == head, 120,
                  interval=0.05, what=f"{repo} mirrored")
 
     def sample(self, repo: str, n: int, timeout: float) -> Sample:
         """One commit of new objects, replicated late; its lag after the last file."""
-        copier = self.copier(repo)
         for i in range(self.objects):
             upload(self.east, repo, "main", f"batch-{n}/part-{i}.bin",
                    os.urandom(64 + 32 * i))
         head = commit(self.east, repo, "main", f"batch {n}")
         committed = time.monotonic()
-        files, landed = copier.replicate()
+        files, landed = self.replicate(repo)
         deadline = landed + timeout
         while mirror_head(self.west, f"{repo}-mirror") != head:
             if time.monotonic() > deadline:

@@ -36,17 +36,13 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from bench.graveler_bench import ENTRIES_PER_PARTITION, batched, key
 from lakefs_core.block.base import join_address
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import Entry, EntryRecord, RangeManager
 from replication.validator import CommitValidator, CountingStore
 
 NAMESPACE = "local://bench-mirror"
-ENTRIES_PER_PARTITION = 1_000
-
-
-def key(partition: int, n: int) -> str:
-    return f"tables/events/part={partition:05d}/file-{n:07d}.parquet"
 
 
 def content(path: str, version: int) -> bytes:
@@ -106,7 +102,7 @@ def run_size(n: int, ks: list[int], batch: int, full_max: int, workdir: str,
     rm = RangeManager(raw, NAMESPACE)
     mr = rm.empty_metarange()
     full = n <= full_max
-    for records in _batched(base_records(n), batch):
+    for records in batched(base_records(n), batch):
         mr = rm.apply(mr, records).metarange_id
         if full:
             for record in records:
@@ -145,17 +141,6 @@ def run_size(n: int, ks: list[int], batch: int, full_max: int, workdir: str,
             print(row.line(), flush=True)
             rows.append(row)
     return rows
-
-
-def _batched(items: Iterator[EntryRecord], size: int) -> Iterator[list[EntryRecord]]:
-    batch: list[EntryRecord] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def main(argv: list[str] | None = None) -> int:
