@@ -11,10 +11,11 @@ For a new source head the validator checks, in the destination namespace:
 By induction, base present + every difference present => the new commit is present.
 Work therefore grows with the change, not with the repository. Each new range is
 read once, and compared in the same pass with the base ranges that cover its keys,
-each read once, so requests are at most
-``objects changed + 2 x ranges new + 2`` (the two metaranges), ranges merged by a
-deleted boundary aside. Proven files, objects and fully present ranges are cached:
-a range id, once present, is present for good (files are immutable).
+each read once, so requests are at most ``changes + 2 x new ranges + 2`` (the two
+metaranges; a deleted boundary key can make one new range cover two base ranges,
+but a deletion needs no object request). Proven files, objects and fully present
+ranges are cached: a range id, once present, is present for good (files are
+immutable).
 """
 
 from __future__ import annotations

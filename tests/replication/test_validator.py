@@ -258,3 +258,16 @@ def test_incremental_validation_finds_a_missing_changed_object(mirror: Mirror) -
     assert [(m.kind, m.key) for m in result.missing] == [(MissingKind.OBJECT, late.path)]
     # nothing else is missing: unchanged entries are present with the base
     assert result.objects_checked == 1
+
+
+def test_deletions_need_no_object_requests(mirror: Mirror) -> None:
+    names = paths(60)
+    base = mirror.commit(EMPTY_METARANGE_ID, [mirror.put_object(p) for p in names])
+    deleted = [names[i] for i in (5, 6, 30, 59)]
+    target = mirror.commit(base, [EntryRecord(p, None) for p in deleted])
+    new = mirror.writer.new_ranges(base, target)
+    v = mirror.validator()
+    result = v.validate(target, base)
+    n = mirror.counting.requests
+    assert result.complete and result.objects_checked == 0
+    assert n <= len(deleted) + 2 * len(new) + 2
