@@ -10,7 +10,7 @@ swaps its file operations for two buckets on two moto servers.
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from e2e.cluster import Cluster
@@ -42,8 +42,8 @@ class S3FaultyReplicator(FaultyReplicator):
         self.src_bucket, self.src_prefix = _split(src_namespace)
         self.dst_bucket, self.dst_prefix = _split(dst_namespace)
         # the base class's directories only label the two sides here
-        super().__init__(PurePosixPath(self.src_bucket, self.src_prefix),  # type: ignore[arg-type]
-                         PurePosixPath(self.dst_bucket, self.dst_prefix), **faults)
+        super().__init__(Path(self.src_bucket, self.src_prefix),
+                         Path(self.dst_bucket, self.dst_prefix), **faults)
 
     def _keys(self, client: Any, bucket: str, prefix: str) -> set[str]:
         out: set[str] = set()

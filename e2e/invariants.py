@@ -105,6 +105,7 @@ class ApiMirrorChecker:
     _facts: dict[str, dict[str, ObjectFact]] = field(default_factory=dict)
     _blobs: dict[tuple[str, str], str] = field(default_factory=dict)
     _verified: set[str] = field(default_factory=set)
+    _failed: set[str] = field(default_factory=set)
 
     # --------------------------------------------------------------- source side
     def _tick(self) -> int:
@@ -223,7 +224,8 @@ class ApiMirrorChecker:
         v = InvariantViolation(invariant, detail)
         if not self.collect:
             raise v
-        self.violations.append(v)
+        if all(str(v) != str(seen) for seen in self.violations):  # report each once
+            self.violations.append(v)
 
     def check(self) -> None:
         """One round: observe the source, then check every mirror branch and tag."""
@@ -289,62 +291,61 @@ class ApiMirrorChecker:
             self.verify_commit(cid, f"tag {name}")
 
     def verify_commit(self, commit_id: str, what: str = "", *, force: bool = False) -> None:
-        """I1/I2: the mirror's record and data of ``commit_id`` equal the source's."""
-        if commit_id in self._verified and not force:
+        """I1/I2: the mirror's record and data of ``commit_id`` equal the source's.
+
+        A commit that failed is reported once and not read again (unless ``force``).
+        """
+        if (commit_id in self._verified or commit_id in self._failed) and not force:
             return
+        problem = self._commit_problem(commit_id)
+        if problem is None:
+            self._verified.add(commit_id)
+            self.stats.commits_verified += 1
+            return
+        self._failed.add(commit_id)
         where = f"{what} at {commit_id}" if what else commit_id
+        self._violation(problem[0], f"{where}: {problem[1]}")
+
+    def _commit_problem(self, commit_id: str) -> tuple[str, str] | None:
+        """What is wrong with the mirror's copy of a commit: (invariant, detail), or None."""
         src = self.commit(commit_id)
         try:
             rec = self.mirror.get_commit(self.mirror_repo, commit_id)
         except ApiError as e:
             if e.unreachable or not self._mirror_exists():
                 raise
-            self._violation("I1", f"{where}: commit record not readable on the mirror: {e}")
-            return
+            return "I1", f"commit record not readable on the mirror: {e}"
         for key in ("id", "parents", "meta_range_id", "message", "committer",
                     "creation_date", "metadata"):
             if rec.get(key) != src.get(key):
-                self._violation("I1", f"{where}: commit field {key} differs: "
-                                      f"{rec.get(key)!r} != {src.get(key)!r}")
-                return
-        self._compare_data(commit_id, where)
-
-    def _compare_data(self, commit_id: str, where: str) -> None:
+                return "I1", f"commit field {key}: {rec.get(key)!r} != {src.get(key)!r}"
         facts = self.facts(commit_id)
         try:
-            listing = self.mirror.list_objects(self.mirror_repo, commit_id)
+            listing = {s["path"]: s for s in self.mirror.list_objects(self.mirror_repo,
+                                                                      commit_id)}
         except ApiError as e:
             if e.unreachable or not self._mirror_exists():
                 raise
-            self._violation("I2", f"{where}: the mirror does not serve the commit: {e}")
-            return
-        mirror_paths = {s["path"]: s for s in listing}
-        if sorted(mirror_paths) != sorted(facts):
-            extra = sorted(set(mirror_paths) - set(facts))[:5]
-            lacking = sorted(set(facts) - set(mirror_paths))[:5]
-            self._violation("I2", f"{where}: listings differ (mirror extra {extra}, "
-                                  f"lacking {lacking})")
-            return
+            return "I2", f"the mirror does not serve the commit: {e}"
+        if sorted(listing) != sorted(facts):
+            extra = sorted(set(listing) - set(facts))[:5]
+            lacking = sorted(set(facts) - set(listing))[:5]
+            return "I2", f"listings differ (mirror extra {extra}, lacking {lacking})"
         for path, fact in facts.items():
-            stat = mirror_paths[path]
+            stat = listing[path]
             if stat["checksum"] != fact.checksum or int(stat["size_bytes"] or 0) != fact.size:
-                self._violation("I2", f"{where}: {path} has checksum/size "
-                                      f"{stat['checksum']}/{stat['size_bytes']}, source "
-                                      f"{fact.checksum}/{fact.size}")
-                return
+                return "I2", (f"{path} has checksum/size {stat['checksum']}/"
+                              f"{stat['size_bytes']}, source {fact.checksum}/{fact.size}")
             try:
                 data = self.mirror.read_object(self.mirror_repo, commit_id, path)
             except ApiError as e:
                 if e.unreachable or not self._mirror_exists():
                     raise
-                self._violation("I2", f"{where}: {path} listed but not readable: {e}")
-                return
+                return "I2", f"{path} listed but not readable: {e}"
             self.stats.objects_compared += 1
             if hashlib.sha256(data).hexdigest() != fact.sha256:
-                self._violation("I2", f"{where}: {path} differs from the source's bytes")
-                return
-        self._verified.add(commit_id)
-        self.stats.commits_verified += 1
+                return "I2", f"{path} differs from the source's bytes"
+        return None
 
     def _probe_pending(self, branches: dict[str, str]) -> None:
         """I2: a source head not promoted yet is refused or served whole, never half."""

@@ -1,0 +1,46 @@
+"""The chaos checker as CI runs it: a short run passes; a planted fault makes it fail.
+
+Longer runs are a command: ``python -m e2e.chaos --seed S --ops N``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from e2e.chaos import plan, plan_digest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _chaos(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "e2e.chaos", *args], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def test_the_plan_depends_on_the_seed_only() -> None:
+    assert plan(11, 50) == plan(11, 50)
+    assert plan_digest(plan(11, 50)) != plan_digest(plan(12, 50))
+    kinds = {s.kind for seed in range(5) for s in plan(seed, 60)}
+    assert {"commit", "create", "delete", "merge", "reset", "tag", "kill"} <= kinds
+    printed = [_chaos("--seed", "11", "--ops", "50", "--plan", timeout=60) for _ in range(2)]
+    assert printed[0].returncode == 0 and printed[0].stdout == printed[1].stdout
+    assert plan_digest(plan(11, 50)) in printed[0].stdout
+
+
+def test_short_run_has_no_violation() -> None:
+    run = _chaos("--seed", "7", "--ops", "16")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "0 violations, converged" in run.stdout
+
+
+def test_a_corrupted_mirror_fails_the_run() -> None:
+    """The exit status is not always 0: bytes changed under the mirror are reported."""
+    run = _chaos("--seed", "4", "--ops", "4", "--canary")
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "VIOLATION I2" in run.stdout and "FAILED" in run.stdout
