@@ -11,8 +11,11 @@ directory, then times, each with a fresh ``RangeManager`` (cold caches):
 * diff of the base against each result, and a three-way merge of each result into
   a destination that changed one other key.
 
-Each case runs ``--repeat`` times; the files a run wrote are deleted before the next
-so that every run does the same work, and the median is printed.
+Each case runs ``--repeat`` times, every run elsewhere (the new partition at another
+place in the keyspace, other random keys) because its cost is that of the ranges it
+lands in, whose sizes vary. The files a run wrote are deleted before the next. The
+median time is printed, with the ranges written and reused and the entries in the
+written ranges ("rewritten") of the median run by those counts.
 
 It prints one line per case and the ratio of the partition apply time at the
 largest size to that at the smallest: with content-defined ranges the cost
@@ -22,6 +25,7 @@ follows the change, not the repository, so that ratio stays small.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import os
 import random
@@ -94,12 +98,15 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
     def manager() -> RangeManager:
         return RangeManager(store, NAMESPACE, raggedness=raggedness)
 
-    rm = manager()
-    mr = rm.empty_metarange()
+    builder = manager()
+    mr = builder.empty_metarange()
     build_start = time.perf_counter()
     for records in batched(base_records(n), batch):
-        mr = rm.apply(mr, records).metarange_id
+        mr = builder.apply(mr, records).metarange_id
     build_seconds = time.perf_counter() - build_start
+    del builder  # and its caches: the timed runs start from a small heap
+    gc.collect()
+    rm = manager()  # for bookkeeping outside the timings
     ranges = rm.get_metarange(mr).ranges
     sizes = [store.stat(rm.range_address(r.id)).size for r in ranges]
     print(f"# N={n}: built in {build_seconds:.1f}s, {len(ranges)} ranges, "
@@ -107,57 +114,64 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
           f"{sum(sizes) / len(sizes) / 1024:.0f} KiB/range file (mean), "
           f"{max(sizes) / 1024:.0f} KiB max", flush=True)
 
-    partitions = max(1, n // ENTRIES_PER_PARTITION)
-    new_prefix = f"tables/events/part={partitions // 2:05d}-new/"
-    changes = {
-        "partition": [EntryRecord(f"{new_prefix}file-{j:07d}.parquet",
-                                  entry(f"{new_prefix}{j}", 1)) for j in range(k)],
-        "updates": [EntryRecord(p, entry(p, 1)) for p in sorted(
-            key(i // ENTRIES_PER_PARTITION, i) for i in rng.sample(range(n), min(k, n)))],
-    }
-    # the merge destination changed one key that neither change touches
+    # the merge destination changed one key that no timed change touches
     other = key(0, 0) + ".dest"
     dest = rm.apply(mr, [EntryRecord(other, entry(other, 2))]).metarange_id
+    # a first read outside the timings (lazy imports, codec setup)
+    manager().read_range(ranges[0].id)
 
     def forget(old_id: str, new_id: str) -> None:
-        """Delete the files an operation wrote, so that a repetition writes them again."""
+        """Delete the files an operation wrote, so that the next run writes its own."""
         if new_id != old_id:
             for info in rm.new_ranges(old_id, new_id):
                 store.delete(rm.range_address(info.id))
             store.delete(rm.range_address(new_id))
 
-    # a first read outside the timings (lazy imports, codec setup)
-    manager().read_range(ranges[0].id)
+    def changes(kind: str, run: int) -> list[EntryRecord]:
+        """Run ``run``'s change: each run lands somewhere else in the keyspace."""
+        if kind == "partition":
+            partitions = max(1, n // ENTRIES_PER_PARTITION)
+            prefix = f"tables/events/part={partitions * (run + 1) // (repeat + 1):05d}-new/"
+            return [EntryRecord(f"{prefix}file-{j:07d}.parquet", entry(f"{prefix}{j}", 1))
+                    for j in range(k)]
+        picked = sorted(rng.sample(range(n), min(k, n)))
+        return [EntryRecord(key(i // ENTRIES_PER_PARTITION, i),
+                            entry(key(i // ENTRIES_PER_PARTITION, i), 1)) for i in picked]
 
     cases = []
-    for kind, records in changes.items():
-        runs: dict[str, list[float]] = {"apply": [], "diff": [], "merge": []}
-        for _ in range(repeat):
+    for kind in ("partition", "updates"):
+        seconds: dict[str, list[float]] = {"apply": [], "diff": [], "merge": []}
+        counts: dict[str, list[tuple[int, int, int]]] = {"apply": [], "merge": []}
+        for run in range(repeat):
+            records = changes(kind, run)
+            gc.collect()
             start = time.perf_counter()
             result = manager().apply(mr, records)
-            runs["apply"].append(time.perf_counter() - start)
+            seconds["apply"].append(time.perf_counter() - start)
 
             start = time.perf_counter()
             diff = list(manager().diff(mr, result.metarange_id))
-            runs["diff"].append(time.perf_counter() - start)
+            seconds["diff"].append(time.perf_counter() - start)
             assert len(diff) == len(records)
 
             start = time.perf_counter()
             merged = manager().merge(mr, result.metarange_id, dest)
-            runs["merge"].append(time.perf_counter() - start)
+            seconds["merge"].append(time.perf_counter() - start)
             assert merged.changes == len(records)
-            merge_new = rm.new_ranges(dest, merged.metarange_id)
-            merge_reused = len(rm.get_metarange(merged.metarange_id).ranges) - len(merge_new)
-            apply_new = rm.new_ranges(mr, result.metarange_id)
+
+            for op, old, new in (("apply", mr, result.metarange_id),
+                                 ("merge", dest, merged.metarange_id)):
+                written = rm.new_ranges(old, new)
+                total = len(rm.get_metarange(new).ranges)
+                counts[op].append((len(written), total - len(written),
+                                   sum(r.count for r in written)))
             forget(dest, merged.metarange_id)
             forget(mr, result.metarange_id)
-        cases += [
-            Case(n, k, f"apply/{kind}", statistics.median(runs["apply"]),
-                 result.ranges_written, result.ranges_reused, sum(r.count for r in apply_new)),
-            Case(n, k, f"diff/{kind}", statistics.median(runs["diff"])),
-            Case(n, k, f"merge/{kind}", statistics.median(runs["merge"]),
-                 len(merge_new), merge_reused, sum(r.count for r in merge_new)),
-        ]
+        for op in ("apply", "diff", "merge"):
+            median_counts = (statistics.median_low(counts[op]) if op in counts
+                             else (None, None, None))
+            cases.append(Case(n, k, f"{op}/{kind}", statistics.median(seconds[op]),
+                              *median_counts))
     for case in cases:
         print(case.line(), flush=True)
     return cases
@@ -173,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="mean entries per range (default: %(default)s)")
     parser.add_argument("--batch", type=int, default=50_000,
                         help="entries per apply while building the base (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=3,
+    parser.add_argument("--repeat", type=int, default=5,
                         help="runs per case; the median is printed (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)

@@ -5,7 +5,9 @@ A sorted run of records is cut into ranges after every record whose key hash
 *raggedness*, or after ``max_range_entries`` records since the last cut. Whether a
 cut follows a record depends only on the keys up to it, so the same key set always
 splits the same way, and a change to one key moves at most the boundaries next to
-it: the ranges before and after keep their ids.
+it: the ranges before and after keep their ids. (A size cut is the exception: adding
+or removing a key before it moves it, and the ranges up to the next hash boundary
+with it.)
 """
 
 from __future__ import annotations

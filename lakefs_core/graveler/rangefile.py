@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakefs_core.errors import StorageError
+from lakefs_core.errors import StorageError, ValidationError
 from lakefs_core.graveler.model import AddressType, Entry, EntryRecord, RangeInfo
 
 RANGE_SCHEMA = pa.schema(
@@ -64,18 +64,19 @@ def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
     return table
 
 
-def _metadata_json(metadata: object) -> str:
+def _metadata_json(metadata: Mapping[str, str]) -> str:
     if not metadata:
         return "{}"
-    return json.dumps(dict(metadata), sort_keys=True, separators=(",", ":"))  # type: ignore[call-overload]
+    return json.dumps(dict(metadata), sort_keys=True, separators=(",", ":"))
 
 
 def encode_range(records: Sequence[EntryRecord]) -> bytes:
     """The Parquet bytes of a range holding ``records`` (sorted, no tombstones)."""
-    entries = [r.entry for r in records]
-    if any(e is None for e in entries):
-        raise ValueError("a range cannot hold tombstones")
-    present: list[Entry] = entries  # type: ignore[assignment]
+    present: list[Entry] = []
+    for r in records:
+        if r.entry is None:
+            raise ValidationError(f"a range cannot hold a tombstone: {r.path!r}")
+        present.append(r.entry)
     columns = [
         [r.path for r in records],
         [e.address for e in present],

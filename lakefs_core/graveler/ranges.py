@@ -493,23 +493,42 @@ class RangeManager:
             raise ValidationError(
                 f"unknown merge strategy {strategy!r}: use 'dest-wins' or 'source-wins'"
             )
-        changes: list[EntryRecord] = []
+        pairs = _join_by_path(self.diff(base_id, source_id), self.diff(base_id, dest_id))
         conflicts: list[str] = []
-        for src, dst in _join_by_path(self.diff(base_id, source_id), self.diff(base_id, dest_id)):
-            if src is None:
-                continue  # changed on dest only: dest already has it
-            if dst is None or strategy == "source-wins":
-                if dst is None or dst.right != src.right:
-                    changes.append(EntryRecord(src.path, src.right))
-            elif dst.right != src.right and strategy is None:
-                conflicts.append(src.path)
-        if conflicts:
+        applied = 0
+
+        def changes() -> Iterator[EntryRecord]:
+            # streamed into apply, so each dest range is read right after the diff
+            # read its base twin (a cache hit when unchanged on dest)
+            nonlocal applied
+            for src, dst in pairs:
+                if src is None:
+                    continue  # changed on dest only: dest already has it
+                if dst is None or strategy == "source-wins":
+                    if dst is None or dst.right != src.right:
+                        applied += 1
+                        yield EntryRecord(src.path, src.right)
+                elif dst.right != src.right and strategy is None:
+                    conflicts.append(src.path)
+                    raise _MergeConflict
+
+        try:
+            result = self.apply(dest_id, changes())
+        except _MergeConflict:
+            # the first conflict stopped the apply (ranges it wrote are orphans, which
+            # is harmless); list every other conflicting path before raising
+            conflicts.extend(
+                src.path for src, dst in pairs
+                if src is not None and dst is not None and dst.right != src.right
+            )
             raise MergeConflictError(
                 f"conflict: {len(conflicts)} paths changed on both sides", paths=conflicts
-            )
-        if not changes:
-            return MergeResult(dest_id, 0)
-        return MergeResult(self.apply(dest_id, changes).metarange_id, len(changes))
+            ) from None
+        return MergeResult(result.metarange_id if applied else dest_id, applied)
+
+
+class _MergeConflict(Exception):
+    """Stops a merge's apply at the first conflicting path."""
 
 
 def _sorted_changes(changes: Iterable[EntryRecord]) -> Iterator[EntryRecord]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,7 @@ from lakefs_core.graveler import (
     range_id,
 )
 from lakefs_core.graveler.chunking import is_boundary
+from lakefs_core.graveler.rangefile import encode_range
 from tests.graveler.support import build, contents, entry, record
 
 
@@ -334,3 +336,22 @@ def test_replace_mtime_keeps_entry_equal_and_changes_detected(rm: RangeManager) 
     assert rm.apply(mr, [EntryRecord("a", dataclasses.replace(e))]).metarange_id == mr
     changed = rm.apply(mr, [EntryRecord("a", dataclasses.replace(e, mtime=e.mtime + 1))])
     assert changed.metarange_id != mr
+
+
+def test_a_range_file_cannot_hold_tombstones() -> None:
+    with pytest.raises(ValidationError, match="tombstone"):
+        encode_range([record("a"), EntryRecord("b", None)])
+
+
+def test_one_manager_serves_many_threads(rm: RangeManager, repo: str) -> None:
+    def work(n: int) -> tuple[str, list[str]]:
+        changes = [record(k, n + 1) for k in KEYS[n::7]]
+        result = rm.apply(repo, changes).metarange_id
+        return result, [d.path for d in rm.diff(repo, result)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(work, range(7)))
+    for n, (result, paths) in enumerate(results):
+        assert paths == KEYS[n::7]
+        assert result == build(fresh(rm), {k: entry(k, n + 1 if k in paths else 0)
+                                           for k in KEYS})
