@@ -204,8 +204,9 @@ class LakeFSReader(DataSourceReader):
         return [FilesPartition(i, g) for i, g in enumerate(groups)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, FilesPartition)
-        for f in partition.files:
+        # with no files Spark still runs one task, with a partition of its own
+        files = partition.files if isinstance(partition, FilesPartition) else []
+        for f in files:
             store = self.storage.open(f.physical_address)
             with open_input(store, f.physical_address) as src:
                 yield from read_batches(src, self.formats, self.arrow_schema)
