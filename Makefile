@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m lakefs_core run --quickstart
+	$(BIN)/python -m e2e.demo $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -23,7 +23,7 @@ import contextlib
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -281,7 +281,9 @@ def _prepare_mirrors_table(config: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
-                  postgres: PostgresServer | None = None) -> Iterator[Cluster]:
+                  postgres: PostgresServer | None = None,
+                  ports: Mapping[str, tuple[int, Sequence[int]]] | None = None,
+                  secret_key: str | None = None) -> Iterator[Cluster]:
     """Start both regions (and the moto / PostgreSQL servers the spec needs).
 
     Args:
@@ -289,6 +291,10 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         spec: what to run on.
         postgres: a running PostgreSQL to create databases in; without one, a
             throwaway cluster is started when the spec needs PostgreSQL.
+        ports: per region, the server's port and the sidecar replicas' ports; free
+            ports by default.
+        secret_key: ``auth.encrypt.secret_key`` of both regions (random by default;
+            give the same one again to restart over the same data).
 
     Yields:
         The running cluster; on exit every process is stopped.
@@ -335,10 +341,12 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         _prepare_mirrors_table(mirrors)
         cluster.mirrors_database = mirrors
         # the regions
-        secret_key = secrets.token_urlsafe(24)
-        server_ports = {n: free_port() for n in REGIONS}
-        sidecar_ports = {n: [free_port() for _ in range(spec.sidecars_per_region)]
-                         for n in REGIONS}
+        secret_key = secret_key or secrets.token_urlsafe(24)
+        if ports is None:
+            ports = {n: (free_port(), [free_port() for _ in range(spec.sidecars_per_region)])
+                     for n in REGIONS}
+        server_ports = {n: ports[n][0] for n in REGIONS}
+        sidecar_ports = {n: list(ports[n][1]) for n in REGIONS}
         endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in REGIONS}
         blockstores = {n: _blockstore(spec, root / n, cluster.s3_endpoints.get(n))
                        for n in REGIONS}

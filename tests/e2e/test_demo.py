@@ -1,0 +1,89 @@
+"""The README's run command, end to end: ``python -m e2e.demo`` (``make run``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pids(output: str) -> set[int]:
+    return {int(p) for group in re.findall(r"pids ([\d, ]+)\)", output)
+            for p in group.split(", ")}
+
+
+def _data_dir(output: str) -> Path:
+    match = re.search(r"data, configs and logs in (\S+)", output)
+    assert match, output
+    return Path(match.group(1))
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie is gone for our purpose (its parent, the demo, has exited)
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split(") ")[-1].startswith("Z")
+
+
+def _demo(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "e2e.demo", "--port", "0", *args],
+                            cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+
+
+def test_demo_runs_end_to_end_and_leaves_nothing_behind() -> None:
+    proc = _demo()
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    for expected in ("[1/6]", "mirror active", "1 commit pending", "validated yes",
+                     "all 25 objects identical", "east: unreachable",
+                     "identical to what east wrote", "writes are refused (403",
+                     "Next steps", "--keep-running", "access key id"):
+        assert expected in out, (expected, out)
+    pids = _pids(out)
+    assert len(pids) == 4 and all(_gone(p) for p in pids)
+    assert not _data_dir(out).exists()
+
+
+def test_keep_running_until_ctrl_c(tmp_path: Path) -> None:
+    """--keep-running restarts the source and waits; Ctrl-C stops every process."""
+    data = tmp_path / "demo-data"
+    proc = _demo("--keep-running", "--data-dir", str(data))
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "press Ctrl-C" in line:
+            break
+    out = "".join(lines)
+    assert "press Ctrl-C" in out and "east restarted" in out, out
+    pids = _pids(out)
+    assert len(pids) == 6 and sum(not _gone(p) for p in pids) == 4  # two replaced
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, rest
+    assert "interrupted: stopped every process" in rest
+    assert all(_gone(p) for p in pids)
+    # --data-dir is kept, with the logs, and a second run reuses it
+    assert (data / "east" / "server.log").exists() and (data / "secret_key").exists()
+    again = _demo("--data-dir", str(data))
+    out2, _ = again.communicate(timeout=300)
+    assert again.returncode == 0, out2
+    assert "exists already" in out2 and "all 25 objects identical" in out2
