@@ -354,7 +354,7 @@ class Sidecar:
                     if feed.closed:
                         break
 
-    def on_ref_events(self, events: list[dict], source_region: str | None) -> int:  # type: ignore[type-arg]
+    def on_ref_events(self, events: list[dict], source_region: str | None) -> int:
         """Handle ref-move events; returns how many mirrors were woken or told."""
         repos = {e.get("repository", "") for e in events if e.get("repository")}
         if source_region is not None:

@@ -46,7 +46,7 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code >= 500
 
 
-def commit_from_json(data: dict) -> CommitRecord:  # type: ignore[type-arg]
+def commit_from_json(data: dict) -> CommitRecord:
     """A commit record from the API's Commit JSON, verified against its id."""
     commit = Commit(
         parents=tuple(data.get("parents") or ()),
@@ -83,7 +83,7 @@ class SourceClient:
     def close(self) -> None:
         self._http.close()
 
-    def _get(self, url: str, /, **params: object) -> httpx.Response:
+    def _get(self, url: str, /, **params: str | int | None) -> httpx.Response:
         def once() -> httpx.Response:
             self.requests += 1
             resp = self._http.get(url, params={k: v for k, v in params.items()
@@ -107,7 +107,7 @@ class SourceClient:
             raise SourceError(f"source lakeFS {self.endpoint} unreachable: {e}") from e
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _pages(self, url: str, page_size: int, **params: object) -> Iterator[dict]:  # type: ignore[type-arg]
+    def _pages(self, url: str, page_size: int, **params: str | int | None) -> Iterator[dict]:
         after = ""
         while True:
             body = self._get(url, amount=page_size, after=after or None, **params).json()
@@ -118,7 +118,7 @@ class SourceClient:
             after = pagination.get("next_offset", "")
 
     # --- repositories and refs ---------------------------------------------------------
-    def get_repository(self, repo: str) -> dict:  # type: ignore[type-arg]
+    def get_repository(self, repo: str) -> dict:
         return dict(self._get(f"/repositories/{repo}").json())
 
     def list_branches(self, repo: str, page_size: int = 1000) -> list[SourceRef]:
