@@ -7,7 +7,6 @@ either door, and reads resolve addresses the same way.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -104,10 +103,9 @@ class Catalog:
 
         Checks that writes are allowed before any byte is stored.
         """
-        repo = self.graveler._check_direct_write(repo_id, branch)
-        self.graveler.refstore.get_branch(repo_id, branch)
+        repo, current = self.graveler.check_direct_write(repo_id, branch)
         entry = self.write_data(repo, data, content_type, metadata)
-        self.graveler.set_entry(repo_id, branch, path, entry, if_absent=if_absent)
+        self.graveler.stage_checked(repo, current, path, entry, if_absent=if_absent)
         return entry
 
     def link(self, repo_id: str, branch: str, path: str, entry: Entry, *,
@@ -117,7 +115,7 @@ class Catalog:
 
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
         repo = self.graveler.get_repository(repo_id)
-        return repo, self.graveler.get_entry(repo_id, ref, path)
+        return repo, self.graveler.get_entry_in(repo, ref, path)
 
     def open(self, repo_id: str, ref: str, path: str,
              byte_range: tuple[int, int] | None = None) -> ObjectContent:
@@ -136,7 +134,7 @@ class Catalog:
     def copy(self, repo_id: str, src_ref: str, src_path: str, dst_branch: str,
              dst_path: str, *, src_repo_id: str | None = None) -> Entry:
         """Copy an object to ``dst_path`` on ``dst_branch`` (data copied in the store)."""
-        dst_repo = self.graveler._check_direct_write(repo_id, dst_branch)
+        dst_repo, _ = self.graveler.check_direct_write(repo_id, dst_branch)
         src_repo, entry = self.stat(src_repo_id or repo_id, src_ref, src_path)
         relative = self.new_data_address()
         dst_store = self.store_of(dst_repo)
@@ -152,6 +150,3 @@ class Catalog:
         self.graveler.set_entry(repo_id, dst_branch, dst_path, new)
         return new
 
-
-def md5_hex(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()

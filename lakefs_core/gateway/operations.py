@@ -173,8 +173,7 @@ class Operations:
         Raises:
             ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
         """
-        repo = self.graveler._check_direct_write(repo_id, branch)
-        self.graveler.get_branch(repo_id, branch)
+        repo, _ = self.graveler.check_direct_write(repo_id, branch)
         return repo
 
     @staticmethod

@@ -178,6 +178,8 @@ class Graveler:
         #: called with (repository, ref name) after a branch or tag moves; must not block
         self.ref_listeners: list[Callable[[str, str], None]] = []
         self._present_cache: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._commits: OrderedDict[tuple[str, str], Commit] = OrderedDict()
+        self._mirror_flags: OrderedDict[tuple[str, str, int], bool] = OrderedDict()
 
     # ------------------------------------------------------------------ plumbing
     def ranges_for(self, repo: Repository) -> RangeManager:
@@ -315,9 +317,19 @@ class Graveler:
 
     def _check_direct_write(self, repo_id: str, branch: str) -> Repository:
         repo = self._writable_repo(repo_id)
-        if self.is_protected(repo_id, branch):
+        raw = self.refstore.get_setting(repo_id, PROTECTION_SETTING)
+        if raw and any(fnmatch.fnmatchcase(branch, p) for p in json.loads(raw)):
             raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
         return repo
+
+    def check_direct_write(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
+        """The repository and branch, if the branch exists and may be written directly.
+
+        Raises:
+            ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
+        """
+        repo = self._check_direct_write(repo_id, branch)
+        return repo, self.refstore.get_branch(repo_id, branch)
 
     # ----------------------------------------------------------------- branches
     def create_branch(self, repo_id: str, name: str, source_ref: str) -> Branch:
@@ -359,6 +371,10 @@ class Graveler:
             RefNotFoundError: nothing by that name.
         """
         self.refstore.get_repository(repo_id)
+        return self._resolve(repo_id, ref)
+
+    def _resolve(self, repo_id: str, ref: str) -> ResolvedRef:
+        """resolve_ref for a repository the caller has already read."""
         expr = parse_ref(ref)
         resolved = self._resolve_base(repo_id, expr.base)
         if expr.committed_only:
@@ -414,10 +430,19 @@ class Graveler:
 
     # ------------------------------------------------------------------ commits
     def get_commit(self, repo_id: str, commit_id: str) -> CommitRecord:
-        try:
-            return CommitRecord(commit_id, self.refstore.get_commit(repo_id, commit_id))
-        except CommitNotFoundError:
-            raise CommitNotFoundError(f"commit {commit_id!r} not found") from None
+        # commit records are immutable: the same id always names the same record
+        key = (repo_id, commit_id)
+        commit = self._commits.get(key)
+        if commit is None:
+            try:
+                commit = self.refstore.get_commit(repo_id, commit_id)
+            except CommitNotFoundError:
+                raise CommitNotFoundError(f"commit {commit_id!r} not found") from None
+            with self._ranges_lock:
+                self._commits[key] = commit
+                if len(self._commits) > 50_000:
+                    self._commits.popitem(last=False)
+        return CommitRecord(commit_id, commit)
 
     # ------------------------------------------------------------------ mirrors
     def mirror_info(self, repo_id: str) -> dict[str, str] | None:
@@ -435,6 +460,24 @@ class Graveler:
         if self.refstore.get_setting(repo_id, MIRROR_SETTING) is not None:
             self.mark_commit_present(repo_id, commit_id)
 
+    def _is_mirror(self, repo: Repository) -> bool:
+        """Whether the repository is (or was) a mirror; fixed when it is created."""
+        key = (repo.id, repo.storage_namespace, repo.creation_date)
+        flag = self._mirror_flags.get(key)
+        if flag is None:
+            flag = self.refstore.get_setting(repo.id, MIRROR_SETTING) is not None
+            if not flag and not repo.read_only:
+                # a mirror is read-only from its creation until detached; remember only
+                # answers that cannot change under us
+                with self._ranges_lock:
+                    self._mirror_flags[key] = flag
+            elif flag:
+                with self._ranges_lock:
+                    self._mirror_flags[key] = flag
+            while len(self._mirror_flags) > 10_000:
+                self._mirror_flags.popitem(last=False)
+        return flag
+
     def _readable_commit(self, repo: Repository, commit_id: str) -> Commit:
         """The commit, if its data may be served from this repository.
 
@@ -447,7 +490,7 @@ class Graveler:
         if key in self._present_cache:
             return commit
         # mirrors (and detached former mirrors) serve only proven commits
-        if self.refstore.get_setting(repo.id, MIRROR_SETTING) is not None:
+        if self._is_mirror(repo):
             if self.refstore.get_setting(repo.id, PRESENT_PREFIX + commit_id) is None:
                 raise CommitNotFoundError(
                     f"commit {commit_id} is not fully replicated to mirror {repo.id!r}")
@@ -477,13 +520,15 @@ class Graveler:
         return any(self.refstore.has_staged(repo_id, t)
                    for t in (branch.staging_token, *branch.sealed_tokens))
 
-    def _stage(self, repo_id: str, branch_name: str, record: EntryRecord) -> None:
+    def _stage(self, repo_id: str, branch_name: str, record: EntryRecord,
+               branch: Branch | None = None) -> None:
         """Stage a record on a branch's live token, following a concurrent seal.
 
         A commit may seal the token between our read of the branch and our write;
         writing again to the new live token keeps the change from being dropped.
         """
-        branch = self.refstore.get_branch(repo_id, branch_name)
+        if branch is None:
+            branch = self.refstore.get_branch(repo_id, branch_name)
         for _ in range(100):
             self.refstore.put_staged(repo_id, branch.staging_token, record)
             current = self.refstore.get_branch(repo_id, branch_name)
@@ -499,9 +544,13 @@ class Graveler:
         Raises:
             ObjectNotFoundError: no object at that path.
         """
+        return self.get_entry_in(self.refstore.get_repository(repo_id), ref, path)
+
+    def get_entry_in(self, repo: Repository, ref: str, path: str) -> Entry:
+        """get_entry for a repository the caller has already read."""
         validate_path(path)
-        repo = self.refstore.get_repository(repo_id)
-        resolved = self.resolve_ref(repo_id, ref)
+        repo_id = repo.id
+        resolved = self._resolve(repo_id, ref)
         if resolved.branch is not None:
             rec = self._get_staged(repo_id, resolved.branch, path)
             if rec is not None:
@@ -522,16 +571,21 @@ class Graveler:
             ObjectExistsError: ``if_absent`` and an object is already there.
         """
         validate_path(path)
-        self._check_direct_write(repo_id, branch)
-        self.refstore.get_branch(repo_id, branch)
+        repo, current = self.check_direct_write(repo_id, branch)
+        self.stage_checked(repo, current, path, entry, if_absent=if_absent)
+
+    def stage_checked(self, repo: Repository, branch: Branch, path: str, entry: Entry, *,
+                      if_absent: bool = False) -> None:
+        """Stage an entry on a branch that :meth:`check_direct_write` just returned."""
+        validate_path(path)
         if if_absent:
             try:
-                self.get_entry(repo_id, branch, path)
+                self.get_entry_in(repo, branch.name, path)
             except ObjectNotFoundError:
                 pass
             else:
                 raise ObjectExistsError(f"object {path!r} already exists")
-        self._stage(repo_id, branch, EntryRecord(path, entry))
+        self._stage(repo.id, branch.name, EntryRecord(path, entry), branch)
 
     def delete_entry(self, repo_id: str, branch: str, path: str) -> None:
         """Stage a delete. Raises ObjectNotFoundError when nothing is at ``path``."""
