@@ -113,12 +113,23 @@ class Dispatcher:
         self.gateway = gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.gateway is not None:
-            path: str = scope.get("path", "")
-            if not path.startswith(API_PATH_PREFIXES):
-                await self.gateway(scope, receive, send)
-                return
+        if scope["type"] == "http" and self.gateway is not None and _is_s3(scope):
+            await self.gateway(scope, receive, send)
+            return
         await self.api(scope, receive, send)
+
+
+def _is_s3(scope: Scope) -> bool:
+    """S3-signed requests go to the gateway whatever their path (a bucket may be called
+    ``api`` or ``metrics``); unsigned ones go to the API on its paths."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization" and value[:4] in (b"AWS4", b"AWS "):
+            return True
+    query: bytes = scope.get("query_string", b"")
+    if b"X-Amz-Signature=" in query or b"AWSAccessKeyId=" in query:
+        return True
+    path: str = scope.get("path", "")
+    return not path.startswith(API_PATH_PREFIXES)
 
 
 def create_app(services: Services) -> Dispatcher:
