@@ -284,7 +284,7 @@ class RangeManager:
         return self._write_metarange(())
 
     def get_metarange(self, metarange_id: str) -> Metarange:
-        """A metarange by id.
+        """A metarange by id (the empty metarange is known without reading its file).
 
         Raises:
             RangeNotFoundError: no metarange file with this id.
@@ -363,6 +363,10 @@ class RangeManager:
         changed = False
         while True:
             if pos >= len(old) and i < len(ranges):
+                # Between old ranges. The next one is taken over unread when the
+                # builder is at a cut and no pending change falls in it; if changes
+                # follow, it must also end where the builder would cut, so that they
+                # start a range just as they would in a rewrite from scratch.
                 info = ranges[i]
                 if builder.at_cut and (change is None or (
                         change.path > info.max_key and builder.ends_with_cut(info))):
