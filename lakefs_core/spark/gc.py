@@ -85,7 +85,7 @@ def retained_on_branch(log: Sequence[CommitInfo], head: str, retention_days: flo
                        now: float) -> set[str]:
     """The commits of one branch's log (every ancestor of ``head``) that are retained."""
     cutoff = now - retention_days * _DAY
-    replaced_within = set()
+    replaced_within: set[str] = set()
     for c in log:
         if c.creation_date >= cutoff:
             replaced_within.update(c.parents)

@@ -35,7 +35,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lakefs_core.block.base import BlockStore
-from lakefs_core.block.config import BlockstoreConfig, LocalConfig, S3Config, S3Credentials
+from lakefs_core.block.config import (
+    BlockstoreConfig,
+    BlockstoreType,
+    LocalConfig,
+    S3Config,
+    S3Credentials,
+)
 from lakefs_core.block.registry import open_blockstore
 from lakefs_core.errors import ValidationError
 
@@ -209,7 +215,8 @@ class StorageOptions:
                 raise ValidationError(
                     f"storage namespace {namespace!r} is on a local blockstore: "
                     "set option 'blockstore_root' to its root directory")
-            return BlockstoreConfig(type="local", local=LocalConfig(path=self.blockstore_root))
+            return BlockstoreConfig(type=BlockstoreType.LOCAL,
+                                    local=LocalConfig(path=self.blockstore_root))
         if scheme == "s3":
             creds = None
             if self.s3_access_key_id and self.s3_secret_access_key:
@@ -217,7 +224,7 @@ class StorageOptions:
                                       secret_access_key=self.s3_secret_access_key,
                                       session_token=self.s3_session_token)
             force = self.s3_force_path_style
-            return BlockstoreConfig(type="s3", s3=S3Config(
+            return BlockstoreConfig(type=BlockstoreType.S3, s3=S3Config(
                 region=self.s3_region or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
                 endpoint=self.s3_endpoint,
                 force_path_style=bool(self.s3_endpoint) if force is None else force,

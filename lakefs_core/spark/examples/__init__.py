@@ -1,0 +1,1 @@
+"""Runnable example pipelines (``python -m lakefs_core.spark.examples.<name>``)."""
