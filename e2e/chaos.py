@@ -43,7 +43,7 @@ TAGS = ("t1", "t2")
 REPO, MIRROR = "chaos", "chaos-mirror"
 #: step kind -> weight in the plan
 WEIGHTS = {
-    "commit": 34, "create": 8, "delete": 6, "merge": 10, "reset": 6, "tag": 6,
+    "commit": 34, "create": 10, "delete": 5, "merge": 10, "reset": 6, "tag": 6,
     "kill": 18, "burst": 6, "pause-crr": 3, "settle": 3,
 }
 VICTIMS = ("west-sidecar", "west-server", "east-sidecar", "east-server")
@@ -70,7 +70,7 @@ class Step:
     def __str__(self) -> str:
         what = {
             "commit": f"commit {self.n} file(s) to {self.target}",
-            "create": f"(re-)create {self.target} from {self.other}",
+            "create": f"(re-)create {self.target} from {self.other} (or main)",
             "delete": f"delete {self.target}",
             "merge": f"merge {self.target} into {self.other}",
             "reset": f"hard-reset {self.target} to {self.target}~{self.n}",
@@ -172,6 +172,8 @@ class ChaosRun:
             self.done[f"{step.kind}{'' if outcome else ' (skipped)'}"] += 1
             self.log(f"[{i}/{total}] {step}{'' if outcome else ' -> skipped'}")
             self.check_for(step.delay)
+            if i % 10 == 0:
+                self.checker.probe_read_only()
             if i % 10 == 0 and not self.verbose:
                 print(f"  {i}/{total} steps, {len(self.checker.violations)} "
                       "violations so far", flush=True)
@@ -187,13 +189,12 @@ class ChaosRun:
                 self.src.write_commit(step.target, files=step.n if step.kind == "commit" else 1)
             return True
         if step.kind == "create":
-            if step.other not in heads:
-                return False
+            source = step.other if step.other in heads else "main"
             if step.target in heads:
                 if step.target == "main":
                     return False
                 self.src.delete_branch(step.target)  # and re-create it elsewhere
-            self.src.create_branch(step.target, step.other)
+            self.src.create_branch(step.target, source)
             return True
         if step.kind == "delete":
             if step.target not in heads:

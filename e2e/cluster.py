@@ -20,6 +20,7 @@ may pass a running one (the pytest session's), else the cluster starts its own.
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import shutil
 import tempfile
@@ -299,8 +300,6 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
     Yields:
         The running cluster; on exit every process is stopped.
     """
-    import os
-
     for key, value in AWS_ENV.items():
         os.environ.setdefault(key, value)  # for the boto3 clients of this process
     with contextlib.ExitStack() as stack:
