@@ -39,7 +39,7 @@ import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +81,8 @@ FORMAT_NAME = "lakefs"
 DEFAULT_PARTITION_BYTES = 128 << 20
 #: a writer task starts a new file past this size
 DEFAULT_MAX_FILE_BYTES = 256 << 20
+#: a writer task buffers about this much (in memory, uncompressed) per row group
+ROW_GROUP_BYTES = 64 << 20
 #: commit metadata key holding the id of the write job that made the commit
 JOB_ID_KEY = "spark.job_id"
 #: where writer tasks put their files, below the storage namespace
@@ -293,6 +295,53 @@ def plan_write(options: Mapping[str, str]) -> WriteTarget:
     )
 
 
+class _ParquetFiles:
+    """Writes batches to a spool file in row groups of about :data:`ROW_GROUP_BYTES`,
+    handing the file over (``on_file``) whenever it reaches ``max_file_bytes`` and at
+    the end. Spark's batches are small; buffering them gives readers big row groups."""
+
+    def __init__(self, spool: str, compression: str, max_file_bytes: int,
+                 on_file: Callable[[], None]) -> None:
+        self.spool = spool
+        self.compression = compression
+        self.max_file_bytes = max_file_bytes
+        self.row_group_bytes = min(ROW_GROUP_BYTES, max_file_bytes)
+        self.on_file = on_file
+        self._writer: pq.ParquetWriter | None = None
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        self._pending_bytes += batch.nbytes
+        if self._pending_bytes >= self.row_group_bytes:
+            self._flush()
+            if os.path.getsize(self.spool) >= self.max_file_bytes:
+                self._close()
+
+    def finish(self) -> None:
+        self._flush()
+        self._close()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending)
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.spool, table.schema,
+                                            compression=self.compression)
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._pending, self._pending_bytes = [], 0
+
+    def _close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self.on_file()
+
+
 def _task_ids() -> tuple[int, int]:
     from pyspark import TaskContext
 
@@ -318,21 +367,14 @@ class LakeFSWriter(DataSourceArrowWriter):
         try:
             with tempfile.TemporaryDirectory(prefix="lakefs-write-") as tmp:
                 spool = os.path.join(tmp, "part.parquet")
-                writer: pq.ParquetWriter | None = None
-                for batch in iterator:
-                    if batch.num_rows == 0:
-                        continue
-                    if writer is None:
-                        writer = pq.ParquetWriter(spool, batch.schema,
-                                                  compression=target.compression)
-                    writer.write_batch(batch)
-                    if os.path.getsize(spool) >= target.max_file_bytes:
-                        writer.close()
-                        writer = None
-                        written.append(self._upload(store, spool, task, attempt, len(written)))
-                if writer is not None:
-                    writer.close()
+
+                def upload() -> None:
                     written.append(self._upload(store, spool, task, attempt, len(written)))
+
+                files = _ParquetFiles(spool, target.compression, target.max_file_bytes, upload)
+                for batch in iterator:
+                    files.add(batch)
+                files.finish()
         except BaseException:
             for f in written:
                 with contextlib.suppress(Exception):

@@ -64,6 +64,17 @@ def test_write_makes_one_commit_and_reads_back(spark: SparkSession, server: Live
     again = spark.read.format("lakefs").options(**lakefs_options(server, "write-1")).load(
         "features")
     assert rows(again) == [(i,) for i in range(5)]
+    # a task rolls over to a new file past max_file_bytes
+    spark.range(0, 30_000, numPartitions=1).write.format("lakefs").options(
+        **opts, max_file_bytes="1").mode("append").save("rolled")
+    with server.client() as c:
+        listing = c.get("/repositories/write-1/refs/main/objects/ls",
+                        params={"prefix": "rolled/"}).json()["results"]
+    assert len(listing) >= 2
+    assert [p["path"].rsplit("-", 1)[1] for p in listing][:2] == ["000.parquet", "001.parquet"]
+    rolled = spark.read.format("lakefs").options(**lakefs_options(server, "write-1")).load(
+        "rolled")
+    assert rolled.count() == 30_000
 
 
 def _fail_after_first_file(root: str):  # type: ignore[no-untyped-def]
