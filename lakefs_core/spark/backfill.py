@@ -19,8 +19,6 @@ missing; ``complete`` means the mirror's validator will find nothing missing.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,6 +32,7 @@ from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id, rang
 from lakefs_core.graveler.model import AddressType, EntryRecord
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
+from lakefs_core.spark.cli import job_parser, job_session, option_pairs, print_report
 from lakefs_core.spark.client import LakeFSClient
 from lakefs_core.spark.options import ServerOptions, StorageOptions
 
@@ -254,36 +253,28 @@ def backfill_commit(spark: SparkSession, server: ServerOptions, repository: str,
                                                    ranges_per_task=ranges_per_task)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     """``python -m lakefs_core.spark.backfill``: validate (``--copy``: fill) a new mirror.
 
     Source server and storage options come from ``--option NAME=VALUE`` (the data
     source's names) and ``LAKECTL_*``; the destination store from
     ``--option dest_NAME=VALUE`` (e.g. ``dest_blockstore_root``, ``dest_s3_endpoint``).
+    Exits 0 when the destination holds everything the commit needs.
     """
-    parser = argparse.ArgumentParser(prog="python -m lakefs_core.spark.backfill",
-                                     description=main.__doc__)
+    parser = job_parser("python -m lakefs_core.spark.backfill", main.__doc__)
     parser.add_argument("repository")
     parser.add_argument("ref")
     parser.add_argument("dest_namespace", help="the mirror's storage namespace")
     parser.add_argument("--copy", action="store_true", help="copy what is missing")
-    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--master", default="local[*]")
     args = parser.parse_args(argv)
-    options = dict(o.split("=", 1) for o in args.option if "=" in o)
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.master(args.master).appName("lakefs-backfill").getOrCreate()
-    try:
-        report = backfill_commit(
-            spark, ServerOptions.from_options(options), args.repository, args.ref,
-            StorageOptions.from_options(options),
-            StoreLocation(StorageOptions.from_options(options, prefix="dest_"),
-                          args.dest_namespace), copy=args.copy)
-    finally:
-        spark.stop()
-    json.dump(report.to_dict(), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    options = option_pairs(args.option)
+    dest = StoreLocation(StorageOptions.from_options(options, prefix="dest_"),
+                         args.dest_namespace)
+    with job_session(args.master, "lakefs-backfill", spark) as session:
+        report = backfill_commit(session, ServerOptions.from_options(options), args.repository,
+                                 args.ref, StorageOptions.from_options(options), dest,
+                                 copy=args.copy)
+    print_report(report.to_dict())
     return 0 if report.complete else 1
 
 

@@ -26,7 +26,6 @@ objects only when its source does (deletions replicate from the source).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -41,6 +40,7 @@ from lakefs_core.errors import ReadOnlyRepositoryError, ValidationError
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID
 from lakefs_core.graveler.model import AddressType
 from lakefs_core.graveler.ranges import RangeManager
+from lakefs_core.spark.cli import job_parser, job_session, option_pairs, print_report
 from lakefs_core.spark.client import CommitInfo, LakeFSClient
 from lakefs_core.spark.formats import open_input
 from lakefs_core.spark.listing import iter_range_ids
@@ -284,14 +284,13 @@ def _parse_branch_rule(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"expected BRANCH=DAYS, got {text!r}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     """``python -m lakefs_core.spark.gc``: report (or ``--delete``) a repository's garbage.
 
     Server and storage options come from ``--option NAME=VALUE`` (the data source's
     option names) and the ``LAKECTL_*`` environment variables.
     """
-    parser = argparse.ArgumentParser(prog="python -m lakefs_core.spark.gc",
-                                     description=main.__doc__)
+    parser = job_parser("python -m lakefs_core.spark.gc", main.__doc__)
     parser.add_argument("repository")
     parser.add_argument("--retention-days", type=float, default=21.0)
     parser.add_argument("--branch", action="append", type=_parse_branch_rule, default=[],
@@ -299,23 +298,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-retain-tags", action="store_true")
     parser.add_argument("--min-age-hours", type=float, default=DEFAULT_MIN_AGE_SECONDS / 3600)
     parser.add_argument("--delete", action="store_true", help="delete (default: dry run)")
-    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--master", default="local[*]")
     args = parser.parse_args(argv)
-    options = dict(o.split("=", 1) for o in args.option if "=" in o)
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.master(args.master).appName("lakefs-gc").getOrCreate()
-    try:
+    options = option_pairs(args.option)
+    rules = RetentionRules(args.retention_days, dict(args.branch), not args.no_retain_tags)
+    with job_session(args.master, "lakefs-gc", spark) as session:
         report = collect_garbage(
-            spark, ServerOptions.from_options(options), StorageOptions.from_options(options),
-            args.repository,
-            RetentionRules(args.retention_days, dict(args.branch), not args.no_retain_tags),
-            dry_run=not args.delete, min_age_seconds=args.min_age_hours * 3600)
-    finally:
-        spark.stop()
-    json.dump(report.to_dict(), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+            session, ServerOptions.from_options(options), StorageOptions.from_options(options),
+            args.repository, rules, dry_run=not args.delete,
+            min_age_seconds=args.min_age_hours * 3600)
+    print_report(report.to_dict())
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.spark.backfill import MirrorBackfill, StoreLocation, backfill_commit
+from lakefs_core.spark.backfill import main as backfill_main
 from lakefs_core.spark.options import ServerOptions, StorageOptions
 from tests.live_server import LiveServer
 from tests.spark.conftest import commit, create_repo, lakefs_options, upload
@@ -16,8 +18,9 @@ from tests.spark.conftest import commit, create_repo, lakefs_options, upload
 pytestmark = pytest.mark.spark
 
 
-def test_backfill_validates_then_copies_every_object(spark: SparkSession, server: LiveServer,
-                                                     tmp_path: Path) -> None:
+def test_backfill_validates_then_copies_every_object(
+        spark: SparkSession, server: LiveServer, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     # small ranges, so that a commit of 60 objects spans many ranges (many tasks)
     server.services.graveler.range_options = {"raggedness": 4}
     create_repo(server, "big")
@@ -40,10 +43,15 @@ def test_backfill_validates_then_copies_every_object(spark: SparkSession, server
     assert report.missing_count == 60 + report.ranges + 1
     assert not dest_root.exists() or not any(dest_root.rglob("*"))  # validation only
 
-    copied = backfill_commit(spark, source, "big", "main", source_storage, dest, copy=True,
-                             ranges_per_task=2)
-    assert copied.complete, copied.missing[:5]
-    assert copied.objects_copied == 60 and copied.ranges_copied == copied.ranges
+    # the command line copies (and exits 0 once everything is there)
+    argv = [*(f"--option={k}={v}" for k, v in opts.items()),
+            f"--option=dest_blockstore_root={dest_root}", "big", "main", "local://big-mirror"]
+    assert backfill_main([*argv, "--copy"], spark=spark) == 0
+    copied = json.loads(capsys.readouterr().out)
+    assert copied["complete"] is True, copied["missing"][:5]
+    assert copied["objects_copied"] == 60 and copied["ranges_copied"] == copied["ranges"]
+    assert backfill_main(argv, spark=spark) == 0
+    assert json.loads(capsys.readouterr().out)["objects_present"] == 60
 
     # a damaged object (same size, other bytes) is found by its etag, and repaired
     store = LocalBlockStore(str(dest_root))
@@ -51,10 +59,10 @@ def test_backfill_validates_then_copies_every_object(spark: SparkSession, server
     original = store.get(victim.address)
     store.put(victim.address, b"X" * len(original))
     again = MirrorBackfill(spark, StoreLocation(source_storage, "local://big"), dest).run(
-        copied.metarange_id)
+        copied["metarange_id"])
     assert again.missing_count == 1 and again.objects_present == 59
     assert again.missing[0]["kind"] == "object" and "etag" in again.missing[0]["reason"]
     fixed = MirrorBackfill(spark, StoreLocation(source_storage, "local://big"), dest).run(
-        copied.metarange_id, copy=True)
+        copied["metarange_id"], copy=True)
     assert fixed.complete and fixed.objects_copied == 1
     assert store.get(victim.address) == original

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from pyspark.sql import SparkSession
 from lakefs_core.errors import ReadOnlyRepositoryError
 from lakefs_core.spark.client import CommitInfo
 from lakefs_core.spark.gc import GarbageCollector, RetentionRules, retained_on_branch
+from lakefs_core.spark.gc import main as gc_main
 from lakefs_core.spark.options import ServerOptions, StorageOptions
 from tests.live_server import LiveServer
 from tests.spark.conftest import commit, create_repo, lakefs_options, upload
@@ -50,8 +52,8 @@ def _local_file(root: str, address: str) -> Path:
 
 
 @pytest.mark.spark
-def test_gc_reports_then_deletes_only_unreferenced_objects(spark: SparkSession,
-                                                           server: LiveServer) -> None:
+def test_gc_reports_then_deletes_only_unreferenced_objects(
+        spark: SparkSession, server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
     repo = "gc-1"
     create_repo(server, repo)
     opts = lakefs_options(server, repo)
@@ -108,6 +110,13 @@ def test_gc_reports_then_deletes_only_unreferenced_objects(spark: SparkSession,
     assert all(_local_file(root, a).exists() for a in report.garbage)
     # young objects are never collected
     assert gc.run(repo, rules, now=later).garbage == []
+    # the command line runs the same collection, a dry run unless told to delete
+    argv = [f"--option={k}={v}" for k, v in opts.items()]
+    assert gc_main([*argv, repo, "--retention-days=0", "--no-retain-tags",
+                    "--min-age-hours=0"], spark=spark) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["dry_run"] is True and printed["deleted"] == 0
+    assert sorted(printed["garbage"]) == sorted([a1, b1, e, orphan])
     deleted = gc.run(repo, rules, dry_run=False, min_age_seconds=0, now=later)
     assert deleted.deleted == 4
     assert not any(_local_file(root, a).exists() for a in deleted.garbage)

@@ -30,7 +30,6 @@ when both regions agree.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -45,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
 from lakefs_core.errors import NotFoundError
+from lakefs_core.spark.cli import job_parser, job_session, option_pairs, print_report
 from lakefs_core.spark.client import LakeFSClient
 from lakefs_core.spark.datasource import FORMAT_NAME, register
 from lakefs_core.spark.options import ServerOptions
@@ -238,46 +238,25 @@ def run_pipeline(spark: SparkSession, source: Region, mirror: Region, *,
     return PipelineReport(commit_id, in_source, in_mirror)
 
 
-def _options(pairs: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"expected NAME=VALUE, got {pair!r}")
-        out[name] = value
-    return out
-
-
 def main(argv: Sequence[str] | None = None, spark: SparkSession | None = None) -> int:
     """Run the pipeline; print the JSON report; 0 when both regions agree."""
-    parser = argparse.ArgumentParser(
-        prog="python -m lakefs_core.spark.examples.reproducible_training",
-        description="ETL in the source region, training by commit id in both regions")
+    parser = job_parser("python -m lakefs_core.spark.examples.reproducible_training",
+                        "ETL in the source region, training by commit id in both regions")
     parser.add_argument("--source-option", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--mirror-option", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--mirror-timeout", type=float, default=300.0)
-    parser.add_argument("--master", default="local[2]")
     args = parser.parse_args(argv)
-    source = Region("source", _options(args.source_option))
-    mirror = Region("mirror", _options(args.mirror_option))
-    own = spark is None
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master(args.master)
-                 .appName("reproducible-training").getOrCreate())
+    # --option applies to both regions (e.g. shared credentials)
+    shared = option_pairs(args.option)
+    source = Region("source", {**shared, **option_pairs(args.source_option)})
+    mirror = Region("mirror", {**shared, **option_pairs(args.mirror_option)})
     started = time.monotonic()
-    try:
-        report = run_pipeline(spark, source, mirror, raw_rows=args.rows, seed=args.seed,
+    with job_session(args.master, "reproducible-training", spark) as session:
+        report = run_pipeline(session, source, mirror, raw_rows=args.rows, seed=args.seed,
                               mirror_timeout=args.mirror_timeout)
-    finally:
-        if own:
-            spark.stop()
-    out = {**report.to_dict(), "seconds": round(time.monotonic() - started, 1)}
-    json.dump(out, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report({**report.to_dict(), "seconds": round(time.monotonic() - started, 1)})
     return 0 if report.identical else 1
 
 
