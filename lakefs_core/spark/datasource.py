@@ -107,7 +107,7 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """A read, resolved: the commit, its files and their schema (picklable)."""
+    """A read, resolved: the commit id and its data files under the path (picklable)."""
 
     repository: str
     ref: str

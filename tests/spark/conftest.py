@@ -22,10 +22,9 @@ from tests.live_server import LiveServer
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-os.environ["PYSPARK_PYTHON"] = sys.executable
-os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-
 _SPARK_DIR = Path(__file__).parent
+#: workers run this interpreter (with the project installed) and talk over loopback only
+_SPARK_ENV = {"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
 #: pyspark warns at import that it has not been certified with pandas 3 yet
 _PYSPARK_WARNINGS = (
     "ignore:PySpark does not yet fully support pandas:FutureWarning",
@@ -46,6 +45,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
     from lakefs_core.spark import register
 
+    saved = {k: os.environ.get(k) for k in _SPARK_ENV}
+    os.environ.update(_SPARK_ENV)
     warehouse = tmp_path_factory.mktemp("spark")
     session = (
         SparkSession.builder.master("local[2]")
@@ -65,6 +66,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     register(session)
     yield session
     session.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def lakefs_options(server: LiveServer, repository: str, **extra: str) -> dict[str, str]:
