@@ -37,6 +37,7 @@ from e2e.cluster import (
     scratch_dir,
     start_cluster,
 )
+from lakefs_core.errors import LakeFSError
 
 REPO, MIRROR = "demo", "demo-west"
 SPEC = ClusterSpec(mirrors_db="sqlite", refstore="local", storage="local",
@@ -105,6 +106,14 @@ def sha(data: bytes) -> str:
 
 # ------------------------------------------------------------------------ demo
 class Demo:
+    """The demo's steps 2 to 6 against a running cluster, printing as they go.
+
+    Args:
+        cluster: the two regions.
+        east: client of the source region.
+        west: client of the destination region.
+    """
+
     def __init__(self, cluster: Cluster, east: RegionClient, west: RegionClient) -> None:
         self.cluster = cluster
         self.east = east
@@ -112,6 +121,7 @@ class Demo:
         self.mirror_id = ""
 
     def create(self) -> None:
+        """Create the repository and its mirror (or reuse them), wait until it is active."""
         step(2, f'creating repository "{REPO}" in east and its mirror "{MIRROR}" in west '
                 "(REST API)")
         try:
@@ -148,6 +158,7 @@ class Demo:
             "mirror active")
 
     def write(self) -> tuple[str, dict[str, str]]:
+        """Upload the dataset and commit; returns the commit id and each object's SHA-256."""
         step(3, "writing a small dataset to east and committing it")
         files = dataset(secrets.token_hex(4))
         for path, data in files.items():
@@ -160,6 +171,7 @@ class Demo:
         return commit_id, {p: sha(d) for p, d in files.items()}
 
     def follow(self, commit_id: str, timeout: float) -> None:
+        """Print the mirror's progress until ``commit_id`` is promoted."""
         step(4, "the mirror catches up: the west replication service copies what is "
                 "missing, validates\n      every range and object of the commit, then "
                 "promotes the mirror branch")
@@ -221,6 +233,7 @@ class Demo:
             return False
 
     def compare(self, commit_id: str, hashes: dict[str, str]) -> None:
+        """Read every object of the commit in both regions and compare the bytes."""
         step(5, f"reading commit {short(commit_id)} in both regions")
         say(f"      {'path':<34} {'east sha256':<14} {'west sha256':<14}")
         same = 0
@@ -237,6 +250,7 @@ class Demo:
             "in both regions")
 
     def lose_source(self, commit_id: str, hashes: dict[str, str]) -> None:
+        """Stop the source region; the destination still serves the commit, read-only."""
         step(6, "stopping the source region (east server and replication service)")
         for p in self.cluster.east.processes:
             p.stop()
@@ -367,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             say("\ninterrupted: stopped every process" +
                 ("" if args.data_dir else " and removed the data"))
             return 130
-        except DemoError as e:
+        except (DemoError, LakeFSError) as e:
             say(f"\ndemo failed: {e}")
             return 1
 
