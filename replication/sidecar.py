@@ -120,6 +120,8 @@ class Sidecar:
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
+        self._scan_slots = threading.BoundedSemaphore(
+            config.commit_sensor.branches_scanner_concurrency_limit)
         self._leases: dict[str, Lease] = {}
         self._again: set[str] = set()
         self._cond = threading.Condition()
@@ -262,7 +264,8 @@ class Sidecar:
             follower = MirrorFollower(self.ctx, mirror)
             self._followers[mirror_id] = follower
         try:
-            result = follower.process()
+            with self._scan_slots:  # commit_sensor.branches_scanner_concurrency_limit
+                result = follower.process()
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.last_errors[mirror_id] = str(e)
