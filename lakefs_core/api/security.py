@@ -28,36 +28,15 @@ def services_of(request: Request) -> Services:
     return services
 
 
-def repo_arn(repo: str) -> str:
-    return f"arn:lakefs:fs:::repository/{repo}"
-
-
-def branch_arn(repo: str, branch: str) -> str:
-    return f"arn:lakefs:fs:::repository/{repo}/branch/{branch}"
-
-
-def tag_arn(repo: str, tag: str) -> str:
-    return f"arn:lakefs:fs:::repository/{repo}/tag/{tag}"
-
-
-def object_arn(repo: str, path: str) -> str:
-    return f"arn:lakefs:fs:::repository/{repo}/object/{path}"
-
-
-def namespace_arn(namespace: str) -> str:
-    return f"arn:lakefs:fs:::namespace/{namespace}"
-
-
-def user_arn(user: str) -> str:
-    return f"arn:lakefs:auth:::user/{user}"
-
-
-def group_arn(group: str) -> str:
-    return f"arn:lakefs:auth:::group/{group}"
-
-
-def policy_arn(policy: str) -> str:
-    return f"arn:lakefs:auth:::policy/{policy}"
+# ARN builders (one definition, in the RBAC module)
+repo_arn = rbac.repository_arn
+branch_arn = rbac.branch_arn
+tag_arn = rbac.tag_arn
+object_arn = rbac.object_arn
+namespace_arn = rbac.storage_namespace_arn
+user_arn = rbac.user_arn
+group_arn = rbac.group_arn
+policy_arn = rbac.policy_arn
 
 
 @dataclass
