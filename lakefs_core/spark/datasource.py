@@ -29,6 +29,8 @@ every file at ``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit
 (``overwrite`` also deletes what was under the path, in the same commit). An
 aborted job deletes its files and stages nothing. Options ``commit_message``,
 ``commit_metadata`` (a JSON object), ``max_file_bytes`` and ``compression`` tune it.
+Like any commit, the job's commit also takes what others staged on the branch
+meanwhile: concurrent jobs should write to branches of their own and merge.
 """
 
 from __future__ import annotations
