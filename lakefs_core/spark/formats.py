@@ -148,7 +148,10 @@ def conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     for f in target:
         if f.name in names:
             column = batch.column(names.index(f.name))
-            arrays.append(column if column.type.equals(f.type) else column.cast(f.type))
+            if not column.type.equals(f.type):
+                # Spark keeps microseconds: finer timestamps are truncated, as Spark does
+                column = column.cast(f.type, safe=not pa.types.is_timestamp(f.type))
+            arrays.append(column)
         else:
             arrays.append(pa.nulls(batch.num_rows, type=f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=target)

@@ -50,6 +50,9 @@ def test_csv_json_and_tags(spark: SparkSession, server: LiveServer) -> None:
     upload(server, "read-2", "main", "csv/b.csv", b"id,city,temp\n3,Lima,19.0\n")
     lines = [json.dumps({"id": i, "tags": f"t{i}", "ok": i % 2 == 0}) for i in range(4)]
     upload(server, "read-2", "main", "json/part.json", ("\n".join(lines) + "\n").encode())
+    stamps = pa.array([1_700_000_000_123_456_789, None], pa.timestamp("ns", tz="UTC"))
+    upload(server, "read-2", "main", "ts/t.parquet",
+           parquet_bytes(pa.table({"at": stamps, "n": [1, 2]})))
     c1 = commit(server, "read-2", "main")
     with server.client() as c:
         assert c.post("/repositories/read-2/tags", json={"id": "v1", "ref": c1}).status_code == 201
@@ -62,6 +65,11 @@ def test_csv_json_and_tags(spark: SparkSession, server: LiveServer) -> None:
     assert rows(csv) == [(1, "Oslo", 3.5), (2, "Rome", 17.25), (3, "Lima", 19.0)]
     js = spark.read.format("lakefs").options(**opts, format="json").load("json/part.json")
     assert rows(js.select("id", "tags", "ok")) == [(i, f"t{i}", i % 2 == 0) for i in range(4)]
+    ts = spark.read.format("lakefs").options(**opts).load("ts")
+    assert ts.schema.simpleString() == "struct<at:timestamp,n:bigint>"
+    # nanoseconds are cut to Spark's microseconds
+    assert rows(ts.selectExpr("n", "unix_micros(at)")) == [(1, 1_700_000_000_123_456),
+                                                          (2, None)]
     # a given schema reads an empty path as empty, and selects/nulls columns by name
     empty = spark.read.format("lakefs").options(**opts).schema("id long").load("nothing")
     assert empty.count() == 0
