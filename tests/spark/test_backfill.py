@@ -50,8 +50,6 @@ def test_backfill_validates_then_copies_every_object(
     copied = json.loads(capsys.readouterr().out)
     assert copied["complete"] is True, copied["missing"][:5]
     assert copied["objects_copied"] == 60 and copied["ranges_copied"] == copied["ranges"]
-    assert backfill_main(argv, spark=spark) == 0
-    assert json.loads(capsys.readouterr().out)["objects_present"] == 60
 
     # a damaged object (same size, other bytes) is found by its etag, and repaired
     store = LocalBlockStore(str(dest_root))

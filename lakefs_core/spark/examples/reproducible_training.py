@@ -211,7 +211,7 @@ def train(spark: SparkSession, region: Region, commit_id: str) -> TrainingResult
     rows, checksum = row_checksum(table)
     assembled = VectorAssembler(inputCols=list(FEATURE_COLUMNS),
                                 outputCol="features").transform(table)
-    model = LogisticRegression(maxIter=50, regParam=0.01, featuresCol="features",
+    model = LogisticRegression(maxIter=25, regParam=0.01, featuresCol="features",
                                labelCol="label").fit(assembled)
     coefficients = tuple(float(c) for c in model.coefficients.toArray())
     if any(math.isnan(c) for c in coefficients):
