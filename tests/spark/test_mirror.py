@@ -10,8 +10,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from lakefs_core.errors import ReadOnlyRepositoryError
 from lakefs_core.spark.backfill import StoreLocation, backfill_commit
 from lakefs_core.spark.examples import reproducible_training as example
+from lakefs_core.spark.gc import GarbageCollector
 from lakefs_core.spark.options import ServerOptions, StorageOptions
 from tests.replication.harness import Region, two_regions, wait_for
 from tests.spark.conftest import lakefs_options, rows
@@ -73,10 +75,15 @@ def test_backfilled_mirror_reads_the_same_commit(spark: SparkSession,
     in_west = spark.read.format("lakefs").options(**west_opts).load("orders")
     in_east = spark.read.format("lakefs").options(**east_opts, ref=c1).load("orders")
     assert rows(in_west) == rows(in_east) == [(i, i % 13, i * 1.25) for i in range(3000)]
-    # the mirror is read-only: writing to it is refused before any task runs
+    # the mirror is read-only: writing to it is refused before any task runs, and so is
+    # garbage collection (a mirror loses objects only when its source does)
     with pytest.raises(Exception, match="read-only"):
         df.write.format("lakefs").options(**lakefs_options(
             west.server, "sales-mirror", branch="main")).mode("append").save("x")
+    west_gc = GarbageCollector(spark, ServerOptions.from_options(west_opts),
+                               StorageOptions.from_options(west_opts))
+    with pytest.raises(ReadOnlyRepositoryError):
+        west_gc.run("sales-mirror", dry_run=False, min_age_seconds=0)
 
 
 def test_reproducible_training_in_two_regions(spark: SparkSession,
