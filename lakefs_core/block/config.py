@@ -80,6 +80,10 @@ class S3Config(_Section):
         multipart_part_size: streaming writes go multipart once they exceed one part;
             parts are this size (at least S3's 5 MiB minimum).
         list_page_size: keys asked for per ListObjectsV2 request.
+        lean_requests: send the data path's GetObject and single-request PutObject as
+            signed requests on a plain HTTP pool instead of through boto3's request
+            pipeline (several milliseconds of CPU less per request); any answer but
+            success is repeated through boto3. Off: every request goes through boto3.
     """
 
     region: str = "us-east-1"
@@ -92,6 +96,7 @@ class S3Config(_Section):
     max_pool_connections: int = Field(default=50, ge=1)
     multipart_part_size: int = Field(default=8 << 20, ge=5 << 20)
     list_page_size: int = Field(default=1000, ge=1, le=1000)
+    lean_requests: bool = True
 
 
 class SigningConfig(_Section):

@@ -16,11 +16,13 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import boto3
+import urllib3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lakefs_core.block.base import BlockStore, ObjectStat
 from lakefs_core.block.config import BlockstoreConfig, S3Config
+from lakefs_core.block.s3_requests import S3ObjectRequests, iter_response
 from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
 
 if TYPE_CHECKING:
@@ -85,11 +87,20 @@ class S3BlockStore(BlockStore):
             s3={"addressing_style": "path" if self.config.force_path_style else "auto"},
         )
         try:
-            self._client: S3Client = boto3.session.Session(**session_args).client(
+            session = boto3.session.Session(**session_args)
+            self._client: S3Client = session.client(
                 "s3", endpoint_url=self.config.endpoint or None, config=botocore_config
             )
+            credentials = session.get_credentials()
         except BotoCoreError as e:
             raise StorageError(f"cannot build the s3 client: {e}") from e
+        self._lean: S3ObjectRequests | None = None
+        if self.config.lean_requests and credentials is not None:
+            lean = S3ObjectRequests(
+                self._client.meta.endpoint_url, self._client.meta.region_name or "us-east-1",
+                credentials, path_style=self.config.force_path_style,
+                max_connections=self.config.max_pool_connections)
+            self._lean = lean if lean.usable else None
 
     @property
     def client(self) -> S3Client:
@@ -98,6 +109,8 @@ class S3BlockStore(BlockStore):
 
     def close(self) -> None:
         self._client.close()
+        if self._lean is not None:
+            self._lean.close()
 
     # --- writes ---------------------------------------------------------------
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
@@ -114,6 +127,8 @@ class S3BlockStore(BlockStore):
         return self._put_single(address, bucket, key, bytes(buffer))
 
     def _put_single(self, address: str, bucket: str, key: str, body: bytes) -> ObjectStat:
+        if self._lean is not None and (etag := self._lean.put(bucket, key, body)) is not None:
+            return ObjectStat(address=address, size=len(body), etag=etag, mtime=time.time())
         try:
             resp = self._client.put_object(Bucket=bucket, Key=key, Body=body)
         except (ClientError, BotoCoreError) as e:
@@ -198,9 +213,14 @@ class S3BlockStore(BlockStore):
     def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
         bucket, key = split_address(address)
         args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        first: int | None = None
+        last: int | None = None
         if byte_range is not None:
             first, last = _check_range(byte_range)
             args["Range"] = f"bytes={first}-{last}"
+        data = self._lean.get(bucket, key, first, last) if self._lean is not None else None
+        if data is not None:
+            return data
         try:
             resp = self._client.get_object(**args)
             with resp["Body"] as body:
@@ -215,6 +235,8 @@ class S3BlockStore(BlockStore):
 
     def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
         bucket, key = split_address(address)
+        if self._lean is not None and (response := self._lean.open(bucket, key)) is not None:
+            return self._lean_chunks(response, address, chunk_size)
         try:
             body = self._client.get_object(Bucket=bucket, Key=key)["Body"]
         except (ClientError, BotoCoreError) as e:
@@ -229,6 +251,13 @@ class S3BlockStore(BlockStore):
                 body.close()
 
         return chunks()
+
+    @staticmethod
+    def _lean_chunks(response: Any, address: str, chunk_size: int) -> Iterator[bytes]:
+        try:
+            yield from iter_response(response, chunk_size)
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise StorageError(f"s3 get {address}: {type(e).__name__}: {e}") from e
 
     def stat(self, address: str) -> ObjectStat:
         bucket, key = split_address(address)
