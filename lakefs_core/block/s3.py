@@ -119,12 +119,16 @@ class S3BlockStore(BlockStore):
             return self._put_single(address, bucket, key, bytes(data))
         part_size = self.config.multipart_part_size
         chunks = iter(data)
-        buffer = bytearray()
+        held: list[bytes] = []  # joined once: a one-chunk body is sent without a copy
+        size = 0
         for chunk in chunks:
-            buffer += chunk
-            if len(buffer) > part_size:
-                return self._put_multipart(address, bucket, key, buffer, chunks)
-        return self._put_single(address, bucket, key, bytes(buffer))
+            held.append(chunk)
+            size += len(chunk)
+            if size > part_size:
+                return self._put_multipart(address, bucket, key, bytearray(b"".join(held)),
+                                           chunks)
+        body = held[0] if len(held) == 1 else b"".join(held)
+        return self._put_single(address, bucket, key, bytes(body))
 
     def _put_single(self, address: str, bucket: str, key: str, body: bytes) -> ObjectStat:
         if self._lean is not None and (etag := self._lean.put(bucket, key, body)) is not None:
