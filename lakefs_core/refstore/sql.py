@@ -17,6 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
+import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -37,6 +40,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
     func,
@@ -44,13 +48,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
-from tenacity import (
-    Retrying,
-    before_sleep_log,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from lakefs_core.errors import (
     BranchChangedError,
@@ -84,9 +81,6 @@ DEFAULT_PAGE_SIZE = 1000
 
 #: key for pg_advisory_xact_lock, held while the schema is created
 _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
-
-#: connection execution option marking a write transaction (SQLite: BEGIN IMMEDIATE)
-_WRITE_OPTION = "lakefs_refstore_write"
 
 
 def _key() -> Text:
@@ -234,34 +228,53 @@ def _is_transient(exc: BaseException) -> bool:
     return "database is locked" in text or "database table is locked" in text
 
 
-#: retries of a transaction that met a lock; copied per call (a Retrying keeps state)
-_TRANSIENT_RETRY = Retrying(
-    retry=retry_if_exception(_is_transient),
-    stop=stop_after_attempt(10),
-    wait=wait_random_exponential(multiplier=0.01, max=0.5),
-    before_sleep=before_sleep_log(_log, logging.DEBUG),
-    reraise=True,
-)
+#: attempts of a transaction that meets a lock (the last one's error is final)
+_TRANSIENT_ATTEMPTS = 10
 
 
-def _repository(row: Row[Any]) -> Repository:
+def _transient_wait(attempt: int) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    Random exponential, as tenacity's ``wait_random_exponential(multiplier=0.01,
+    max=0.5)``: uniform between 0 and min(0.5, 0.01 * 2 ** (attempt - 1)).
+    """
+    return random.uniform(0, min(0.5, 0.01 * 2 ** (attempt - 1)))
+
+
+# Rows are read by position (much cheaper than by name): each converter takes the
+# values of its columns list, in that order.
+_REPOSITORY_COLUMNS = (
+    repositories.c.id, repositories.c.storage_namespace, repositories.c.default_branch,
+    repositories.c.creation_date, repositories.c.storage_id, repositories.c.read_only)
+_BRANCH_COLUMNS = (branches.c.name, branches.c.commit_id, branches.c.staging_token,
+                   branches.c.sealed_tokens, branches.c.sealed_at)
+_ENTRY_COLUMNS = (
+    staged_entries.c.path, staged_entries.c.tombstone, staged_entries.c.address,
+    staged_entries.c.size, staged_entries.c.etag, staged_entries.c.mtime,
+    staged_entries.c.address_type, staged_entries.c.content_type, staged_entries.c.metadata)
+
+
+def _repository(values: Sequence[Any]) -> Repository:
+    repo_id, namespace, default_branch, creation_date, storage_id, read_only = values
     return Repository(
-        id=row.id,
-        storage_namespace=row.storage_namespace,
-        default_branch=row.default_branch,
-        creation_date=row.creation_date,
-        storage_id=row.storage_id,
-        read_only=bool(row.read_only),
+        id=repo_id,
+        storage_namespace=namespace,
+        default_branch=default_branch,
+        creation_date=creation_date,
+        storage_id=storage_id,
+        read_only=bool(read_only),
     )
 
 
-def _branch(row: Row[Any]) -> Branch:
+def _branch(values: Sequence[Any]) -> Branch:
+    name, commit_id, staging_token, sealed_tokens, sealed_at = values
     return Branch(
-        name=row.name,
-        commit_id=row.commit_id,
-        staging_token=row.staging_token,
-        sealed_tokens=tuple(json.loads(row.sealed_tokens)),
-        sealed_at=row.sealed_at,
+        name=name,
+        commit_id=commit_id,
+        staging_token=staging_token,
+        # a branch has sealed tokens only while a commit is in progress
+        sealed_tokens=() if sealed_tokens == "[]" else tuple(json.loads(sealed_tokens)),
+        sealed_at=sealed_at,
     )
 
 
@@ -274,19 +287,20 @@ def _branch_values(branch: Branch) -> dict[str, Any]:
     }
 
 
-def _entry_record(row: Row[Any]) -> EntryRecord:
-    if row.tombstone:
-        return EntryRecord(path=row.path, entry=None)
+def _entry_record(values: Sequence[Any]) -> EntryRecord:
+    path, tombstone, address, size, etag, mtime, address_type, content_type, metadata = values
+    if tombstone:
+        return EntryRecord(path=path, entry=None)
     return EntryRecord(
-        path=row.path,
+        path=path,
         entry=Entry(
-            address=row.address,
-            size=row.size,
-            etag=row.etag,
-            mtime=row.mtime,
-            address_type=AddressType(row.address_type),
-            content_type=row.content_type,
-            metadata=json.loads(row.metadata),
+            address=address,
+            size=size,
+            etag=etag,
+            mtime=mtime,
+            address_type=AddressType(address_type),
+            content_type=content_type,
+            metadata={} if metadata == "{}" else json.loads(metadata),
         ),
     )
 
@@ -308,6 +322,21 @@ def _entry_values(record: EntryRecord) -> dict[str, Any]:
     }
 
 
+# --- statements of the hot paths -------------------------------------------------------
+# Built once with bind parameters: SQLAlchemy memoizes a statement's cache key on the
+# statement object, so executing one of these skips building the statement and its key.
+_SELECT_REPOSITORY = select(*_REPOSITORY_COLUMNS).where(
+    repositories.c.id == bindparam("repo"))
+_SELECT_SETTING = select(settings.c.value).where(
+    settings.c.repo == bindparam("repo"), settings.c.key == bindparam("key"))
+_SELECT_BRANCH = select(*_BRANCH_COLUMNS).where(
+    branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name"))
+_SELECT_STAGED = select(*_ENTRY_COLUMNS).where(
+    staged_entries.c.repo == bindparam("repo"),
+    staged_entries.c.staging_token == bindparam("token"),
+    staged_entries.c.path == bindparam("path"))
+
+
 # --- engines --------------------------------------------------------------------------
 def _sqlite_engine(url: URL, busy_timeout: float, pool_size: int, max_overflow: int) -> Engine:
     path = url.database
@@ -325,7 +354,7 @@ def _sqlite_engine(url: URL, busy_timeout: float, pool_size: int, max_overflow: 
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # SQLAlchemy emits BEGIN itself (below); the driver must not.
+        # the store emits BEGIN itself (_sqlite_begin); the driver must not
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         try:
@@ -336,12 +365,24 @@ def _sqlite_engine(url: URL, busy_timeout: float, pool_size: int, max_overflow: 
         finally:
             cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        write = conn.get_execution_options().get(_WRITE_OPTION, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
     return engine
+
+
+def _sqlite_begin(conn: Connection, write: bool) -> None:
+    """Start the SQLite transaction that SQLAlchemy leaves to the driver.
+
+    A writer takes the write lock up front. The store calls this itself, on the
+    driver's connection, for a fair share of a short transaction's CPU: an engine
+    ``begin`` listener would make SQLAlchemy dispatch events around every statement,
+    and a statement through SQLAlchemy costs more than the driver's call. Driver
+    errors are wrapped as SQLAlchemy wraps them, so that a lock is retried.
+    """
+    statement = "BEGIN IMMEDIATE" if write else "BEGIN"
+    driver: Any = conn.connection.driver_connection  # a sqlite3.Connection
+    try:
+        driver.execute(statement)
+    except sqlite3.Error as exc:
+        raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
 
 def _postgres_engine(url: URL, pool_size: int, max_overflow: int) -> Engine:
@@ -393,15 +434,18 @@ class SQLRefStore(RefStore):
         self._upserts: dict[str, Any] = {}
         self._display_url = parsed.render_as_string(hide_password=True)
         backend = parsed.get_backend_name()
+        #: starts a transaction on a connection, when the driver does not
+        self._begin: Callable[[Connection, bool], None] | None = None
         if backend == "sqlite":
             self._engine = _sqlite_engine(parsed, busy_timeout, pool_size, max_overflow)
+            self._begin = _sqlite_begin
         elif backend == "postgresql":
             self._engine = _postgres_engine(parsed, pool_size, max_overflow)
         else:
             raise ValidationError(
                 f"unsupported refstore database {backend!r}: use sqlite or postgresql")
-        self._write_engine = self._engine.execution_options(**{_WRITE_OPTION: True})
-        # a PostgreSQL read is one statement: autocommit spares the BEGIN/ROLLBACK round trips
+        # a PostgreSQL read is one statement, or a few that need no common snapshot:
+        # autocommit spares the BEGIN/ROLLBACK round trips
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
                              if backend == "postgresql" else self._engine)
         try:
@@ -443,7 +487,7 @@ class SQLRefStore(RefStore):
     def _run(self, work: Callable[[Connection], T], *, write: bool,
              repo_fk: str | None = None) -> T:
         try:
-            return _TRANSIENT_RETRY.copy()(self._attempt, work, write)
+            return self._attempts(work, write)
         except sa_exc.IntegrityError as exc:
             if repo_fk is None:
                 raise DatabaseError(f"refstore constraint violated: {exc.orig}") from exc
@@ -455,8 +499,24 @@ class SQLRefStore(RefStore):
         except sa_exc.TimeoutError as exc:  # every pooled connection stayed busy
             raise DatabaseError(f"refstore database {self._display_url}: {exc}") from exc
 
+    def _attempts(self, work: Callable[[Connection], T], write: bool) -> T:
+        """Run ``work`` in a transaction; again, a bounded number of times, after a lock."""
+        for attempt in range(1, _TRANSIENT_ATTEMPTS):
+            try:
+                return self._attempt(work, write)
+            except sa_exc.OperationalError as exc:
+                if not _is_transient(exc):
+                    raise
+                wait = _transient_wait(attempt)
+                _log.debug("refstore transaction attempt %d met a lock, retrying in %.3fs: %s",
+                           attempt, wait, exc.orig)
+                time.sleep(wait)
+        return self._attempt(work, write)
+
     def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
-        with (self._write_engine if write else self._read_engine).begin() as conn:
+        with (self._engine if write else self._read_engine).begin() as conn:
+            if self._begin is not None:
+                self._begin(conn, write)
             return work(conn)
 
     def _insert(self, table: Table) -> Any:
@@ -504,8 +564,8 @@ class SQLRefStore(RefStore):
 
     def get_repository(self, repo_id: str) -> Repository:
         """Raises RepositoryNotFoundError."""
-        row = self._read(lambda conn: conn.execute(
-            select(repositories).where(repositories.c.id == repo_id)).first())
+        params = {"repo": repo_id}
+        row = self._read(lambda conn: conn.execute(_SELECT_REPOSITORY, params).first())
         if row is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
         return _repository(row)
@@ -514,7 +574,7 @@ class SQLRefStore(RefStore):
                           amount: int = 1000) -> list[Repository]:
         """Repositories with id starting with ``prefix`` and greater than ``after``, sorted."""
         _check_amount(amount)
-        stmt = (select(repositories)
+        stmt = (select(*_REPOSITORY_COLUMNS)
                 .where(*_key_range(repositories.c.id, prefix, after))
                 .order_by(repositories.c.id).limit(amount))
         return [_repository(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
@@ -594,9 +654,8 @@ class SQLRefStore(RefStore):
     # --- settings ---------------------------------------------------------------------
     def get_setting(self, repo_id: str, key: str) -> str | None:
         """The setting's value, or None when unset (or the repository is missing)."""
-        return self._read(lambda conn: conn.execute(
-            select(settings.c.value).where(settings.c.repo == repo_id, settings.c.key == key)
-        ).scalar_one_or_none())
+        params = {"repo": repo_id, "key": key}
+        return self._read(lambda conn: conn.execute(_SELECT_SETTING, params).scalar_one_or_none())
 
     def set_setting(self, repo_id: str, key: str, value: str) -> None:
         """Set a repository setting. Raises RepositoryNotFoundError."""
@@ -614,8 +673,8 @@ class SQLRefStore(RefStore):
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
-        row = self._read(lambda conn: conn.execute(
-            select(branches).where(branches.c.repo == repo_id, branches.c.name == name)).first())
+        params = {"repo": repo_id, "name": name}
+        row = self._read(lambda conn: conn.execute(_SELECT_BRANCH, params).first())
         if row is None:
             raise BranchNotFoundError(f"branch {name!r} not found")
         return _branch(row)
@@ -624,7 +683,7 @@ class SQLRefStore(RefStore):
                       amount: int = 1000) -> list[Branch]:
         """Branches named with ``prefix``, after ``after``, sorted (empty if no repository)."""
         _check_amount(amount)
-        stmt = (select(branches)
+        stmt = (select(*_BRANCH_COLUMNS)
                 .where(branches.c.repo == repo_id, *_key_range(branches.c.name, prefix, after))
                 .order_by(branches.c.name).limit(amount))
         return [_branch(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
@@ -740,8 +799,8 @@ class SQLRefStore(RefStore):
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
-        row = self._read(lambda conn: conn.execute(select(staged_entries).where(
-            *self._staged_key(repo_id, token), staged_entries.c.path == path)).first())
+        params = {"repo": repo_id, "token": token, "path": path}
+        row = self._read(lambda conn: conn.execute(_SELECT_STAGED, params).first())
         return None if row is None else _entry_record(row)
 
     def list_staged(self, repo_id: str, token: str, prefix: str = "",
@@ -753,7 +812,7 @@ class SQLRefStore(RefStore):
         """
         key = self._staged_key(repo_id, token)
         while True:
-            stmt = (select(staged_entries)
+            stmt = (select(*_ENTRY_COLUMNS)
                     .where(*key, *_key_range(staged_entries.c.path, prefix, after))
                     .order_by(staged_entries.c.path).limit(self._page_size))
             rows = self._read(partial(_fetch_all, stmt=stmt))
