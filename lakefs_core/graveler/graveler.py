@@ -67,6 +67,7 @@ from lakefs_core.graveler.model import (
 from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.graveler.refs import (
     ModifierType,
+    RefExpression,
     could_be_short_commit_id,
     is_commit_id,
     parse_ref,
@@ -293,8 +294,7 @@ class Graveler:
 
     def _writable_repo(self, repo_id: str) -> Repository:
         repo = self.refstore.get_repository(repo_id)
-        if repo.read_only:
-            raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
+        _refuse_read_only(repo)
         return repo
 
     # --------------------------------------------------------- branch protection
@@ -317,9 +317,7 @@ class Graveler:
 
     def _check_direct_write(self, repo_id: str, branch: str) -> Repository:
         repo = self._writable_repo(repo_id)
-        raw = self.refstore.get_setting(repo_id, PROTECTION_SETTING)
-        if raw and any(fnmatch.fnmatchcase(branch, p) for p in json.loads(raw)):
-            raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
+        _refuse_protected(branch, self.refstore.get_setting(repo_id, PROTECTION_SETTING))
         return repo
 
     def check_direct_write(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
@@ -328,8 +326,13 @@ class Graveler:
         Raises:
             ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
         """
-        repo = self._check_direct_write(repo_id, branch)
-        return repo, self.refstore.get_branch(repo_id, branch)
+        repo, rules, current = self.refstore.get_repository_setting_branch(
+            repo_id, PROTECTION_SETTING, branch)
+        _refuse_read_only(repo)
+        _refuse_protected(branch, rules)
+        if current is None:
+            raise BranchNotFoundError(f"branch {branch!r} not found")
+        return repo, current
 
     # ----------------------------------------------------------------- branches
     def create_branch(self, repo_id: str, name: str, source_ref: str) -> Branch:
@@ -375,7 +378,9 @@ class Graveler:
 
     def _resolve(self, repo_id: str, ref: str) -> ResolvedRef:
         """resolve_ref for a repository the caller has already read."""
-        expr = parse_ref(ref)
+        return self._resolve_expression(repo_id, ref, parse_ref(ref))
+
+    def _resolve_expression(self, repo_id: str, ref: str, expr: RefExpression) -> ResolvedRef:
         resolved = self._resolve_base(repo_id, expr.base)
         if expr.committed_only:
             if resolved.type is not RefType.BRANCH:
@@ -411,11 +416,11 @@ class Graveler:
         try:
             branch = self.refstore.get_branch(repo_id, base)
         except BranchNotFoundError:
-            pass
-        else:
-            if not branch.commit_id:
-                raise RefNotFoundError(f"branch {base!r} has no commit yet")
-            return ResolvedRef(RefType.BRANCH, branch.commit_id, branch)
+            return self._resolve_non_branch(repo_id, base)
+        return _branch_ref(branch)
+
+    def _resolve_non_branch(self, repo_id: str, base: str) -> ResolvedRef:
+        """Resolve a name that is neither a full commit id nor a branch: a tag, a short id."""
         try:
             return ResolvedRef(RefType.TAG, self.refstore.get_tag(repo_id, base).commit_id)
         except TagNotFoundError:
@@ -550,13 +555,23 @@ class Graveler:
         """get_entry for a repository the caller has already read."""
         validate_path(path)
         repo_id = repo.id
-        resolved = self._resolve(repo_id, ref)
-        if resolved.branch is not None:
-            rec = self._get_staged(repo_id, resolved.branch, path)
-            if rec is not None:
-                if rec.entry is None:
-                    raise ObjectNotFoundError(f"object {path!r} not found")
-                return rec.entry
+        expr = parse_ref(ref)
+        rec: EntryRecord | None = None
+        if expr.modifiers or expr.committed_only or is_commit_id(expr.base):
+            resolved = self._resolve_expression(repo_id, ref, expr)
+            if resolved.branch is not None:
+                rec = self._get_staged(repo_id, resolved.branch, path)
+        else:  # a branch (the branch row and its staged record read at once) or a tag
+            found = self.refstore.get_branch_and_staged(repo_id, expr.base, path)
+            if found is None:
+                resolved = self._resolve_non_branch(repo_id, expr.base)
+            else:
+                resolved = _branch_ref(found[0])
+                rec = found[1]
+        if rec is not None:
+            if rec.entry is None:
+                raise ObjectNotFoundError(f"object {path!r} not found")
+            return rec.entry
         commit = self._readable_commit(repo, resolved.commit_id)
         entry = self.ranges_for(repo).get_entry(commit.metarange_id, path)
         if entry is None:
@@ -1007,6 +1022,24 @@ class Graveler:
         self._writable_repo(repo_id)
         self.refstore.delete_tag(repo_id, name)
         self._notify(repo_id, name)
+
+
+def _refuse_read_only(repo: Repository) -> None:
+    if repo.read_only:
+        raise ReadOnlyRepositoryError(f"repository {repo.id!r} is read-only")
+
+
+def _refuse_protected(branch: str, rules: str | None) -> None:
+    """Raise ProtectedBranchError if ``rules`` (the protection setting) match ``branch``."""
+    if rules and any(fnmatch.fnmatchcase(branch, p) for p in json.loads(rules)):
+        raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
+
+
+def _branch_ref(branch: Branch) -> ResolvedRef:
+    """A plain branch ref. Raises RefNotFoundError for a branch with no commit yet."""
+    if not branch.commit_id:
+        raise RefNotFoundError(f"branch {branch.name!r} has no commit yet")
+    return ResolvedRef(RefType.BRANCH, branch.commit_id, branch)
 
 
 def _page(it: Iterable[Difference], amount: int) -> tuple[list[Difference], bool]:

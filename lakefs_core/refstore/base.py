@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from types import TracebackType
 from typing import Self
 
+from lakefs_core.errors import BranchNotFoundError
 from lakefs_core.graveler.model import Branch, Commit, EntryRecord, Repository, Tag
 
 
@@ -78,6 +79,43 @@ class RefStore(ABC):
     @abstractmethod
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
+
+    def get_repository_setting_branch(
+        self, repo_id: str, key: str, branch_name: str
+    ) -> tuple[Repository, str | None, Branch | None]:
+        """The repository, its setting ``key`` (None if unset) and a branch (None if missing).
+
+        What a direct write to a branch checks, read at once. Stores override this to
+        read it in one round trip.
+
+        Raises RepositoryNotFoundError.
+        """
+        repo = self.get_repository(repo_id)
+        value = self.get_setting(repo_id, key)
+        try:
+            branch = self.get_branch(repo_id, branch_name)
+        except BranchNotFoundError:
+            return repo, value, None
+        return repo, value, branch
+
+    def get_branch_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Branch, EntryRecord | None] | None:
+        """A branch and the record staged at ``path`` on it, or None if no such branch.
+
+        The record (maybe a tombstone) is the live token's, else the first sealed
+        token's that has one; None if nothing is staged at ``path``. What a read of
+        an object on a branch needs first; stores override this to read it at once.
+        """
+        try:
+            branch = self.get_branch(repo_id, branch_name)
+        except BranchNotFoundError:
+            return None
+        for token in (branch.staging_token, *branch.sealed_tokens):
+            record = self.get_staged(repo_id, token, path)
+            if record is not None:
+                return branch, record
+        return branch, None
 
     @abstractmethod
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",

@@ -40,6 +40,7 @@ from sqlalchemy import (
     Select,
     Table,
     Text,
+    and_,
     bindparam,
     create_engine,
     event,
@@ -335,6 +336,25 @@ _SELECT_STAGED = select(*_ENTRY_COLUMNS).where(
     staged_entries.c.repo == bindparam("repo"),
     staged_entries.c.staging_token == bindparam("token"),
     staged_entries.c.path == bindparam("path"))
+#: a repository, one of its settings (NULL when unset) and one of its branches (NULL
+#: columns when missing)
+_SELECT_REPOSITORY_SETTING_BRANCH = (
+    select(*_REPOSITORY_COLUMNS, settings.c.value, *_BRANCH_COLUMNS)
+    .select_from(
+        repositories
+        .outerjoin(settings, and_(settings.c.repo == repositories.c.id,
+                                  settings.c.key == bindparam("key")))
+        .outerjoin(branches, and_(branches.c.repo == repositories.c.id,
+                                  branches.c.name == bindparam("name"))))
+    .where(repositories.c.id == bindparam("repo")))
+#: a branch and the record staged at a path under its live token (NULL columns if none)
+_SELECT_BRANCH_STAGED = (
+    select(*_BRANCH_COLUMNS, *_ENTRY_COLUMNS)
+    .select_from(branches.outerjoin(staged_entries, and_(
+        staged_entries.c.repo == branches.c.repo,
+        staged_entries.c.staging_token == branches.c.staging_token,
+        staged_entries.c.path == bindparam("path"))))
+    .where(branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name")))
 
 
 # --- engines --------------------------------------------------------------------------
@@ -678,6 +698,50 @@ class SQLRefStore(RefStore):
         if row is None:
             raise BranchNotFoundError(f"branch {name!r} not found")
         return _branch(row)
+
+    def get_repository_setting_branch(
+        self, repo_id: str, key: str, branch_name: str
+    ) -> tuple[Repository, str | None, Branch | None]:
+        """The repository, one of its settings and one of its branches, in one query.
+
+        Raises RepositoryNotFoundError.
+        """
+        params = {"repo": repo_id, "key": key, "name": branch_name}
+        row = self._read(lambda conn: conn.execute(
+            _SELECT_REPOSITORY_SETTING_BRANCH, params).first())
+        if row is None:
+            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+        width = len(_REPOSITORY_COLUMNS)
+        setting, branch = row[width], row[width + 1:]
+        # a missing branch reads as NULL columns, its name (a key) among them
+        return _repository(row[:width]), setting, None if branch[0] is None else _branch(branch)
+
+    def get_branch_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Branch, EntryRecord | None] | None:
+        """The branch and the record staged at ``path`` on it, on one connection.
+
+        The branch row comes with the live token's record in one query; the sealed
+        tokens (a commit in progress) are looked up only if the live token has none.
+        """
+
+        def work(conn: Connection) -> tuple[Branch, EntryRecord | None] | None:
+            row = conn.execute(_SELECT_BRANCH_STAGED,
+                               {"repo": repo_id, "name": branch_name, "path": path}).first()
+            if row is None:
+                return None
+            width = len(_BRANCH_COLUMNS)
+            branch = _branch(row[:width])
+            if row[width] is not None:  # the path of a record staged under the live token
+                return branch, _entry_record(row[width:])
+            for token in branch.sealed_tokens:
+                sealed = conn.execute(_SELECT_STAGED,
+                                      {"repo": repo_id, "token": token, "path": path}).first()
+                if sealed is not None:
+                    return branch, _entry_record(sealed)
+            return branch, None
+
+        return self._read(work)
 
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]:
