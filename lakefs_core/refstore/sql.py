@@ -49,6 +49,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import URL, make_url
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from lakefs_core.errors import (
     BranchChangedError,
@@ -233,13 +240,21 @@ def _is_transient(exc: BaseException) -> bool:
 _TRANSIENT_ATTEMPTS = 10
 
 
-def _transient_wait(attempt: int) -> float:
-    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
 
-    Random exponential, as tenacity's ``wait_random_exponential(multiplier=0.01,
-    max=0.5)``: uniform between 0 and min(0.5, 0.01 * 2 ** (attempt - 1)).
-    """
-    return random.uniform(0, min(0.5, 0.01 * 2 ** (attempt - 1)))
+
+#: the retries after a first attempt met a lock (copied per use: a Retrying keeps
+#: state). Attempt k of the transaction waits up to min(0.5, 0.01 * 2 ** (k - 1)) s
+#: before the next; this object numbers its attempts from the second one.
+_TRANSIENT_RETRY = Retrying(
+    retry=retry_if_exception(_is_transient),
+    stop=stop_after_attempt(_TRANSIENT_ATTEMPTS - 1),
+    wait=wait_random_exponential(multiplier=0.02, max=0.5),
+    sleep=_sleep,
+    before_sleep=before_sleep_log(_log, logging.DEBUG),
+    reraise=True,
+)
 
 
 # Rows are read by position (much cheaper than by name): each converter takes the
@@ -520,18 +535,19 @@ class SQLRefStore(RefStore):
             raise DatabaseError(f"refstore database {self._display_url}: {exc}") from exc
 
     def _attempts(self, work: Callable[[Connection], T], write: bool) -> T:
-        """Run ``work`` in a transaction; again, a bounded number of times, after a lock."""
-        for attempt in range(1, _TRANSIENT_ATTEMPTS):
-            try:
-                return self._attempt(work, write)
-            except sa_exc.OperationalError as exc:
-                if not _is_transient(exc):
-                    raise
-                wait = _transient_wait(attempt)
-                _log.debug("refstore transaction attempt %d met a lock, retrying in %.3fs: %s",
-                           attempt, wait, exc.orig)
-                time.sleep(wait)
-        return self._attempt(work, write)
+        """Run ``work`` in a transaction; again, a bounded number of times, after a lock.
+
+        The first attempt runs outside tenacity: the common case pays nothing for the
+        retries it does not need.
+        """
+        try:
+            return self._attempt(work, write)
+        except sa_exc.OperationalError as exc:
+            if not _is_transient(exc):
+                raise
+            _log.debug("refstore transaction met a lock, retrying: %s", exc.orig)
+        _sleep(random.uniform(0, 0.01))
+        return _TRANSIENT_RETRY.copy()(self._attempt, work, write)
 
     def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
         with (self._engine if write else self._read_engine).begin() as conn:
