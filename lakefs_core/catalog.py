@@ -98,20 +98,26 @@ class Catalog:
 
     def upload(self, repo_id: str, branch: str, path: str, data: bytes | Iterable[bytes], *,
                content_type: str = DEFAULT_CONTENT_TYPE,
-               metadata: Mapping[str, str] | None = None, if_absent: bool = False) -> Entry:
+               metadata: Mapping[str, str] | None = None, if_absent: bool = False,
+               if_match: str | None = None) -> Entry:
         """Write data and stage it at ``path`` on ``branch``.
 
-        Checks that writes are allowed before any byte is stored.
+        Checks that writes are allowed (and the write's conditions) before any byte
+        is stored, and the conditions again before staging.
         """
         repo, current = self.graveler.check_direct_write(repo_id, branch)
+        self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
+                                             if_match=if_match)
         entry = self.write_data(repo, data, content_type, metadata)
-        self.graveler.stage_checked(repo, current, path, entry, if_absent=if_absent)
+        self.graveler.stage_checked(repo, current, path, entry, if_absent=if_absent,
+                                    if_match=if_match)
         return entry
 
     def link(self, repo_id: str, branch: str, path: str, entry: Entry, *,
-             if_absent: bool = False) -> None:
+             if_absent: bool = False, if_match: str | None = None) -> None:
         """Stage an existing entry (a copy or an already-written physical address)."""
-        self.graveler.set_entry(repo_id, branch, path, entry, if_absent=if_absent)
+        self.graveler.set_entry(repo_id, branch, path, entry, if_absent=if_absent,
+                                if_match=if_match)
 
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
         repo = self.graveler.get_repository(repo_id)

@@ -78,6 +78,10 @@ class ObjectExistsError(AlreadyExistsError):
     """A conditional write (If-None-Match: *) found an object at the path."""
 
 
+class PreconditionFailedError(LakeFSError):
+    """A conditional write (If-Match) found no object at the path, or another ETag."""
+
+
 class ConflictError(LakeFSError):
     """The operation conflicts with the current state."""
 

@@ -18,6 +18,7 @@ log = logging.getLogger("lakefs_core.api")
 STATUS: list[tuple[type[BaseException], int]] = [
     (RangeNotSatisfiableError, 416),
     (errors.ObjectExistsError, 412),
+    (errors.PreconditionFailedError, 412),
     (errors.ValidationError, 400),
     (errors.NoChangesError, 400),
     (errors.DirtyBranchError, 400),

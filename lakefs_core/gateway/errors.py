@@ -55,6 +55,7 @@ _CODES: list[tuple[type[BaseException], int, str]] = [
     (errors.ForbiddenError, 403, "AccessDenied"),
     (RangeNotSatisfiableError, 416, "InvalidRange"),
     (errors.ObjectExistsError, 412, "PreconditionFailed"),
+    (errors.PreconditionFailedError, 412, "PreconditionFailed"),
     (errors.ValidationError, 400, "InvalidArgument"),
     (errors.RepositoryNotFoundError, 404, "NoSuchBucket"),
     (errors.StorageNotFoundError, 404, "NoSuchBucket"),

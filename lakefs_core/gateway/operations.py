@@ -34,7 +34,6 @@ from lakefs_core.errors import (
     BranchNotFoundError,
     CommitNotFoundError,
     LakeFSError,
-    ObjectExistsError,
     ObjectNotFoundError,
     RefNotFoundError,
     StorageError,
@@ -83,6 +82,15 @@ def user_metadata(headers: dict[str, str]) -> dict[str, str]:
     """``x-amz-meta-*`` headers as user metadata (names without the prefix)."""
     return {name[len(META_PREFIX):]: value for name, value in headers.items()
             if name.startswith(META_PREFIX) and len(name) > len(META_PREFIX)}
+
+
+def _write_conditions(req: S3Request) -> tuple[bool, str | None]:
+    """``(if_absent, if_match)`` of a write's ``If-None-Match: *`` and ``If-Match``."""
+    if_none_match = req.headers.get("if-none-match")
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise _not_implemented("If-None-Match other than '*' on a write")
+    if_match = req.headers.get("if-match")
+    return if_none_match is not None, (if_match.strip() or None) if if_match else None
 
 
 def _encode_token(marker: str) -> str:
@@ -404,21 +412,17 @@ class Operations:
         return StreamingResponse(store.get_stream(address), headers=headers)
 
     def put_object(self, req: S3Request) -> Response:
-        """PutObject: store the body and stage it (``If-None-Match: *`` -> 412 if present)."""
+        """PutObject: store the body and stage it (412 when ``If-None-Match: *`` finds an
+        object, or ``If-Match`` does not find the one it names)."""
         branch, path = split_key(req.key)
         req.check(self._object_permission(rbac.WRITE_OBJECT, req.bucket, path))
-        if_absent = req.headers.get("if-none-match", "").strip() == "*"
-        if if_absent:
-            with contextlib.suppress(ObjectNotFoundError):
-                self.graveler.get_entry(req.bucket, branch, path)
-                raise ObjectExistsError(
-                    "At least one of the pre-conditions you specified did not hold")
-        # the catalog refuses read-only repositories and protected branches before
-        # it reads the body
+        if_absent, if_match = _write_conditions(req)
+        # the catalog refuses read-only repositories, protected branches and failed
+        # conditions before it reads the body
         entry = self.catalog.upload(
             req.bucket, branch, path, iter(req.body()),
             content_type=req.headers.get("content-type") or DEFAULT_CONTENT_TYPE,
-            metadata=user_metadata(req.headers), if_absent=if_absent)
+            metadata=user_metadata(req.headers), if_absent=if_absent, if_match=if_match)
         return Response(status_code=200, headers={"etag": xml.quote_etag(entry.etag)})
 
     def _copy_source(self, req: S3Request) -> tuple[str, str, str]:
@@ -515,8 +519,12 @@ class Operations:
         repo, branch, path = self._upload_target(req)
         upload = self.uploads.get(repo, req.query["uploadId"], branch, path)
         parts = xml.parse_complete_request(req.body().read(xml.MAX_XML_BODY))
+        if_absent, if_match = _write_conditions(req)
+        self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
+                                             if_match=if_match)
         entry = self.uploads.complete(repo, upload, parts)
-        self.catalog.link(req.bucket, branch, path, entry)
+        self.catalog.link(req.bucket, branch, path, entry, if_absent=if_absent,
+                          if_match=if_match)
         try:
             self.uploads.remove(repo, upload)
         except StorageError as exc:  # the object is staged; leftovers are only garbage

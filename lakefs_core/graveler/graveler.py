@@ -45,6 +45,7 @@ from lakefs_core.errors import (
     NoChangesError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PreconditionFailedError,
     ProtectedBranchError,
     ReadOnlyRepositoryError,
     RefNotFoundError,
@@ -579,28 +580,49 @@ class Graveler:
         return entry
 
     def set_entry(self, repo_id: str, branch: str, path: str, entry: Entry, *,
-                  if_absent: bool = False) -> None:
+                  if_absent: bool = False, if_match: str | None = None) -> None:
         """Stage ``entry`` at ``path`` on ``branch``.
 
         Raises:
             ObjectExistsError: ``if_absent`` and an object is already there.
+            PreconditionFailedError: ``if_match`` and the object there is not that one.
         """
         validate_path(path)
         repo, current = self.check_direct_write(repo_id, branch)
-        self.stage_checked(repo, current, path, entry, if_absent=if_absent)
+        self.stage_checked(repo, current, path, entry, if_absent=if_absent, if_match=if_match)
 
     def stage_checked(self, repo: Repository, branch: Branch, path: str, entry: Entry, *,
-                      if_absent: bool = False) -> None:
+                      if_absent: bool = False, if_match: str | None = None) -> None:
         """Stage an entry on a branch that :meth:`check_direct_write` just returned."""
         validate_path(path)
-        if if_absent:
-            try:
-                self.get_entry_in(repo, branch.name, path)
-            except ObjectNotFoundError:
-                pass
-            else:
-                raise ObjectExistsError(f"object {path!r} already exists")
+        self.check_write_conditions(repo, branch.name, path, if_absent=if_absent,
+                                    if_match=if_match)
         self._stage(repo.id, branch.name, EntryRecord(path, entry), branch)
+
+    def check_write_conditions(self, repo: Repository, branch: str, path: str, *,
+                               if_absent: bool = False, if_match: str | None = None) -> None:
+        """Check a conditional write's preconditions against the branch as it is now.
+
+        ``if_absent``: no object at ``path`` (``If-None-Match: *``). ``if_match``: an
+        ``If-Match`` value, ETags (quoted or not, comma-separated) or ``*``, one of
+        which the object at ``path`` must have. The check and the write that follows
+        are two steps: two writers conditioned on the same state may both pass.
+
+        Raises:
+            ObjectExistsError, PreconditionFailedError.
+        """
+        if not if_absent and if_match is None:
+            return
+        try:
+            current: Entry | None = self.get_entry_in(repo, branch, path)
+        except ObjectNotFoundError:
+            current = None
+        if if_absent and current is not None:
+            raise ObjectExistsError(f"object {path!r} already exists")
+        if if_match is not None and (current is None or not _etag_listed(if_match,
+                                                                         current.etag)):
+            raise PreconditionFailedError(
+                f"If-Match {if_match!r} does not match the object at {path!r}")
 
     def delete_entry(self, repo_id: str, branch: str, path: str) -> None:
         """Stage a delete. Raises ObjectNotFoundError when nothing is at ``path``."""
@@ -711,6 +733,40 @@ class Graveler:
             self.refstore.drop_staging(repo.id, token)
         self._notify(repo.id, branch_name)
         return CommitRecord(cid, commit)
+
+    def commit_metarange(self, repo_id: str, branch_name: str, metarange_id: str,
+                         message: str, committer: str, *,
+                         metadata: Mapping[str, str] | None = None,
+                         allow_empty: bool = False,
+                         creation_date: int | None = None) -> CommitRecord:
+        """Commit an existing metarange (written by an import or a job) on the branch.
+
+        Raises:
+            ValidationError: ``metarange_id`` is not a metarange id.
+            RangeNotFoundError: no such metarange in the repository's storage namespace.
+            DirtyBranchError: the branch has uncommitted changes.
+            NoChangesError: the metarange is the branch head's and not ``allow_empty``.
+        """
+        if not is_commit_id(metarange_id):
+            raise ValidationError(f"invalid metarange id {metarange_id!r}")
+        repo = self._check_direct_write(repo_id, branch_name)
+        self.ranges_for(repo).get_metarange(metarange_id)  # RangeNotFoundError if absent
+
+        def attempt() -> CommitRecord:
+            branch = self.refstore.get_branch(repo_id, branch_name)
+            if self.has_uncommitted(repo_id, branch):
+                raise DirtyBranchError()
+            head = self.get_commit(repo_id, branch.commit_id).commit
+            if metarange_id == head.metarange_id and not allow_empty:
+                raise NoChangesError()
+            commit = Commit(parents=(branch.commit_id,), metarange_id=metarange_id,
+                            message=message, committer=committer,
+                            creation_date=creation_date if creation_date is not None
+                            else self._now(),
+                            metadata=dict(metadata or {}), generation=head.generation + 1)
+            return self._land(repo_id, branch, commit)
+
+        return self._retrying()(attempt)
 
     def _unseal(self, repo_id: str, sealed: Branch, restored: Branch) -> None:
         """Move sealed records back into the live token after a failed commit."""
@@ -853,8 +909,15 @@ class Graveler:
     # ------------------------------------------------------------------- merge
     def merge(self, repo_id: str, source_ref: str, dest_branch: str, committer: str, *,
               message: str = "", metadata: Mapping[str, str] | None = None,
-              strategy: str | None = None) -> CommitRecord:
+              strategy: str | None = None, squash: bool = False,
+              allow_empty: bool = False) -> CommitRecord:
         """Three-way merge of ``source_ref`` into ``dest_branch`` with a merge commit.
+
+        Args:
+            squash: the commit has the destination as its only parent (the source's
+                history is not part of the destination's).
+            allow_empty: commit even when the merge leaves the destination's content
+                as it was.
 
         Protected branches accept merges. Raises NoChangesError, MergeConflictError,
         DirtyBranchError (destination has uncommitted changes).
@@ -880,11 +943,15 @@ class Graveler:
             dst_c = self.get_commit(repo_id, dest).commit
             result = rm.merge(base_mr, src_c.metarange_id, dst_c.metarange_id,
                               strategy or None)
+            if result.metarange_id == dst_c.metarange_id and not allow_empty:
+                raise NoChangesError()
             commit = Commit(
-                parents=(dest, source), metarange_id=result.metarange_id,
+                parents=(dest,) if squash else (dest, source),
+                metarange_id=result.metarange_id,
                 message=message or f"Merge '{source_ref}' into '{dest_branch}'",
                 committer=committer, creation_date=self._now(), metadata=dict(metadata or {}),
-                generation=max(src_c.generation, dst_c.generation) + 1)
+                generation=(dst_c.generation if squash
+                            else max(src_c.generation, dst_c.generation)) + 1)
             return self._land(repo_id, branch, commit)
 
         return self._retrying()(attempt)
@@ -932,24 +999,34 @@ class Graveler:
         return self.get_commit(repo_id, commit.parents[n - 1]).commit.metarange_id
 
     def revert(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
-               parent_number: int = 0) -> CommitRecord:
-        """A new commit on the branch undoing the changes ``ref`` made to its parent."""
+               parent_number: int = 0, message: str | None = None,
+               metadata: Mapping[str, str] | None = None) -> CommitRecord:
+        """A new commit on the branch undoing the changes ``ref`` made to its parent.
+
+        ``message`` and ``metadata`` replace the commit's defaults (``Revert <id>``, none).
+        """
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: c.metarange_id,
             target_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
-            ref=ref, message=lambda cid: f"Revert {cid}", committer=committer,
-            metadata_of=lambda c: {})
+            ref=ref, message=lambda cid: message or f"Revert {cid}", committer=committer,
+            metadata_of=lambda c: metadata if metadata is not None else {})
 
     def cherry_pick(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
-                    parent_number: int = 0) -> CommitRecord:
-        """A new commit on the branch applying the changes ``ref`` made to its parent."""
+                    parent_number: int = 0, message: str | None = None,
+                    metadata: Mapping[str, str] | None = None) -> CommitRecord:
+        """A new commit on the branch applying the changes ``ref`` made to its parent.
+
+        ``message`` and ``metadata`` replace the picked commit's.
+        """
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
             target_mr_of=lambda c: c.metarange_id,
-            ref=ref, message=lambda cid: self.get_commit(repo_id, cid).commit.message,
-            committer=committer, metadata_of=lambda c: c.metadata)
+            ref=ref,
+            message=lambda cid: message or self.get_commit(repo_id, cid).commit.message,
+            committer=committer,
+            metadata_of=lambda c: metadata if metadata is not None else c.metadata)
 
     # ------------------------------------------------------------------- reset
     def reset_branch(self, repo_id: str, branch_name: str) -> None:
@@ -1061,3 +1138,9 @@ __all__ = [
     "ResolvedRef",
     "merge_sorted_records",
 ]
+
+
+def _etag_listed(condition: str, etag: str) -> bool:
+    """Whether an ``If-Match`` value (``*`` or ETags, quoted or weak) lists ``etag``."""
+    candidates = [c.strip().removeprefix("W/").strip('"') for c in condition.split(",")]
+    return "*" in candidates or etag.strip('"') in candidates

@@ -327,3 +327,78 @@ def test_branch_routes_need_permissions(server: LiveServer, repo: lakefs.Reposit
             assert resp.status_code == 403, (method, path, resp.text)
     assert [b.id for b in repo.branches()] == ["main"]
     assert repo.branch("main").get_commit().id == head
+
+
+def test_revert_and_cherry_pick_with_commit_overrides(server: LiveServer,
+                                                      repo: lakefs.Repository) -> None:
+    main, dev = repo.branch("main"), repo.branch("dev").create("main")
+    put(main, "file", "v1")
+    first = main.commit("v1").get_commit().id
+    put(dev, "feature", "f")
+    picked = dev.commit("feature", metadata={"ticket": "7"}).get_commit().id
+    with server.client() as http:
+        resp = http.post("/repositories/repo/branches/main/cherry-pick", json={
+            "ref": picked, "commit_overrides": {"message": "picked", "metadata": {"k": "v"}}})
+        assert resp.status_code == 201
+        assert (resp.json()["message"], resp.json()["metadata"]) == ("picked", {"k": "v"})
+        assert read(main, "feature") == b"f"
+
+        resp = http.post("/repositories/repo/branches/main/revert", json={
+            "ref": first, "parent_number": 0,
+            "commit_overrides": {"message": "undo v1", "metadata": {"why": "bad"}}})
+        assert resp.status_code == 204
+        head = main.get_commit()
+        assert (head.message, head.metadata) == ("undo v1", {"why": "bad"})
+        assert "file" not in [o.path for o in main.objects()]
+
+        # an empty revert keeps the overrides too
+        resp = http.post("/repositories/repo/branches/main/revert", json={
+            "ref": first, "parent_number": 0, "allow_empty": True,
+            "commit_overrides": {"message": "again"}})
+        assert resp.status_code == 204
+        assert main.get_commit().message == "again"
+        # only the message overridden: the picked commit's metadata stays
+        put(dev, "more", "m")
+        picked = dev.commit("more", metadata={"ticket": "8"}).get_commit().id
+        resp = http.post("/repositories/repo/branches/main/cherry-pick", json={
+            "ref": picked, "commit_overrides": {"message": "more, renamed"}})
+        assert (resp.json()["message"], resp.json()["metadata"]) == (
+            "more, renamed", {"ticket": "8"})
+
+
+def test_commit_of_a_source_metarange(server: LiveServer, repo: lakefs.Repository) -> None:
+    main, dev = repo.branch("main"), repo.branch("dev").create("main")
+    put(main, "base", "b")
+    base = main.commit("base").get_commit()
+    put(dev, "new", "n")
+    dev_head = dev.commit("dev").get_commit()
+    url = "/repositories/repo/branches/main/commits"
+    with server.client() as http:
+        resp = http.post(url, params={"source_metarange": dev_head.meta_range_id},
+                         json={"message": "take dev's tree", "metadata": {"m": "1"}})
+        assert resp.status_code == 201, resp.text
+        made = resp.json()
+        assert made["parents"] == [base.id]
+        assert made["meta_range_id"] == dev_head.meta_range_id
+        assert made["metadata"] == {"m": "1"}
+        assert read(main, "new") == b"n" and main.get_commit().id == made["id"]
+
+        # the same tree again: no changes, unless allowed
+        resp = http.post(url, params={"source_metarange": dev_head.meta_range_id},
+                         json={"message": "again"})
+        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        resp = http.post(url, params={"source_metarange": dev_head.meta_range_id},
+                         json={"message": "again", "allow_empty": True})
+        assert resp.status_code == 201
+
+        head = main.get_commit().id
+        put(main, "dirty", "d")
+        resp = http.post(url, params={"source_metarange": base.meta_range_id},
+                         json={"message": "over staged changes"})
+        assert (resp.status_code, resp.json()["message"]) == (400, "dirty branch")
+        main.reset_changes()
+        resp = http.post(url, params={"source_metarange": "0" * 64}, json={"message": "m"})
+        assert resp.status_code == 404
+        resp = http.post(url, params={"source_metarange": "../../etc"}, json={"message": "m"})
+        assert resp.status_code == 400
+        assert main.get_commit().id == head

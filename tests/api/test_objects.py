@@ -351,6 +351,36 @@ def test_if_none_match_upload_gives_412(repo: lakefs.Repository, http: httpx.Cli
     assert http.get(objects_url(repo), params={"path": "k"}).content == b"one"
 
 
+def test_if_match_upload(repo: lakefs.Repository, http: httpx.Client) -> None:
+    url = upload_url(repo)
+    # nothing there yet: no ETag can match
+    missing = http.post(url, params={"path": "k"}, content=b"x", headers={"If-Match": "*"})
+    assert missing.status_code == 412
+    first = http.post(url, params={"path": "k"}, content=b"one")
+    etag = first.json()["checksum"]
+
+    stale = http.post(url, params={"path": "k"}, content=b"two",
+                      headers={"If-Match": '"0123456789abcdef0123456789abcdef"'})
+    assert stale.status_code == 412 and stale.json()["message"]
+    assert http.get(objects_url(repo), params={"path": "k"}).content == b"one"
+
+    second = http.post(url, params={"path": "k"}, content=b"two",
+                       headers={"If-Match": f'"{etag}"'})
+    assert second.status_code == 201
+    # the old ETag is stale now; a list including the current one matches
+    assert http.post(url, params={"path": "k"}, content=b"three",
+                     headers={"If-Match": f'"{etag}"'}).status_code == 412
+    current = second.json()["checksum"]
+    listed = http.post(url, params={"path": "k"}, content=b"three",
+                       headers={"If-Match": f'"nope", {current}'})
+    assert listed.status_code == 201
+    assert http.post(url, params={"path": "k"}, content=b"four",
+                     headers={"If-Match": "*"}).status_code == 201
+    assert http.get(objects_url(repo), params={"path": "k"}).content == b"four"
+    assert http.post(url, params={"path": "k"}, content=b"x",
+                     headers={"If-Match": ""}).status_code == 400
+
+
 def test_streamed_upload_of_many_chunks(repo: lakefs.Repository, http: httpx.Client) -> None:
     chunk = bytes(range(256)) * 4096  # 1 MiB
     digest = hashlib.md5()

@@ -86,7 +86,7 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
 
     with server.client() as http:
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
-        assert resp.status_code == 400
+        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"strategy": "bogus"})
         assert resp.status_code == 400
         resp = http.post("/repositories/repo/refs/nope/merge/main")
@@ -94,6 +94,57 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
         resp = http.post("/repositories/repo/refs/dev/merge/nope")
         assert resp.status_code == 404
     assert main.get_commit().id == merged
+
+
+def test_squash_merge(server: LiveServer, repo: lakefs.Repository) -> None:
+    main, dev = _diverged(repo)
+    before = main.get_commit().id
+    dev_commits = {c.id for c in dev.log()}
+    with server.client() as http:
+        resp = http.post("/repositories/repo/refs/dev/merge/main",
+                         json={"squash_merge": True, "message": "squashed"})
+        assert resp.status_code == 200
+        squashed = repo.commit(resp.json()["reference"]).get_commit()
+        assert squashed.parents == [before]  # dev's history stays out of main
+        assert squashed.message == "squashed"
+        assert read(main, "x/dev-1") == b"d1" and read(main, "main-only") == b"m"
+        assert "to-remove" not in [o.path for o in main.objects()]
+        assert not {c.id for c in main.log()} & (dev_commits - {c.id for c in repo.branch(
+            "main").log(max_amount=100)})
+        assert dev.get_commit().id not in {c.id for c in main.log()}
+
+        # merged again: the content is already there, so nothing to do ...
+        resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
+        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        # ... unless an empty merge is asked for
+        resp = http.post("/repositories/repo/refs/dev/merge/main",
+                         json={"squash_merge": True, "allow_empty": True})
+        assert resp.status_code == 200
+        empty = repo.commit(resp.json()["reference"]).get_commit()
+        assert empty.parents == [squashed.id]
+        assert empty.meta_range_id == squashed.meta_range_id
+
+
+def test_merge_with_nothing_new_needs_allow_empty(server: LiveServer,
+                                                  repo: lakefs.Repository) -> None:
+    main = repo.branch("main")
+    put(main, "base", "b")
+    main.commit("base")
+    dev = repo.branch("dev").create("main")
+    put(dev, "same", "s")
+    picked = dev.commit("on dev").get_commit().id
+    put(main, "other", "o")
+    main.commit("main moves on")
+    main.cherry_pick(picked)  # the same change on main, not dev's commit
+    head = main.get_commit().id
+    with pytest.raises(BadRequestException):
+        dev.merge_into(main)
+    assert main.get_commit().id == head
+    with server.client() as http:
+        resp = http.post("/repositories/repo/refs/dev/merge/main", json={"allow_empty": True})
+        assert resp.status_code == 200, resp.text
+    merged = main.get_commit()
+    assert merged.parents == [head, dev.get_commit().id]
 
 
 def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Repository) -> None:
@@ -125,7 +176,16 @@ def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Reposito
     main.commit("main again")
     put(dev, "f", "dev again")
     dev.commit("dev again")
-    dev.merge_into(main, strategy="dest-wins")
+    # dest wins every conflict: the merge would leave main's content as it is
+    head = main.get_commit().id
+    with pytest.raises(BadRequestException):
+        dev.merge_into(main, strategy="dest-wins")
+    assert main.get_commit().id == head
+    with server.client() as http:
+        resp = http.post("/repositories/repo/refs/dev/merge/main",
+                         json={"strategy": "dest-wins", "force": True})
+        assert resp.status_code == 200
+    assert main.get_commit().parents == [head, dev.get_commit().id]
     assert read(main, "f") == b"main again"
 
 

@@ -159,6 +159,37 @@ def test_if_none_match_star(repo: Repo) -> None:
     assert repo.read("main", "once") == b"first"
 
 
+def test_if_match_write(repo: Repo) -> None:
+    with pytest.raises(ClientError) as exc:
+        repo.s3.put_object(Bucket=repo.name, Key="main/cas", Body=b"x", IfMatch='"abc"')
+    assert _code(exc) == "PreconditionFailed"
+    first = repo.s3.put_object(Bucket=repo.name, Key="main/cas", Body=b"first")
+    with pytest.raises(ClientError) as exc:
+        repo.s3.put_object(Bucket=repo.name, Key="main/cas", Body=b"lost",
+                           IfMatch='"0123456789abcdef0123456789abcdef"')
+    assert exc.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert repo.read("main", "cas") == b"first"
+    repo.s3.put_object(Bucket=repo.name, Key="main/cas", Body=b"second", IfMatch=first["ETag"])
+    assert repo.read("main", "cas") == b"second"
+
+
+def test_conditional_multipart_completion(repo: Repo) -> None:
+    repo.s3.put_object(Bucket=repo.name, Key="main/mp", Body=b"already here")
+    upload = repo.s3.create_multipart_upload(Bucket=repo.name, Key="main/mp")["UploadId"]
+    part = repo.s3.upload_part(Bucket=repo.name, Key="main/mp", UploadId=upload, PartNumber=1,
+                               Body=b"replacement")
+    parts = {"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]}
+    with pytest.raises(ClientError) as exc:
+        repo.s3.complete_multipart_upload(Bucket=repo.name, Key="main/mp", UploadId=upload,
+                                          MultipartUpload=parts, IfNoneMatch="*")
+    assert _code(exc) == "PreconditionFailed"
+    assert repo.read("main", "mp") == b"already here"
+    current = repo.s3.head_object(Bucket=repo.name, Key="main/mp")["ETag"]
+    repo.s3.complete_multipart_upload(Bucket=repo.name, Key="main/mp", UploadId=upload,
+                                      MultipartUpload=parts, IfMatch=current)
+    assert repo.read("main", "mp") == b"replacement"
+
+
 def test_conditional_reads(repo: Repo) -> None:
     put = repo.s3.put_object(Bucket=repo.name, Key="main/c", Body=b"data")
     got = repo.s3.get_object(Bucket=repo.name, Key="main/c", IfMatch=put["ETag"])

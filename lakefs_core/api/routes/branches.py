@@ -193,18 +193,18 @@ def revert_branch(repository: str, branch: str, body: RevertCreation,
                   ctx: Ctx = Depends(authenticated)) -> Response:
     """Commit the inverse of ``ref``'s changes on the branch."""
     ctx.check(rbac.REVERT_BRANCH, branch_arn(repository, branch))
-    if body.commit_overrides is not None:
-        raise ValidationError("commit_overrides are not supported on revert")
+    overrides = body.commit_overrides or CommitOverrides()
     graveler = ctx.services.graveler
     try:
         graveler.revert(repository, branch, body.ref, ctx.user.username,
-                        parent_number=body.parent_number)
+                        parent_number=body.parent_number, message=overrides.message,
+                        metadata=overrides.metadata)
     except NoChangesError:
         if not body.allow_empty:
             raise
         reverted = graveler.resolve_ref(repository, body.ref).commit_id
-        graveler.commit(repository, branch, f"Revert {reverted}", ctx.user.username,
-                        allow_empty=True)
+        graveler.commit(repository, branch, overrides.message or f"Revert {reverted}",
+                        ctx.user.username, metadata=overrides.metadata, allow_empty=True)
     return Response(status_code=204)
 
 
@@ -214,10 +214,11 @@ def cherry_pick(repository: str, branch: str, body: CherryPickCreation,
                 ctx: Ctx = Depends(authenticated)) -> CommitModel:
     """Apply the changes ``ref`` made to its parent as a new commit on the branch."""
     ctx.check(rbac.CREATE_COMMIT, branch_arn(repository, branch))
-    if body.commit_overrides is not None:
-        raise ValidationError("commit_overrides are not supported on cherry-pick")
+    overrides = body.commit_overrides or CommitOverrides()
     rec = ctx.services.graveler.cherry_pick(repository, branch, body.ref, ctx.user.username,
-                                            parent_number=body.parent_number or 0)
+                                            parent_number=body.parent_number or 0,
+                                            message=overrides.message,
+                                            metadata=overrides.metadata)
     return commit_model(rec)
 
 

@@ -64,15 +64,20 @@ def commit(
     repository: str,
     branch: str,
     body: CommitCreation,
-    source_metarange: Annotated[str | None, Query(description="not supported")] = None,
+    source_metarange: Annotated[str | None, Query(
+        description="commit this metarange instead of the uncommitted changes "
+                    "(the branch must have none)")] = None,
     ctx: Ctx = Depends(authenticated),
 ) -> CommitModel:
     """Commit the branch's uncommitted changes (400 "no changes" when there are none)."""
     ctx.check(rbac.CREATE_COMMIT, branch_arn(repository, branch))
-    if source_metarange:
-        raise ValidationError("committing a source_metarange is not supported")
     if body.date is not None and body.date < 0:
         raise ValidationError("date must not be negative")
+    if source_metarange is not None:
+        return commit_model(ctx.services.graveler.commit_metarange(
+            repository, branch, source_metarange, body.message, ctx.user.username,
+            metadata=body.metadata or {}, allow_empty=bool(body.allow_empty),
+            creation_date=body.date))
     rec = ctx.services.graveler.commit(
         repository, branch, body.message, ctx.user.username, metadata=body.metadata or {},
         allow_empty=bool(body.allow_empty), creation_date=body.date)

@@ -14,7 +14,7 @@ import email.utils
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -44,7 +44,6 @@ from lakefs_core.catalog import (
 )
 from lakefs_core.errors import (
     NotFoundError,
-    ObjectExistsError,
     ObjectNotFoundError,
     ProtectedBranchError,
     ReadOnlyRepositoryError,
@@ -205,13 +204,20 @@ def _etag_matches(header: str | None, etag: str) -> bool:
     return "*" in candidates or any(c.removeprefix("W/").strip('"') == etag for c in candidates)
 
 
-def _only_if_absent(if_none_match: str | None, if_match: str | None) -> bool:
-    """Whether a write's conditional headers ask for "only if nothing is there"."""
+@dataclass(frozen=True)
+class _WriteConditions:
+    """A write's conditional headers: ``If-None-Match: *`` and ``If-Match: <etag>``."""
+
+    if_absent: bool = False
+    if_match: str | None = None
+
+
+def _write_conditions(if_none_match: str | None, if_match: str | None) -> _WriteConditions:
     if if_none_match not in (None, "*"):
         raise ValidationError("If-None-Match supports only '*'")
-    if if_match is not None:
-        raise ValidationError("If-Match is not supported")
-    return if_none_match == "*"
+    if if_match is not None and not if_match.strip():
+        raise ValidationError("If-Match needs an ETag or '*'")
+    return _WriteConditions(if_none_match == "*", if_match.strip() if if_match else None)
 
 
 def _check_writable_branch(services: Services, repo_id: str, branch: str) -> Repository:
@@ -341,14 +347,15 @@ async def upload_object(
     """Upload an object: the raw body, or the ``content`` field of a multipart form.
 
     ``x-lakefs-meta-*`` headers become user metadata; ``If-None-Match: *`` fails with
-    412 when an object is already at ``path``.
+    412 when an object is already at ``path``, ``If-Match: <etag>`` when the object at
+    ``path`` is missing or has another ETag.
     """
     services = ctx.services
     await run_in_threadpool(ctx.check, rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
-    if_absent = _only_if_absent(if_none_match, if_match)
+    conditions = _write_conditions(if_none_match, if_match)
     metadata = _metadata_from_headers(request)
-    await run_in_threadpool(_preflight_upload, services, repository, branch, path, if_absent)
+    await run_in_threadpool(_preflight_upload, services, repository, branch, path, conditions)
 
     content_type_header = request.headers.get("content-type", "")
     if content_type_header.lower().startswith("multipart/form-data"):
@@ -357,12 +364,12 @@ async def upload_object(
             if isinstance(content, str):  # a part sent without a file name
                 return await run_in_threadpool(
                     _store_object, services, repository, branch, path, [content.encode()],
-                    DEFAULT_CONTENT_TYPE, metadata, if_absent)
+                    DEFAULT_CONTENT_TYPE, metadata, conditions)
             if not isinstance(content, UploadFile):
                 raise ValidationError("multipart upload needs a field named 'content'")
             return await run_in_threadpool(
                 _store_object, services, repository, branch, path, _read_file(content.file),
-                _content_type(content.content_type), metadata, if_absent)
+                _content_type(content.content_type), metadata, conditions)
 
     stream = request.stream()
 
@@ -381,30 +388,24 @@ async def upload_object(
 
     return await run_in_threadpool(
         _store_object, services, repository, branch, path, chunks(),
-        _content_type(content_type_header), metadata, if_absent)
+        _content_type(content_type_header), metadata, conditions)
 
 
 def _preflight_upload(services: Services, repository: str, branch: str, path: str,
-                      if_absent: bool) -> None:
+                      conditions: _WriteConditions) -> None:
     """Refuse an upload before its body is read, when it could never succeed."""
-    _check_writable_branch(services, repository, branch)
-    if if_absent:
-        _check_absent(services, repository, branch, path)
-
-
-def _check_absent(services: Services, repository: str, branch: str, path: str) -> None:
-    try:
-        services.graveler.get_entry(repository, branch, path)
-    except ObjectNotFoundError:
-        return
-    raise ObjectExistsError(f"object {path!r} already exists")
+    repo = _check_writable_branch(services, repository, branch)
+    services.graveler.check_write_conditions(repo, branch, path,
+                                             if_absent=conditions.if_absent,
+                                             if_match=conditions.if_match)
 
 
 def _store_object(services: Services, repository: str, branch: str, path: str,
                   data: Iterable[bytes], content_type: str, metadata: Mapping[str, str],
-                  if_absent: bool) -> ObjectStats:
+                  conditions: _WriteConditions) -> ObjectStats:
     entry = services.catalog.upload(repository, branch, path, data, content_type=content_type,
-                                    metadata=metadata, if_absent=if_absent)
+                                    metadata=metadata, if_absent=conditions.if_absent,
+                                    if_match=conditions.if_match)
     repo = services.graveler.get_repository(repository)
     return object_stats(services, repo, path, entry)
 
@@ -671,12 +672,13 @@ def link_physical_address(
     return _link_written(ctx.services, repository, branch, path, meta.staging.physical_address,
                          size=meta.size_bytes, checksum=meta.checksum,
                          content_type=meta.content_type, metadata=meta.user_metadata,
-                         if_absent=_only_if_absent(if_none_match, if_match))
+                         conditions=_write_conditions(if_none_match, if_match))
 
 
 def _link_written(services: Services, repository: str, branch: str, path: str,
                   address: str | None, *, size: int, checksum: str, content_type: str | None,
-                  metadata: Mapping[str, str] | None, if_absent: bool) -> ObjectStats:
+                  metadata: Mapping[str, str] | None,
+                  conditions: _WriteConditions = _WriteConditions()) -> ObjectStats:
     """Stage at ``path`` an object written directly to ``address`` in the namespace."""
     validate_path(path)
     repo = _check_writable_branch(services, repository, branch)
@@ -696,7 +698,8 @@ def _link_written(services: Services, repository: str, branch: str, path: str,
     entry = Entry(address=relative, size=stat.size, etag=checksum or stat.etag,
                   mtime=time.time(), address_type=AddressType.RELATIVE,
                   content_type=content_type, metadata=dict(metadata or {}))
-    services.catalog.link(repository, branch, path, entry, if_absent=if_absent)
+    services.catalog.link(repository, branch, path, entry, if_absent=conditions.if_absent,
+                          if_match=conditions.if_match)
     return object_stats(services, repo, path, entry)
 
 
@@ -726,8 +729,7 @@ def stage_object(
     body = object_stage_creation
     return _link_written(ctx.services, repository, branch, path, body.physical_address,
                          size=body.size_bytes, checksum=body.checksum,
-                         content_type=body.content_type, metadata=body.metadata,
-                         if_absent=False)
+                         content_type=body.content_type, metadata=body.metadata)
 
 
 @router.get("/repositories/{repository}/branches/{branch}/objects/stage_allowed",

@@ -18,7 +18,7 @@ from lakefs_core.api.routes import (
 )
 from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
 from lakefs_core.auth import rbac
-from lakefs_core.errors import NotFoundError, ValidationError
+from lakefs_core.errors import NotFoundError
 from lakefs_core.graveler.model import Difference, DiffType
 
 router = APIRouter()
@@ -162,14 +162,18 @@ def merge_into_branch(
     body: Annotated[MergeRequest | None, Body()] = None,
     ctx: Ctx = Depends(authenticated),
 ) -> MergeResult:
-    """Three-way merge with a merge commit: 409 on conflict, 400 "no changes"."""
+    """Three-way merge with a merge commit: 409 on conflict, 400 "no changes".
+
+    ``squash_merge`` makes a commit with the destination as its only parent;
+    ``allow_empty`` (or ``force``) commits even when the destination's content would
+    not change.
+    """
     ctx.check(rbac.CREATE_COMMIT, branch_arn(repository, destinationBranch))
     merge = body or MergeRequest()
-    if merge.squash_merge:
-        raise ValidationError("squash_merge is not supported")
     rec = ctx.services.graveler.merge(
         repository, sourceRef, destinationBranch, ctx.user.username,
-        message=merge.message or "", metadata=merge.metadata or {}, strategy=merge.strategy)
+        message=merge.message or "", metadata=merge.metadata or {}, strategy=merge.strategy,
+        squash=bool(merge.squash_merge), allow_empty=bool(merge.allow_empty or merge.force))
     return MergeResult(reference=rec.id)
 
 
