@@ -482,7 +482,8 @@ class RangeManager:
 
         A path changed on both sides to different results is a conflict, unless
         ``strategy`` picks a side (``"dest-wins"`` or ``"source-wins"``). The same
-        change on both sides is not a conflict.
+        change on both sides is not a conflict: the same object (content, content type
+        and user metadata), even when written separately to two physical addresses.
 
         Returns:
             The merged metarange id (``dest_id`` itself when nothing is to be
@@ -509,10 +510,10 @@ class RangeManager:
                 if src is None:
                     continue  # changed on dest only: dest already has it
                 if dst is None or strategy == "source-wins":
-                    if dst is None or dst.right != src.right:
+                    if dst is None or not same_object(dst.right, src.right):
                         applied += 1
                         yield EntryRecord(src.path, src.right)
-                elif dst.right != src.right and strategy is None:
+                elif not same_object(dst.right, src.right) and strategy is None:
                     conflicts.append(src.path)
                     raise _MergeConflict
 
@@ -523,12 +524,22 @@ class RangeManager:
             # is harmless); list every other conflicting path before raising
             conflicts.extend(
                 src.path for src, dst in pairs
-                if src is not None and dst is not None and dst.right != src.right
+                if src is not None and dst is not None
+                and not same_object(dst.right, src.right)
             )
             raise MergeConflictError(
                 f"conflict: {len(conflicts)} paths changed on both sides", paths=conflicts
             ) from None
         return MergeResult(result.metarange_id if applied else dest_id, applied)
+
+
+def same_object(a: Entry | None, b: Entry | None) -> bool:
+    """Whether two entries (None: deleted) are the same object for a merge: the same
+    content (ETag and size), content type and user metadata, wherever stored."""
+    if a is None or b is None:
+        return a is b
+    return (a.etag, a.size, a.content_type, a.metadata) == (
+        b.etag, b.size, b.content_type, b.metadata)
 
 
 class _MergeConflict(Exception):

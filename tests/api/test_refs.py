@@ -146,6 +146,18 @@ def test_merge_with_nothing_new_needs_allow_empty(server: LiveServer,
     merged = main.get_commit()
     assert merged.parents == [head, dev.get_commit().id]
 
+    # the same bytes uploaded on each side: the same change, not a conflict
+    put(dev, "twice", "same bytes")
+    dev.commit("on dev")
+    put(main, "twice", "same bytes")
+    main.commit("on main")
+    with pytest.raises(BadRequestException):
+        dev.merge_into(main)
+    put(dev, "twice", "other bytes")
+    dev.commit("changed on dev")
+    with pytest.raises(ConflictException):
+        repo.branch("dev").merge_into(repo.branch("main"))  # changed on both sides, unlike
+
 
 def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Repository) -> None:
     main = repo.branch("main")

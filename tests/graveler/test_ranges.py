@@ -355,3 +355,29 @@ def test_one_manager_serves_many_threads(rm: RangeManager, repo: str) -> None:
         assert paths == KEYS[n::7]
         assert result == build(fresh(rm), {k: entry(k, n + 1 if k in paths else 0)
                                            for k in KEYS})
+
+
+def test_the_same_object_written_twice_is_not_a_conflict(rm: RangeManager, repo: str) -> None:
+    """Both sides wrote the same bytes (same ETag, type and metadata) to different
+    physical addresses: the same change, so no conflict; anything else differing is."""
+    k1, k2, k3 = KEYS[3], KEYS[50], KEYS[90]
+    same_src = entry(k1, 4, address="data/src-copy", mtime=1.0)
+    same_dst = entry(k1, 4, address="data/dst-copy", mtime=2.0)
+    retyped = dataclasses.replace(entry(k2, 4), content_type="text/csv")
+    relabelled = dataclasses.replace(entry(k3, 4), metadata={"owner": "b"})
+    source = rm.apply(repo, [EntryRecord(k1, same_src), EntryRecord(k2, entry(k2, 4)),
+                             EntryRecord(k3, entry(k3, 4))]).metarange_id
+    dest = rm.apply(repo, [EntryRecord(k1, same_dst), EntryRecord(k2, retyped),
+                           EntryRecord(k3, relabelled)]).metarange_id
+    with pytest.raises(MergeConflictError) as info:
+        rm.merge(repo, source, dest)
+    assert info.value.paths == [k2, k3]
+    # with only the same object on both sides, dest is the result as it is
+    only_same = rm.apply(repo, [EntryRecord(k1, same_dst)]).metarange_id
+    source_k1 = rm.apply(repo, [EntryRecord(k1, same_src)]).metarange_id
+    result = rm.merge(repo, source_k1, only_same)
+    assert (result.metarange_id, result.changes) == (only_same, 0)
+    assert rm.get_entry(result.metarange_id, k1) == same_dst
+    # source-wins does not rewrite an entry that is the same object
+    result = rm.merge(repo, source_k1, only_same, strategy="source-wins")
+    assert result.changes == 0
