@@ -27,8 +27,9 @@ import urllib3
 from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.httpsession import DEFAULT_CA_BUNDLE
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
+# the protocol's own pieces, shared with the gateway that verifies such signatures
+from lakefs_core.gateway.sigv4 import ALGORITHM, UNSIGNED_PAYLOAD, signing_key
+
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: buckets that can be addressed as ``<bucket>.<endpoint host>`` (as botocore decides)
 _VIRTUAL_HOSTABLE = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
@@ -44,13 +45,6 @@ def uri_encode_key(key: str) -> str:
 def crc32_base64(data: bytes) -> str:
     """The ``x-amz-checksum-crc32`` value of ``data``."""
     return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
-
-
-def signing_key(secret: str, date: str, region: str, service: str = "s3") -> bytes:
-    key = hmac.new(f"AWS4{secret}".encode(), date.encode(), hashlib.sha256).digest()
-    for part in (region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
 
 
 def sign_headers(method: str, host: str, path: str, query: str, headers: dict[str, str],
@@ -81,7 +75,7 @@ def sign_headers(method: str, host: str, path: str, query: str, headers: dict[st
     cache_key = (secret, scope)
     key = key_cache.get(cache_key) if key_cache is not None else None
     if key is None:
-        key = signing_key(secret, date, region)
+        key = signing_key(secret, date, region, "s3")
         if key_cache is not None:
             key_cache.clear()  # one date and region at a time is all that is reused
             key_cache[cache_key] = key
