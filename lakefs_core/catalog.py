@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from lakefs_core.block.base import BlockStore, join_address
-from lakefs_core.errors import ValidationError
+from lakefs_core.errors import RangeNotSatisfiableError, ValidationError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import AddressType, Entry, Repository
 
@@ -60,10 +60,6 @@ def parse_range_header(header: str, size: int) -> tuple[int, int] | None:
     if first < 0 or first >= size or last < first:
         raise RangeNotSatisfiableError(f"range {header!r} not satisfiable for size {size}")
     return first, min(last, size - 1)
-
-
-class RangeNotSatisfiableError(ValidationError):
-    """A byte range outside the object (HTTP 416)."""
 
 
 class Catalog:

@@ -16,6 +16,10 @@ class ValidationError(LakeFSError, ValueError):
     """An argument is malformed (a name, a ref expression, a path, a config value)."""
 
 
+class RangeNotSatisfiableError(ValidationError):
+    """A byte range outside the object (HTTP 416)."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 

@@ -1,9 +1,9 @@
-"""The sidecar's REST API (seed 003): mirrors of a repository, their status, detach.
+"""The sidecar's REST API: mirrors of a repository, their status, detach.
 
 Served on ``listen_address`` under ``/service/replication/v1``; each region's server
 proxies the same paths, so clients use one endpoint. Basic auth with lakeFS access
-keys, checked against the region's auth tables (or ``auth.api.endpoint``); RBAC as
-seed 003 lists it.
+keys, checked against the region's auth tables (or ``auth.api.endpoint``); the RBAC
+of each route is listed in docs/ARCHITECTURE.md ("Replication API").
 """
 
 from __future__ import annotations
@@ -19,17 +19,16 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from lakefs_core.api.errors import install_error_handlers
-from lakefs_core.api.security import basic_credentials
 from lakefs_core.auth import rbac
 from lakefs_core.auth.model import Policy
+from lakefs_core.auth.service import Principal, parse_basic_authorization
 from lakefs_core.errors import (
     AuthenticationError,
     RepositoryNotFoundError,
     ValidationError,
 )
-from lakefs_core.graveler.graveler import MIRROR_SETTING
 from lakefs_core.graveler.refs import validate_repository_id
+from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
 from replication.sidecar import Sidecar
@@ -72,15 +71,7 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
     }
 
 
-class Caller:
-    """The authenticated user of a request and its effective policies."""
-
-    def __init__(self, username: str, policies: list[Policy]) -> None:
-        self.username = username
-        self.policies = policies
-
-    def check(self, requirement: rbac.Requirement) -> None:
-        rbac.check(self.policies, requirement, username=self.username)
+Caller = Principal
 
 
 def _remote_caller(endpoint: str, key: str, secret: str) -> Caller:
@@ -125,13 +116,12 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     cfg = sidecar.config
 
     def caller(request: Request) -> Caller:
-        creds = basic_credentials(request)
+        creds = parse_basic_authorization(request.headers.get("authorization", ""))
         if creds is None:
             raise AuthenticationError("error authenticating request")
         if cfg.auth.api.endpoint:
             return _remote_caller(cfg.auth.api.endpoint, *creds)
-        user = sidecar.auth.authenticate(*creds)
-        return Caller(user.username, sidecar.auth.effective_policies(user.username))
+        return sidecar.auth.authenticate(*creds)
 
     def mirror_of(repository: str, mirror_id: str) -> Mirror:
         m = sidecar.table.get_mirror(sidecar.org, mirror_id)
@@ -169,12 +159,11 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         if "://" not in ns or ns.endswith("://"):
             raise ValidationError(f"invalid storage namespace {body.storage_namespace!r}")
         try:
-            source = sidecar.graveler.get_repository(repository)
+            sidecar.mirrors.repository(repository)
         except RepositoryNotFoundError:
             raise RepositoryNotFoundError(f"repository {repository!r} not found") from None
-        if sidecar.refstore.get_setting(repository, MIRROR_SETTING) is not None:
+        if sidecar.mirrors.marking(repository) is not None:
             raise ValidationError(f"repository {repository!r} is itself a mirror")
-        del source
         mirror = sidecar.table.create_mirror(MirrorSpec(
             organization_id=sidecar.org, name=body.name, source_region=sidecar.region,
             source_repository=repository, destination_region=body.region,

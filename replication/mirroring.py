@@ -7,7 +7,7 @@ API, proves the commit present in the destination namespace (see
 :mod:`replication.validator`), and only then writes the commit records and moves
 the mirror ref by compare-and-swap.
 
-Invariants kept here (DESIGN section 5):
+Invariants kept here (docs/ARCHITECTURE.md, "Invariants"):
 - I1: a mirror ref only ever points at a commit its source ref pointed at, and only
   once that commit was proven present (``mark_present`` precedes the move).
 - I3: a mirror branch moves to what its source branch points at now; it moves to a
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from lakefs_core.errors import BranchChangedError, CommitNotFoundError, ValidationError
+from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import CommitRecord
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
@@ -36,7 +37,6 @@ from mirrors_db.models import Mirror, MirrorBranch
 from mirrors_db.table import MirrorsTable
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
-from replication.promoter import MirrorWriter
 from replication.source import SourceClient, SourceError
 from replication.validator import CommitValidator, CountingStore, MissingItem, MissingKind
 
@@ -65,7 +65,7 @@ class MirrorContext:
 
     organization_id: str
     table: MirrorsTable
-    writer: MirrorWriter
+    mirrors: MirrorService
     metrics: ReplicationMetrics
     source_client: Callable[[str], SourceClient]
     copy_source_store: Callable[[Mirror], CopySource | None]
@@ -99,7 +99,7 @@ class MirrorFollower:
         repo = m.name
         source_branches = {r.name: r.commit_id for r in
                            client.list_branches(m.source_repository, self.ctx.branch_page_size)}
-        mirror_branches = self.ctx.writer.branches(repo)
+        mirror_branches = self.ctx.mirrors.branches(repo)
         progress = {p.branch: p for p in
                     self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)}
         due: list[float] = []
@@ -115,7 +115,7 @@ class MirrorFollower:
         if self.ctx.mirror_tags:
             source_tags = {r.name: r.commit_id for r in
                            client.list_tags(m.source_repository, self.ctx.branch_page_size)}
-            mirror_tags = self.ctx.writer.tags(repo)
+            mirror_tags = self.ctx.mirrors.tags(repo)
             for name, head in source_tags.items():
                 when = self._follow(client, name, head, mirror_tags.get(name), None,
                                     is_tag=True)
@@ -152,19 +152,19 @@ class MirrorFollower:
         if st.missing and now < st.next_check:
             return st.next_check
         repo = self.mirror.name
-        writer = self.ctx.writer
+        mirrors = self.ctx.mirrors
         if st.commits is None:
             st.commits = client.new_commits(
                 self.mirror.source_repository, head,
-                known=lambda c: writer.has_commit(repo, c), page_size=self.ctx.log_page_size)
+                known=lambda c: mirrors.has_commit(repo, c), page_size=self.ctx.log_page_size)
         target = st.commits[-1] if st.commits else CommitRecord(
-            head, writer.refstore.get_commit(repo, head))
+            head, mirrors.get_commit(repo, head))
         if target.id != head:
             raise SourceError(f"source log did not start at {head}")
         if not is_tag:
             self.ctx.metrics.pending_commits.labels(*labels).set(len(st.commits))
             self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.seen_at)
-        if not writer.is_present(repo, head):
+        if not mirrors.is_present(repo, head):
             missing = self._validate(st, target, mirror_head)
             if missing:
                 st.checks += 1
@@ -229,18 +229,18 @@ class MirrorFollower:
 
     def _base_metarange(self, mirror_head: str | None) -> str | None:
         """A metarange proven present in the destination, close to the target."""
-        writer = self.ctx.writer
+        mirrors = self.ctx.mirrors
         repo = self.mirror.name
         candidates = [mirror_head]
         try:
-            default = writer.refstore.get_repository(repo).default_branch
-            candidates.append(writer.branch_head(repo, default))
+            default = mirrors.repository(repo).default_branch
+            candidates.append(mirrors.branch_head(repo, default))
         except Exception:  # noqa: BLE001 - no base is fine: full validation
             pass
         for cid in candidates:
-            if cid and writer.is_present(repo, cid):
+            if cid and mirrors.is_present(repo, cid):
                 try:
-                    return writer.refstore.get_commit(repo, cid).metarange_id
+                    return mirrors.get_commit(repo, cid).metarange_id
                 except CommitNotFoundError:
                     continue
         return None
@@ -248,17 +248,17 @@ class MirrorFollower:
     def _promote(self, st: RefProgress, name: str, mirror_head: str | None, *,
                  is_tag: bool) -> None:
         repo = self.mirror.name
-        writer = self.ctx.writer
-        writer.write_commits(repo, st.commits or [])
-        writer.mark_present(repo, st.target)
+        mirrors = self.ctx.mirrors
+        mirrors.write_commits(repo, st.commits or [])
+        mirrors.mark_present(repo, st.target)
         if is_tag:
-            writer.set_tag(repo, name, st.target)
+            mirrors.set_tag(repo, name, st.target)
         else:
             try:
-                writer.promote_branch(repo, name, mirror_head, st.target)
+                mirrors.promote_branch(repo, name, mirror_head, st.target)
             except BranchChangedError:
                 # another replica promoted meanwhile; fine if it is where we were going
-                if writer.branch_head(repo, name) != st.target:
+                if mirrors.branch_head(repo, name) != st.target:
                     raise
                 return
         self.ctx.metrics.promotions.labels(self.mirror.name).inc()
@@ -268,10 +268,10 @@ class MirrorFollower:
     def _source_ref_deleted(self, name: str, row: MirrorBranch | None, *, is_tag: bool) -> None:
         repo = self.mirror.name
         if is_tag:
-            self.ctx.writer.delete_tag(repo, name)
+            self.ctx.mirrors.delete_tag(repo, name)
             self.refs.pop(TAG_PREFIX + name, None)
             return
-        self.ctx.writer.delete_branch(repo, name)
+        self.ctx.mirrors.delete_branch(repo, name)
         self.refs.pop(name, None)
         if row is not None:
             self._drop_progress(row)

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import httpx
 
-from lakefs_core.auth.store import AuthStore
+from lakefs_core.auth.service import AuthService
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
-from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.refstore import local_database_url, open_refstore, postgres_url
-from lakefs_core.refstore.base import RefStore
+from lakefs_core.graveler.mirror import MirrorService
+from lakefs_core.graveler.model import MirrorMarking
+from lakefs_core.refstore import local_database_url, postgres_url
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
 from mirrors_db.models import Lease, Mirror, MirrorState, RowKind, default_lease_owner
@@ -40,7 +40,6 @@ from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
-from replication.promoter import MirrorDescription, MirrorWriter
 from replication.source import SourceClient
 from replication.validator import CountingStore
 
@@ -83,14 +82,10 @@ class Sidecar:
         self.owner = owner or f"{default_lease_owner()}:{uuid.uuid4().hex[:8]}"
         self.metrics = ReplicationMetrics()
         url = refstore_url(config)
-        self.refstore: RefStore = open_refstore(
-            "postgres" if url.startswith("postgresql") else "local",
-            sqlite_path=url.removeprefix("sqlite:///") if url.startswith("sqlite") else None,
-            connection_string=url if url.startswith("postgresql") else None)
         self.blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
-        self.graveler = Graveler(self.refstore, self.blockstores.for_storage_id)
-        self.writer = MirrorWriter(self.graveler)
-        self.auth = AuthStore(url, config.auth.encrypt.secret_key.get_secret_value())
+        #: the engine's mirroring interface over the region's refstore
+        self.mirrors = MirrorService.open(url, self.blockstores.for_storage_id)
+        self.auth = AuthService.open(url, config.auth.encrypt.secret_key.get_secret_value())
         self.table = table or open_mirrors_table(config.mirrors_database)
         self._own_table = table is None
         self._clients: dict[str, SourceClient] = {}
@@ -101,7 +96,7 @@ class Sidecar:
                                      concurrency=builtin.concurrency, retries=builtin.retries)
                        if config.object_replication.mode == "builtin" else None)
         self.ctx = MirrorContext(
-            organization_id=self.org, table=self.table, writer=self.writer,
+            organization_id=self.org, table=self.table, mirrors=self.mirrors,
             metrics=self.metrics, source_client=self.client_for,
             copy_source_store=self._direct_copy_source, store_for=self._counting_store,
             builtin=self.copier,
@@ -195,7 +190,7 @@ class Sidecar:
         if self._own_table:
             self.table.close()
         self.auth.close()
-        self.refstore.close()
+        self.mirrors.close()
         self.blockstores.close()
 
     # -------------------------------------------------------------- scheduling
@@ -322,15 +317,15 @@ class Sidecar:
                 try:
                     source = self.client_for(mirror.source_region).get_repository(
                         mirror.source_repository)
-                    self.writer.create_repository(
+                    self.mirrors.create_repository(
                         mirror.name, mirror.storage_namespace, source["default_branch"],
-                        MirrorDescription(mirror.id, mirror.source_region,
-                                          mirror.source_repository))
+                        MirrorMarking(mirror.id, mirror.source_region,
+                                      mirror.source_repository))
                 except (RepositoryExistsError, ValidationError) as e:
                     return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, str(e)))
                 return self.table.update_mirror(mirror.with_state(MirrorState.ACTIVE))
             if mirror.state is MirrorState.DELETING:
-                self.writer.delete_repository(mirror.name, mirror.id)
+                self.mirrors.delete_repository(mirror.name, mirror.id)
                 return self.table.update_mirror(mirror.with_state(MirrorState.DELETED))
         except VersionConflictError:
             return self.table.get_mirror(self.org, mirror.id)
@@ -406,8 +401,8 @@ class Sidecar:
         with self._cond:
             self._mirrors.pop(mirror.id, None)
             self._followers.pop(mirror.id, None)
-        self.writer.mark_detached(mirror.name, mirror.id)
-        self.writer.detach(mirror.name)
+        self.mirrors.mark_detached(mirror.name, mirror.id)
+        self.mirrors.detach(mirror.name)
         return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, DETACHED))
 
 

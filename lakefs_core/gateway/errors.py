@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lakefs_core import errors
-from lakefs_core.catalog import RangeNotSatisfiableError
 
 
 class S3Error(errors.LakeFSError):
@@ -53,7 +52,7 @@ _CODES: list[tuple[type[BaseException], int, str]] = [
     (errors.ReadOnlyRepositoryError, 403, "AccessDenied"),
     (errors.ProtectedBranchError, 403, "AccessDenied"),
     (errors.ForbiddenError, 403, "AccessDenied"),
-    (RangeNotSatisfiableError, 416, "InvalidRange"),
+    (errors.RangeNotSatisfiableError, 416, "InvalidRange"),
     (errors.ObjectExistsError, 412, "PreconditionFailed"),
     (errors.PreconditionFailedError, 412, "PreconditionFailed"),
     (errors.ValidationError, 400, "InvalidArgument"),

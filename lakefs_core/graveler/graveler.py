@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
-import json
 import logging
 import threading
 import time
@@ -62,6 +61,7 @@ from lakefs_core.graveler.model import (
     DiffType,
     Entry,
     EntryRecord,
+    MirrorMarking,
     Repository,
     Tag,
 )
@@ -77,16 +77,12 @@ from lakefs_core.graveler.refs import (
     validate_repository_id,
     validate_tag_name,
 )
+from lakefs_core.graveler.visibility import MirrorVisibility
 from lakefs_core.refstore.base import RefStore
 
 log = logging.getLogger("lakefs_core.graveler")
 
 INITIAL_COMMIT_MESSAGE = "Repository created"
-PROTECTION_SETTING = "branch_protection_rules"
-#: repository setting of a mirror: JSON {mirror_id, source_region, source_repository}
-MIRROR_SETTING = "mirror"
-#: setting key prefix: commits replication proved fully present in a mirror
-PRESENT_PREFIX = "mirror-present/"
 _MAX_PATH_CHAR = "\U0010ffff"
 
 
@@ -179,9 +175,9 @@ class Graveler:
         self._ranges_lock = threading.Lock()
         #: called with (repository, ref name) after a branch or tag moves; must not block
         self.ref_listeners: list[Callable[[str, str], None]] = []
-        self._present_cache: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._commits: OrderedDict[tuple[str, str], Commit] = OrderedDict()
-        self._mirror_flags: OrderedDict[tuple[str, str, int], bool] = OrderedDict()
+        #: which commits a repository may serve (mirrors: only those proven present)
+        self.visibility = MirrorVisibility(refstore)
 
     # ------------------------------------------------------------------ plumbing
     def ranges_for(self, repo: Repository) -> RangeManager:
@@ -302,15 +298,14 @@ class Graveler:
     def get_branch_protection_rules(self, repo_id: str) -> list[str]:
         """Branch name patterns (fnmatch style, e.g. ``main``, ``release-*``)."""
         self.refstore.get_repository(repo_id)
-        raw = self.refstore.get_setting(repo_id, PROTECTION_SETTING)
-        return list(json.loads(raw)) if raw else []
+        return list(self.refstore.get_branch_protection_rules(repo_id))
 
     def set_branch_protection_rules(self, repo_id: str, patterns: Sequence[str]) -> None:
         self._writable_repo(repo_id)
         for p in patterns:
             if not isinstance(p, str) or not p:
                 raise ValidationError("branch protection pattern must be a non-empty string")
-        self.refstore.set_setting(repo_id, PROTECTION_SETTING, json.dumps(list(patterns)))
+        self.refstore.set_branch_protection_rules(repo_id, patterns)
 
     def is_protected(self, repo_id: str, branch: str) -> bool:
         return any(fnmatch.fnmatchcase(branch, p)
@@ -318,7 +313,7 @@ class Graveler:
 
     def _check_direct_write(self, repo_id: str, branch: str) -> Repository:
         repo = self._writable_repo(repo_id)
-        _refuse_protected(branch, self.refstore.get_setting(repo_id, PROTECTION_SETTING))
+        _refuse_protected(branch, self.refstore.get_branch_protection_rules(repo_id))
         return repo
 
     def check_direct_write(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
@@ -327,8 +322,7 @@ class Graveler:
         Raises:
             ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
         """
-        repo, rules, current = self.refstore.get_repository_setting_branch(
-            repo_id, PROTECTION_SETTING, branch)
+        repo, rules, current = self.refstore.get_write_target(repo_id, branch)
         _refuse_read_only(repo)
         _refuse_protected(branch, rules)
         if current is None:
@@ -336,14 +330,21 @@ class Graveler:
         return repo, current
 
     # ----------------------------------------------------------------- branches
-    def create_branch(self, repo_id: str, name: str, source_ref: str) -> Branch:
+    def create_branch(self, repo_id: str, name: str, source_ref: str, *,
+                      hidden: bool = False) -> Branch:
+        """Create a branch at ``source_ref``; a ``hidden`` one is left out of default listings."""
         self._writable_repo(repo_id)
         validate_branch_name(name)
         resolved = self.resolve_ref(repo_id, source_ref)
         branch = Branch(name=name, commit_id=resolved.commit_id, staging_token=_new_token())
         self.refstore.create_branch(repo_id, branch)
+        if hidden:
+            self.refstore.set_branch_hidden(repo_id, name, True)
         self._notify(repo_id, name)
         return branch
+
+    def is_branch_hidden(self, repo_id: str, name: str) -> bool:
+        return self.refstore.is_branch_hidden(repo_id, name)
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         self.refstore.get_repository(repo_id)
@@ -451,59 +452,24 @@ class Graveler:
         return CommitRecord(commit_id, commit)
 
     # ------------------------------------------------------------------ mirrors
-    def mirror_info(self, repo_id: str) -> dict[str, str] | None:
-        """The mirror description of a mirror repository, None for other repositories."""
-        raw = self.refstore.get_setting(repo_id, MIRROR_SETTING)
-        return dict(json.loads(raw)) if raw else None
-
-    def mark_commit_present(self, repo_id: str, commit_id: str) -> None:
-        """Record that replication proved every piece of a commit present (mirrors)."""
-        self.refstore.set_setting(repo_id, PRESENT_PREFIX + commit_id, "1")
+    def mirror_marking(self, repo_id: str) -> MirrorMarking | None:
+        """What makes the repository a mirror; None for other repositories."""
+        return self.refstore.get_mirror_marking(repo_id)
 
     def _put_local_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
         """Store a commit made here; in a detached mirror it is present by construction."""
         self.refstore.put_commit(repo_id, commit_id, commit)
-        if self.refstore.get_setting(repo_id, MIRROR_SETTING) is not None:
-            self.mark_commit_present(repo_id, commit_id)
-
-    def _is_mirror(self, repo: Repository) -> bool:
-        """Whether the repository is (or was) a mirror; fixed when it is created."""
-        key = (repo.id, repo.storage_namespace, repo.creation_date)
-        flag = self._mirror_flags.get(key)
-        if flag is None:
-            flag = self.refstore.get_setting(repo.id, MIRROR_SETTING) is not None
-            if not flag and not repo.read_only:
-                # a mirror is read-only from its creation until detached; remember only
-                # answers that cannot change under us
-                with self._ranges_lock:
-                    self._mirror_flags[key] = flag
-            elif flag:
-                with self._ranges_lock:
-                    self._mirror_flags[key] = flag
-            while len(self._mirror_flags) > 10_000:
-                self._mirror_flags.popitem(last=False)
-        return flag
+        if self.refstore.get_mirror_marking(repo_id) is not None:
+            self.refstore.mark_commit_present(repo_id, commit_id)
 
     def _readable_commit(self, repo: Repository, commit_id: str) -> Commit:
         """The commit, if its data may be served from this repository.
 
-        A mirror serves only commits that replication proved fully present; any other
-        commit (an intermediate commit it skipped, one still arriving) is a 404, so a
-        commit is never half-served.
+        Raises:
+            CommitNotFoundError: no such commit, or a mirror's commit not proven present.
         """
         commit = self.get_commit(repo.id, commit_id).commit
-        key = (repo.id, repo.storage_namespace, commit_id)
-        if key in self._present_cache:
-            return commit
-        # mirrors (and detached former mirrors) serve only proven commits
-        if self._is_mirror(repo):
-            if self.refstore.get_setting(repo.id, PRESENT_PREFIX + commit_id) is None:
-                raise CommitNotFoundError(
-                    f"commit {commit_id} is not fully replicated to mirror {repo.id!r}")
-            with self._ranges_lock:
-                self._present_cache[key] = None
-                if len(self._present_cache) > 100_000:
-                    self._present_cache.popitem(last=False)
+        self.visibility.check_servable(repo, commit_id)
         return commit
 
     def _commit_of_ref(self, repo_id: str, ref: str) -> CommitRecord:
@@ -1106,9 +1072,9 @@ def _refuse_read_only(repo: Repository) -> None:
         raise ReadOnlyRepositoryError(f"repository {repo.id!r} is read-only")
 
 
-def _refuse_protected(branch: str, rules: str | None) -> None:
-    """Raise ProtectedBranchError if ``rules`` (the protection setting) match ``branch``."""
-    if rules and any(fnmatch.fnmatchcase(branch, p) for p in json.loads(rules)):
+def _refuse_protected(branch: str, rules: Sequence[str]) -> None:
+    """Raise ProtectedBranchError if a protection pattern of ``rules`` matches ``branch``."""
+    if any(fnmatch.fnmatchcase(branch, p) for p in rules):
         raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
 
 

@@ -1,8 +1,8 @@
 """Immutable values of the versioning model: entries, ranges, metaranges, commits.
 
-See DESIGN section 3. Ids are SHA-256 hex digests over canonical encodings (see
-:mod:`lakefs_core.graveler.encoding`), so the same content gives the same id in
-every region.
+See docs/ARCHITECTURE.md ("The versioning model"). Ids are SHA-256 hex digests over
+canonical encodings (see :mod:`lakefs_core.graveler.encoding`), so the same content
+gives the same id in every region.
 """
 
 from __future__ import annotations
@@ -109,6 +109,21 @@ class Branch:
 class Tag:
     name: str
     commit_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorMarking:
+    """What makes a repository a mirror: the mirror it serves and where its source is.
+
+    Set when replication creates the mirror repository; ``detached`` once an operator
+    detached it (it is then an ordinary repository that still serves only commits
+    proven present, plus its own).
+    """
+
+    mirror_id: str
+    source_region: str
+    source_repository: str
+    detached: bool = False
 
 
 class DiffType(StrEnum):

@@ -18,8 +18,8 @@ from lakefs_core.refstore.base import RefStore
 if TYPE_CHECKING:
     from lakefs_core.refstore.sql import SQLRefStore
 
-__all__ = ["DatabaseType", "RefStore", "SQLRefStore", "local_database_url", "open_refstore",
-           "postgres_url"]
+__all__ = ["DatabaseType", "RefStore", "SQLRefStore", "local_database_url", "open_database",
+           "open_refstore", "postgres_url"]
 
 #: the file created inside ``sqlite_path`` when that path is a directory
 SQLITE_FILE_NAME = "refstore.db"
@@ -105,6 +105,24 @@ def open_refstore(db_type: str, *, sqlite_path: str | None = None,
         raise ValidationError(
             f"unknown database type {db_type!r}; valid types: {valid}") from None
     return loader(sqlite_path, connection_string)
+
+
+def open_database(url: str) -> RefStore:
+    """Open (and create the schema of) the refstore at a SQLAlchemy URL.
+
+    Args:
+        url: ``sqlite:///path/to/file.db`` or ``postgresql+psycopg://...`` (see
+            :func:`local_database_url` and :func:`postgres_url`).
+
+    Raises:
+        ValidationError: an unsupported URL.
+        DatabaseError: the database cannot be reached or initialized.
+    """
+    if url.startswith("postgresql") and importlib.util.find_spec("psycopg") is None:
+        raise DatabaseError("the PostgreSQL driver is not installed: pip install 'psycopg[binary]'")
+    from lakefs_core.refstore.sql import SQLRefStore
+
+    return SQLRefStore(url)
 
 
 def __getattr__(name: str) -> Any:

@@ -7,12 +7,19 @@ compare-and-swap so that concurrent writers never lose an update.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
 from lakefs_core.errors import BranchNotFoundError
-from lakefs_core.graveler.model import Branch, Commit, EntryRecord, Repository, Tag
+from lakefs_core.graveler.model import (
+    Branch,
+    Commit,
+    EntryRecord,
+    MirrorMarking,
+    Repository,
+    Tag,
+)
 
 
 class RefStore(ABC):
@@ -64,12 +71,39 @@ class RefStore(ABC):
     @abstractmethod
     def delete_repository_metadata(self, repo_id: str, keys: list[str]) -> None: ...
 
-    # --- settings (branch protection rules and the like), JSON values ----------
+    # --- branch protection rules and hidden branches ----------------------------
     @abstractmethod
-    def get_setting(self, repo_id: str, key: str) -> str | None: ...
+    def get_branch_protection_rules(self, repo_id: str) -> tuple[str, ...]:
+        """The repository's protection patterns; empty when none (or no repository)."""
 
     @abstractmethod
-    def set_setting(self, repo_id: str, key: str, value: str) -> None: ...
+    def set_branch_protection_rules(self, repo_id: str, patterns: Sequence[str]) -> None:
+        """Replace the repository's protection patterns. Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def is_branch_hidden(self, repo_id: str, name: str) -> bool:
+        """Whether the branch is left out of default listings."""
+
+    @abstractmethod
+    def set_branch_hidden(self, repo_id: str, name: str, hidden: bool) -> None:
+        """Mark a branch hidden, or not (deleting a branch clears its mark)."""
+
+    # --- mirrors ------------------------------------------------------------------
+    @abstractmethod
+    def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:
+        """The repository's mirror marking; None for other repositories."""
+
+    @abstractmethod
+    def set_mirror_marking(self, repo_id: str, marking: MirrorMarking) -> None:
+        """Set or replace the repository's mirror marking. Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def mark_commit_present(self, repo_id: str, commit_id: str) -> None:
+        """Record that every piece of a commit is present in the repository (idempotent)."""
+
+    @abstractmethod
+    def is_commit_present(self, repo_id: str, commit_id: str) -> bool:
+        """Whether :meth:`mark_commit_present` recorded the commit."""
 
     # --- branches --------------------------------------------------------------
     @abstractmethod
@@ -80,10 +114,10 @@ class RefStore(ABC):
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
 
-    def get_repository_setting_branch(
-        self, repo_id: str, key: str, branch_name: str
-    ) -> tuple[Repository, str | None, Branch | None]:
-        """The repository, its setting ``key`` (None if unset) and a branch (None if missing).
+    def get_write_target(
+        self, repo_id: str, branch_name: str
+    ) -> tuple[Repository, tuple[str, ...], Branch | None]:
+        """The repository, its protection patterns and a branch (None if missing).
 
         What a direct write to a branch checks, read at once. Stores override this to
         read it in one round trip.
@@ -91,12 +125,12 @@ class RefStore(ABC):
         Raises RepositoryNotFoundError.
         """
         repo = self.get_repository(repo_id)
-        value = self.get_setting(repo_id, key)
+        rules = self.get_branch_protection_rules(repo_id)
         try:
             branch = self.get_branch(repo_id, branch_name)
         except BranchNotFoundError:
-            return repo, value, None
-        return repo, value, branch
+            return repo, rules, None
+        return repo, rules, branch
 
     def get_branch_and_staged(
         self, repo_id: str, branch_name: str, path: str

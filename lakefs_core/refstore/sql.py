@@ -8,8 +8,8 @@ SQLite runs in WAL mode with a busy timeout and foreign keys on. Write
 transactions start with ``BEGIN IMMEDIATE`` so that a writer takes the write lock
 up front instead of failing to upgrade a read lock halfway through.
 
-Key columns (ids, names, paths) compare by code point on both backends (SQLite's
-BINARY collation, PostgreSQL's ``C``), which is the order Python's ``sorted`` gives.
+The tables are in :mod:`lakefs_core.refstore.schema`, the row conversions and the
+hot statements in :mod:`lakefs_core.refstore.rows`.
 """
 
 from __future__ import annotations
@@ -26,22 +26,12 @@ from typing import Any, TypeVar
 
 import sqlalchemy.exc as sa_exc
 from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
     ColumnElement,
     Connection,
-    Double,
     Engine,
-    ForeignKey,
-    Integer,
-    MetaData,
     Row,
     Select,
     Table,
-    Text,
-    and_,
-    bindparam,
     create_engine,
     event,
     func,
@@ -70,15 +60,51 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.model import (
-    AddressType,
     Branch,
     Commit,
-    Entry,
     EntryRecord,
+    MirrorMarking,
     Repository,
     Tag,
 )
 from lakefs_core.refstore.base import RefStore
+from lakefs_core.refstore.migrations import migrate_settings
+from lakefs_core.refstore.rows import (
+    BRANCH_COLUMNS,
+    ENTRY_COLUMNS,
+    REPOSITORY_COLUMNS,
+    SELECT_BRANCH,
+    SELECT_BRANCH_STAGED,
+    SELECT_HIDDEN,
+    SELECT_MARKING,
+    SELECT_PRESENT,
+    SELECT_PROTECTION,
+    SELECT_REPOSITORY,
+    SELECT_STAGED,
+    SELECT_WRITE_TARGET,
+    branch_of,
+    branch_values,
+    dump_map,
+    dump_tokens,
+    entry_record_of,
+    entry_values,
+    marking_of,
+    repository_of,
+)
+from lakefs_core.refstore.schema import (
+    REPO_CHILDREN,
+    branch_protection,
+    branches,
+    commits,
+    hidden_branches,
+    mirror_markings,
+    present_commits,
+    repositories,
+    repository_metadata,
+    schema,
+    staged_entries,
+    tags,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -89,93 +115,6 @@ DEFAULT_PAGE_SIZE = 1000
 
 #: key for pg_advisory_xact_lock, held while the schema is created
 _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
-
-
-def _key() -> Text:
-    """A text key column that sorts by code point on every backend."""
-    return Text().with_variant(Text(collation="C"), "postgresql")
-
-
-def _repo_fk() -> ForeignKey:
-    return ForeignKey("repositories.id", ondelete="CASCADE")
-
-
-#: every table of the refstore
-schema = MetaData()
-
-repositories = Table(
-    "repositories", schema,
-    Column("id", _key(), primary_key=True),
-    Column("storage_namespace", Text, nullable=False),
-    Column("default_branch", Text, nullable=False),
-    Column("storage_id", Text, nullable=False),
-    Column("read_only", Boolean, nullable=False),
-    Column("creation_date", BigInteger, nullable=False),
-)
-
-
-def _repo_key_values(name: str) -> Table:
-    """A table of string key/value pairs per repository."""
-    return Table(
-        name, schema,
-        Column("repo", _key(), _repo_fk(), primary_key=True),
-        Column("key", _key(), primary_key=True),
-        Column("value", Text, nullable=False),
-    )
-
-
-repository_metadata = _repo_key_values("repository_metadata")
-settings = _repo_key_values("settings")  # values are JSON documents
-
-branches = Table(
-    "branches", schema,
-    Column("repo", _key(), _repo_fk(), primary_key=True),
-    Column("name", _key(), primary_key=True),
-    Column("commit_id", Text, nullable=False),
-    Column("staging_token", Text, nullable=False),
-    Column("sealed_tokens", Text, nullable=False),  # canonical JSON list, compared as text
-    Column("sealed_at", Double, nullable=False),
-)
-
-tags = Table(
-    "tags", schema,
-    Column("repo", _key(), _repo_fk(), primary_key=True),
-    Column("name", _key(), primary_key=True),
-    Column("commit_id", Text, nullable=False),
-)
-
-# Commits and staged entries carry no foreign key: a repository's first commit is
-# written before the repository row (its id names the default branch's head).
-commits = Table(
-    "commits", schema,
-    Column("repo", _key(), primary_key=True),
-    Column("commit_id", _key(), primary_key=True),
-    Column("parents", Text, nullable=False),  # JSON list
-    Column("metarange_id", Text, nullable=False),
-    Column("message", Text, nullable=False),
-    Column("committer", Text, nullable=False),
-    Column("creation_date", BigInteger, nullable=False),
-    Column("metadata", Text, nullable=False),  # JSON object
-    Column("generation", Integer, nullable=False),
-)
-
-staged_entries = Table(
-    "staged_entries", schema,
-    Column("repo", _key(), primary_key=True),
-    Column("staging_token", _key(), primary_key=True),
-    Column("path", _key(), primary_key=True),
-    Column("tombstone", Boolean, nullable=False),
-    # the entry's fields; NULL for a tombstone
-    Column("address", Text),
-    Column("size", BigInteger),
-    Column("etag", Text),
-    Column("mtime", Double),
-    Column("address_type", Text),
-    Column("content_type", Text),
-    Column("metadata", Text),  # JSON object
-)
-
-_REPO_CHILDREN = (staged_entries, commits, tags, branches, settings, repository_metadata)
 
 
 # --- helpers --------------------------------------------------------------------------
@@ -217,14 +156,6 @@ def _check_amount(amount: int) -> None:
         raise ValidationError(f"amount must not be negative, got {amount}")
 
 
-def _dump_tokens(tokens: tuple[str, ...]) -> str:
-    return json.dumps(list(tokens), separators=(",", ":"))
-
-
-def _dump_map(values: Mapping[str, str]) -> str:
-    return json.dumps(dict(values), separators=(",", ":"))
-
-
 def _is_transient(exc: BaseException) -> bool:
     """A lock or serialization failure that a fresh attempt may not meet."""
     if not isinstance(exc, sa_exc.OperationalError):
@@ -255,121 +186,6 @@ _TRANSIENT_RETRY = Retrying(
     before_sleep=before_sleep_log(_log, logging.DEBUG),
     reraise=True,
 )
-
-
-# Rows are read by position (much cheaper than by name): each converter takes the
-# values of its columns list, in that order.
-_REPOSITORY_COLUMNS = (
-    repositories.c.id, repositories.c.storage_namespace, repositories.c.default_branch,
-    repositories.c.creation_date, repositories.c.storage_id, repositories.c.read_only)
-_BRANCH_COLUMNS = (branches.c.name, branches.c.commit_id, branches.c.staging_token,
-                   branches.c.sealed_tokens, branches.c.sealed_at)
-_ENTRY_COLUMNS = (
-    staged_entries.c.path, staged_entries.c.tombstone, staged_entries.c.address,
-    staged_entries.c.size, staged_entries.c.etag, staged_entries.c.mtime,
-    staged_entries.c.address_type, staged_entries.c.content_type, staged_entries.c.metadata)
-
-
-def _repository(values: Sequence[Any]) -> Repository:
-    repo_id, namespace, default_branch, creation_date, storage_id, read_only = values
-    return Repository(
-        id=repo_id,
-        storage_namespace=namespace,
-        default_branch=default_branch,
-        creation_date=creation_date,
-        storage_id=storage_id,
-        read_only=bool(read_only),
-    )
-
-
-def _branch(values: Sequence[Any]) -> Branch:
-    name, commit_id, staging_token, sealed_tokens, sealed_at = values
-    return Branch(
-        name=name,
-        commit_id=commit_id,
-        staging_token=staging_token,
-        # a branch has sealed tokens only while a commit is in progress
-        sealed_tokens=() if sealed_tokens == "[]" else tuple(json.loads(sealed_tokens)),
-        sealed_at=sealed_at,
-    )
-
-
-def _branch_values(branch: Branch) -> dict[str, Any]:
-    return {
-        "commit_id": branch.commit_id,
-        "staging_token": branch.staging_token,
-        "sealed_tokens": _dump_tokens(branch.sealed_tokens),
-        "sealed_at": float(branch.sealed_at),
-    }
-
-
-def _entry_record(values: Sequence[Any]) -> EntryRecord:
-    path, tombstone, address, size, etag, mtime, address_type, content_type, metadata = values
-    if tombstone:
-        return EntryRecord(path=path, entry=None)
-    return EntryRecord(
-        path=path,
-        entry=Entry(
-            address=address,
-            size=size,
-            etag=etag,
-            mtime=mtime,
-            address_type=AddressType(address_type),
-            content_type=content_type,
-            metadata={} if metadata == "{}" else json.loads(metadata),
-        ),
-    )
-
-
-def _entry_values(record: EntryRecord) -> dict[str, Any]:
-    entry = record.entry
-    if entry is None:
-        return {"tombstone": True, "address": None, "size": None, "etag": None, "mtime": None,
-                "address_type": None, "content_type": None, "metadata": None}
-    return {
-        "tombstone": False,
-        "address": entry.address,
-        "size": entry.size,
-        "etag": entry.etag,
-        "mtime": float(entry.mtime),
-        "address_type": AddressType(entry.address_type).value,
-        "content_type": entry.content_type,
-        "metadata": _dump_map(entry.metadata),
-    }
-
-
-# --- statements of the hot paths -------------------------------------------------------
-# Built once with bind parameters: SQLAlchemy memoizes a statement's cache key on the
-# statement object, so executing one of these skips building the statement and its key.
-_SELECT_REPOSITORY = select(*_REPOSITORY_COLUMNS).where(
-    repositories.c.id == bindparam("repo"))
-_SELECT_SETTING = select(settings.c.value).where(
-    settings.c.repo == bindparam("repo"), settings.c.key == bindparam("key"))
-_SELECT_BRANCH = select(*_BRANCH_COLUMNS).where(
-    branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name"))
-_SELECT_STAGED = select(*_ENTRY_COLUMNS).where(
-    staged_entries.c.repo == bindparam("repo"),
-    staged_entries.c.staging_token == bindparam("token"),
-    staged_entries.c.path == bindparam("path"))
-#: a repository, one of its settings (NULL when unset) and one of its branches (NULL
-#: columns when missing)
-_SELECT_REPOSITORY_SETTING_BRANCH = (
-    select(*_REPOSITORY_COLUMNS, settings.c.value, *_BRANCH_COLUMNS)
-    .select_from(
-        repositories
-        .outerjoin(settings, and_(settings.c.repo == repositories.c.id,
-                                  settings.c.key == bindparam("key")))
-        .outerjoin(branches, and_(branches.c.repo == repositories.c.id,
-                                  branches.c.name == bindparam("name"))))
-    .where(repositories.c.id == bindparam("repo")))
-#: a branch and the record staged at a path under its live token (NULL columns if none)
-_SELECT_BRANCH_STAGED = (
-    select(*_BRANCH_COLUMNS, *_ENTRY_COLUMNS)
-    .select_from(branches.outerjoin(staged_entries, and_(
-        staged_entries.c.repo == branches.c.repo,
-        staged_entries.c.staging_token == branches.c.staging_token,
-        staged_entries.c.path == bindparam("path"))))
-    .where(branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name")))
 
 
 # --- engines --------------------------------------------------------------------------
@@ -507,6 +323,7 @@ class SQLRefStore(RefStore):
             # two first openers would both find no table and both CREATE it
             conn.execute(select(func.pg_advisory_xact_lock(_SCHEMA_LOCK_KEY)))
         schema.create_all(conn)
+        migrate_settings(conn)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         return self._run(work, write=False)
@@ -594,26 +411,26 @@ class SQLRefStore(RefStore):
             if created.rowcount == 0:
                 raise RepositoryExistsError(f"repository {repo.id!r} already exists")
             conn.execute(branches.insert().values(
-                repo=repo.id, name=default_branch.name, **_branch_values(default_branch)))
+                repo=repo.id, name=default_branch.name, **branch_values(default_branch)))
 
         self._write(work)
 
     def get_repository(self, repo_id: str) -> Repository:
         """Raises RepositoryNotFoundError."""
         params = {"repo": repo_id}
-        row = self._read(lambda conn: conn.execute(_SELECT_REPOSITORY, params).first())
+        row = self._read(lambda conn: conn.execute(SELECT_REPOSITORY, params).first())
         if row is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-        return _repository(row)
+        return repository_of(row)
 
     def list_repositories(self, prefix: str = "", after: str = "",
                           amount: int = 1000) -> list[Repository]:
         """Repositories with id starting with ``prefix`` and greater than ``after``, sorted."""
         _check_amount(amount)
-        stmt = (select(*_REPOSITORY_COLUMNS)
+        stmt = (select(*REPOSITORY_COLUMNS)
                 .where(*_key_range(repositories.c.id, prefix, after))
                 .order_by(repositories.c.id).limit(amount))
-        return [_repository(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
+        return [repository_of(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
 
     def delete_repository(self, repo_id: str) -> None:
         """Delete a repository and all its rows in one transaction.
@@ -622,7 +439,7 @@ class SQLRefStore(RefStore):
         """
 
         def work(conn: Connection) -> None:
-            for table in _REPO_CHILDREN:
+            for table in REPO_CHILDREN:
                 conn.execute(table.delete().where(table.c.repo == repo_id))
             deleted = conn.execute(repositories.delete().where(repositories.c.id == repo_id))
             if deleted.rowcount == 0:
@@ -687,50 +504,87 @@ class SQLRefStore(RefStore):
             self._upserts[table.name] = stmt
         conn.execute(stmt, rows)
 
-    # --- settings ---------------------------------------------------------------------
-    def get_setting(self, repo_id: str, key: str) -> str | None:
-        """The setting's value, or None when unset (or the repository is missing)."""
-        params = {"repo": repo_id, "key": key}
-        return self._read(lambda conn: conn.execute(_SELECT_SETTING, params).scalar_one_or_none())
+    # --- branch protection, hidden branches ---------------------------------------------
+    def get_branch_protection_rules(self, repo_id: str) -> tuple[str, ...]:
+        """The repository's protection patterns; empty when none (or no repository)."""
+        params = {"repo": repo_id}
+        raw = self._read(lambda conn: conn.execute(SELECT_PROTECTION, params).scalar())
+        return tuple(json.loads(raw)) if raw else ()
 
-    def set_setting(self, repo_id: str, key: str, value: str) -> None:
-        """Set a repository setting. Raises RepositoryNotFoundError."""
-        row = {"repo": repo_id, "key": key, "value": value}
-        self._write(lambda conn: self._upsert(conn, settings, [row]),
-                    repo_fk=repo_id)
+    def set_branch_protection_rules(self, repo_id: str, patterns: Sequence[str]) -> None:
+        """Replace the repository's protection patterns. Raises RepositoryNotFoundError."""
+        row = {"repo": repo_id, "patterns": json.dumps(list(patterns))}
+        self._write(lambda conn: self._upsert(conn, branch_protection, [row]), repo_fk=repo_id)
+
+    def is_branch_hidden(self, repo_id: str, name: str) -> bool:
+        params = {"repo": repo_id, "name": name}
+        return self._read(lambda conn: conn.execute(SELECT_HIDDEN, params).first()) is not None
+
+    def set_branch_hidden(self, repo_id: str, name: str, hidden: bool) -> None:
+        """Mark a branch hidden, or not. Raises RepositoryNotFoundError."""
+        if hidden:
+            stmt = self._insert_new(hidden_branches, repo=repo_id, name=name)
+        else:
+            stmt = hidden_branches.delete().where(hidden_branches.c.repo == repo_id,
+                                                  hidden_branches.c.name == name)
+        self._write(lambda conn: conn.execute(stmt), repo_fk=repo_id)
+
+    # --- mirrors ------------------------------------------------------------------------
+    def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:
+        """The repository's mirror marking; None for other repositories (or none)."""
+        params = {"repo": repo_id}
+        row = self._read(lambda conn: conn.execute(SELECT_MARKING, params).first())
+        return None if row is None else marking_of(row)
+
+    def set_mirror_marking(self, repo_id: str, marking: MirrorMarking) -> None:
+        """Set (or replace) the repository's mirror marking. Raises RepositoryNotFoundError."""
+        row = {"repo": repo_id, "mirror_id": marking.mirror_id,
+               "source_region": marking.source_region,
+               "source_repository": marking.source_repository, "detached": marking.detached}
+        self._write(lambda conn: self._upsert(conn, mirror_markings, [row]), repo_fk=repo_id)
+
+    def mark_commit_present(self, repo_id: str, commit_id: str) -> None:
+        """Record a commit as proven present (idempotent). Raises RepositoryNotFoundError."""
+        stmt = self._insert_new(present_commits, repo=repo_id, commit_id=commit_id)
+        self._write(lambda conn: conn.execute(stmt), repo_fk=repo_id)
+
+    def is_commit_present(self, repo_id: str, commit_id: str) -> bool:
+        params = {"repo": repo_id, "commit_id": commit_id}
+        return self._read(lambda conn: conn.execute(SELECT_PRESENT, params).first()) is not None
 
     # --- branches ---------------------------------------------------------------------
     def create_branch(self, repo_id: str, branch: Branch) -> None:
         """Raises BranchExistsError, RepositoryNotFoundError."""
         stmt = self._insert_new(branches, repo=repo_id, name=branch.name,
-                                **_branch_values(branch))
+                                **branch_values(branch))
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
             raise BranchExistsError(f"branch {branch.name!r} already exists")
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
         params = {"repo": repo_id, "name": name}
-        row = self._read(lambda conn: conn.execute(_SELECT_BRANCH, params).first())
+        row = self._read(lambda conn: conn.execute(SELECT_BRANCH, params).first())
         if row is None:
             raise BranchNotFoundError(f"branch {name!r} not found")
-        return _branch(row)
+        return branch_of(row)
 
-    def get_repository_setting_branch(
-        self, repo_id: str, key: str, branch_name: str
-    ) -> tuple[Repository, str | None, Branch | None]:
-        """The repository, one of its settings and one of its branches, in one query.
+    def get_write_target(
+        self, repo_id: str, branch_name: str
+    ) -> tuple[Repository, tuple[str, ...], Branch | None]:
+        """The repository, its protection patterns and one of its branches, in one query.
 
         Raises RepositoryNotFoundError.
         """
-        params = {"repo": repo_id, "key": key, "name": branch_name}
+        params = {"repo": repo_id, "name": branch_name}
         row = self._read(lambda conn: conn.execute(
-            _SELECT_REPOSITORY_SETTING_BRANCH, params).first())
+            SELECT_WRITE_TARGET, params).first())
         if row is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-        width = len(_REPOSITORY_COLUMNS)
-        setting, branch = row[width], row[width + 1:]
+        width = len(REPOSITORY_COLUMNS)
+        patterns, branch = row[width], row[width + 1:]
+        rules = tuple(json.loads(patterns)) if patterns else ()
         # a missing branch reads as NULL columns, its name (a key) among them
-        return _repository(row[:width]), setting, None if branch[0] is None else _branch(branch)
+        return repository_of(row[:width]), rules, None if branch[0] is None else branch_of(branch)
 
     def get_branch_and_staged(
         self, repo_id: str, branch_name: str, path: str
@@ -742,19 +596,19 @@ class SQLRefStore(RefStore):
         """
 
         def work(conn: Connection) -> tuple[Branch, EntryRecord | None] | None:
-            row = conn.execute(_SELECT_BRANCH_STAGED,
+            row = conn.execute(SELECT_BRANCH_STAGED,
                                {"repo": repo_id, "name": branch_name, "path": path}).first()
             if row is None:
                 return None
-            width = len(_BRANCH_COLUMNS)
-            branch = _branch(row[:width])
+            width = len(BRANCH_COLUMNS)
+            branch = branch_of(row[:width])
             if row[width] is not None:  # the path of a record staged under the live token
-                return branch, _entry_record(row[width:])
+                return branch, entry_record_of(row[width:])
             for token in branch.sealed_tokens:
-                sealed = conn.execute(_SELECT_STAGED,
+                sealed = conn.execute(SELECT_STAGED,
                                       {"repo": repo_id, "token": token, "path": path}).first()
                 if sealed is not None:
-                    return branch, _entry_record(sealed)
+                    return branch, entry_record_of(sealed)
             return branch, None
 
         return self._read(work)
@@ -763,16 +617,23 @@ class SQLRefStore(RefStore):
                       amount: int = 1000) -> list[Branch]:
         """Branches named with ``prefix``, after ``after``, sorted (empty if no repository)."""
         _check_amount(amount)
-        stmt = (select(*_BRANCH_COLUMNS)
+        stmt = (select(*BRANCH_COLUMNS)
                 .where(branches.c.repo == repo_id, *_key_range(branches.c.name, prefix, after))
                 .order_by(branches.c.name).limit(amount))
-        return [_branch(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
+        return [branch_of(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
 
     def delete_branch(self, repo_id: str, name: str) -> None:
-        """Raises BranchNotFoundError."""
+        """Delete a branch (and its hidden mark). Raises BranchNotFoundError."""
         stmt = branches.delete().where(branches.c.repo == repo_id, branches.c.name == name)
-        if self._write(lambda conn: conn.execute(stmt).rowcount) == 0:
-            raise BranchNotFoundError(f"branch {name!r} not found")
+        unhide = hidden_branches.delete().where(hidden_branches.c.repo == repo_id,
+                                                hidden_branches.c.name == name)
+
+        def work(conn: Connection) -> None:
+            if conn.execute(stmt).rowcount == 0:
+                raise BranchNotFoundError(f"branch {name!r} not found")
+            conn.execute(unhide)
+
+        self._write(work)
 
     def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
         """Compare-and-swap on (commit_id, staging_token, sealed_tokens).
@@ -789,8 +650,8 @@ class SQLRefStore(RefStore):
             *where,
             branches.c.commit_id == expected.commit_id,
             branches.c.staging_token == expected.staging_token,
-            branches.c.sealed_tokens == _dump_tokens(expected.sealed_tokens),
-        ).values(**_branch_values(new))
+            branches.c.sealed_tokens == dump_tokens(expected.sealed_tokens),
+        ).values(**branch_values(new))
 
         def work(conn: Connection) -> None:
             if conn.execute(stmt).rowcount == 1:
@@ -840,7 +701,7 @@ class SQLRefStore(RefStore):
             commits, repo=repo_id, commit_id=commit_id, parents=json.dumps(list(commit.parents)),
             metarange_id=commit.metarange_id, message=commit.message,
             committer=commit.committer, creation_date=commit.creation_date,
-            metadata=_dump_map(commit.metadata), generation=commit.generation)
+            metadata=dump_map(commit.metadata), generation=commit.generation)
         self._write(lambda conn: conn.execute(stmt))
 
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:
@@ -874,14 +735,14 @@ class SQLRefStore(RefStore):
     def put_staged(self, repo_id: str, token: str, record: EntryRecord) -> None:
         """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
         row = {"repo": repo_id, "staging_token": token, "path": record.path,
-               **_entry_values(record)}
+               **entry_values(record)}
         self._write(lambda conn: self._upsert(conn, staged_entries, [row]))
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
         params = {"repo": repo_id, "token": token, "path": path}
-        row = self._read(lambda conn: conn.execute(_SELECT_STAGED, params).first())
-        return None if row is None else _entry_record(row)
+        row = self._read(lambda conn: conn.execute(SELECT_STAGED, params).first())
+        return None if row is None else entry_record_of(row)
 
     def list_staged(self, repo_id: str, token: str, prefix: str = "",
                     after: str = "") -> Iterator[EntryRecord]:
@@ -892,12 +753,12 @@ class SQLRefStore(RefStore):
         """
         key = self._staged_key(repo_id, token)
         while True:
-            stmt = (select(*_ENTRY_COLUMNS)
+            stmt = (select(*ENTRY_COLUMNS)
                     .where(*key, *_key_range(staged_entries.c.path, prefix, after))
                     .order_by(staged_entries.c.path).limit(self._page_size))
             rows = self._read(partial(_fetch_all, stmt=stmt))
             for row in rows:
-                yield _entry_record(row)
+                yield entry_record_of(row)
             if len(rows) < self._page_size:
                 return
             after = rows[-1].path

@@ -52,12 +52,12 @@ def new_repo(store: SQLRefStore, repo_id: str, **fields: Any) -> Repository:
     return repo
 
 
-def repository_setting_branch(
+def write_target(
     store: SQLRefStore, impl: str
-) -> Callable[[str, str, str], tuple[Repository, str | None, Branch | None]]:
+) -> Callable[[str, str], tuple[Repository, tuple[str, ...], Branch | None]]:
     if impl == "store":
-        return store.get_repository_setting_branch
-    return lambda *args: RefStore.get_repository_setting_branch(store, *args)
+        return store.get_write_target
+    return lambda *args: RefStore.get_write_target(store, *args)
 
 
 def branch_and_staged(
@@ -70,24 +70,24 @@ def branch_and_staged(
 
 # --- the refstore -------------------------------------------------------------------------
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
-def test_repository_setting_branch(store: SQLRefStore, impl: str) -> None:
-    read = repository_setting_branch(store, impl)
+def test_write_target(store: SQLRefStore, impl: str) -> None:
+    read = write_target(store, impl)
     with pytest.raises(RepositoryNotFoundError):
-        read("r1", "rules", "main")
+        read("r1", "main")
     repo = new_repo(store, "r1", read_only=True, storage_id="west")
     other = new_repo(store, "r2")
-    store.set_setting("r2", "rules", "[\"main\"]")  # another repository's setting
-    store.set_setting("r1", "other", "1")  # another key
+    store.set_branch_protection_rules("r2", ["main"])  # another repository's rules
+    store.set_branch_hidden("r1", "main", True)  # another record of the same branch
     store.create_branch("r2", Branch("dev", "c9", "t9"))  # another repository's branch
     main = store.get_branch("r1", "main")
-    assert read("r1", "rules", "main") == (repo, None, main)
-    assert read("r1", "rules", "dev") == (repo, None, None)
-    store.set_setting("r1", "rules", "[\"release-*\"]")
-    assert read("r1", "rules", "dev") == (repo, "[\"release-*\"]", None)
+    assert read("r1", "main") == (repo, (), main)
+    assert read("r1", "dev") == (repo, (), None)
+    store.set_branch_protection_rules("r1", ["release-*"])
+    assert read("r1", "dev") == (repo, ("release-*",), None)
     sealing = Branch("main", "c1", "t2", sealed_tokens=("t1", "t0"), sealed_at=1_700_000_005.5)
     store.update_branch("r1", main, sealing)
-    assert read("r1", "rules", "main") == (repo, "[\"release-*\"]", sealing)
-    assert read("r2", "rules", "dev") == (other, "[\"main\"]", Branch("dev", "c9", "t9"))
+    assert read("r1", "main") == (repo, ("release-*",), sealing)
+    assert read("r2", "dev") == (other, ("main",), Branch("dev", "c9", "t9"))
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
@@ -189,7 +189,7 @@ def test_other_errors_are_not_retried(sqlite_store: SQLRefStore, sleeps: list[fl
     with pytest.raises(DatabaseError, match="disk I/O error"):
         sqlite_store._read(work)
     assert (len(calls), sleeps) == (1, [])
-    assert sqlite_store.get_setting("r1", "k") is None
+    assert sqlite_store.get_branch_protection_rules("r1") == ()
     assert sleeps == []  # nor does a first attempt that succeeds wait
 
 

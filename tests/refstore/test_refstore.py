@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -28,6 +29,7 @@ from lakefs_core.graveler.model import (
     Commit,
     Entry,
     EntryRecord,
+    MirrorMarking,
     Repository,
     Tag,
 )
@@ -126,7 +128,10 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
         store.create_tag(repo_id, Tag("v1", "c1"))
         store.put_commit(repo_id, "c1", commit())
         store.put_staged(repo_id, "t1", EntryRecord("a", entry()))
-        store.set_setting(repo_id, "protection", "[]")
+        store.set_branch_protection_rules(repo_id, ["main"])
+        store.set_branch_hidden(repo_id, "dev", True)
+        store.set_mirror_marking(repo_id, MirrorMarking("m1", "east", "src"))
+        store.mark_commit_present(repo_id, "c1")
         store.set_repository_metadata(repo_id, {"k": "v"})
 
     store.delete_repository("doomed")
@@ -138,7 +143,10 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
     with pytest.raises(CommitNotFoundError):
         store.get_commit("doomed", "c1")
     assert not store.has_staged("doomed", "t1")
-    assert store.get_setting("doomed", "protection") is None
+    assert store.get_branch_protection_rules("doomed") == ()
+    assert not store.is_branch_hidden("doomed", "dev")
+    assert store.get_mirror_marking("doomed") is None
+    assert not store.is_commit_present("doomed", "c1")
     # the same id can be used again, from scratch
     new_repo(store, "doomed")
     assert store.get_repository_metadata("doomed") == {}
@@ -148,7 +156,10 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
     assert store.get_tag("kept", "v1") == Tag("v1", "c1")
     assert store.get_commit("kept", "c1") == commit()
     assert store.get_staged("kept", "t1", "a") == EntryRecord("a", entry())
-    assert store.get_setting("kept", "protection") == "[]"
+    assert store.get_branch_protection_rules("kept") == ("main",)
+    assert store.is_branch_hidden("kept", "dev")
+    assert store.get_mirror_marking("kept") == MirrorMarking("m1", "east", "src")
+    assert store.is_commit_present("kept", "c1")
     assert store.get_repository_metadata("kept") == {"k": "v"}
 
     with pytest.raises(RepositoryNotFoundError):
@@ -180,17 +191,83 @@ def test_repository_metadata_of_missing_repository(store: SQLRefStore) -> None:
         store.delete_repository_metadata("nope", ["a"])
 
 
-def test_settings(store: SQLRefStore) -> None:
+def test_branch_protection_rules(store: SQLRefStore) -> None:
     new_repo(store, "r1")
     new_repo(store, "r2")
-    assert store.get_setting("r1", "branch_protection") is None
-    store.set_setting("r1", "branch_protection", '["main"]')
-    store.set_setting("r1", "branch_protection", '["main", "release-*"]')
-    assert store.get_setting("r1", "branch_protection") == '["main", "release-*"]'
-    assert store.get_setting("r2", "branch_protection") is None
+    assert store.get_branch_protection_rules("r1") == ()
+    store.set_branch_protection_rules("r1", ["main"])
+    store.set_branch_protection_rules("r1", ["main", "release-*"])
+    assert store.get_branch_protection_rules("r1") == ("main", "release-*")
+    assert store.get_branch_protection_rules("r2") == ()
+    store.set_branch_protection_rules("r1", [])
+    assert store.get_branch_protection_rules("r1") == ()
     with pytest.raises(RepositoryNotFoundError):
-        store.set_setting("nope", "branch_protection", "[]")
-    assert store.get_setting("nope", "branch_protection") is None
+        store.set_branch_protection_rules("nope", [])
+    assert store.get_branch_protection_rules("nope") == ()
+
+
+def test_hidden_branches(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    store.create_branch("r1", Branch("dev", "c1", "t1"))
+    assert not store.is_branch_hidden("r1", "dev")
+    store.set_branch_hidden("r1", "dev", True)
+    store.set_branch_hidden("r1", "dev", True)  # idempotent
+    assert store.is_branch_hidden("r1", "dev") and not store.is_branch_hidden("r1", "main")
+    store.set_branch_hidden("r1", "dev", False)
+    assert not store.is_branch_hidden("r1", "dev")
+    store.set_branch_hidden("r1", "dev", True)
+    store.delete_branch("r1", "dev")  # a deleted branch's mark goes with it
+    assert not store.is_branch_hidden("r1", "dev")
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_branch_hidden("nope", "dev", True)
+
+
+def test_mirror_marking_and_present_commits(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    assert store.get_mirror_marking("r1") is None
+    store.set_mirror_marking("r1", MirrorMarking("m1", "east", "src"))
+    store.set_mirror_marking("r1", MirrorMarking("m1", "east", "src", detached=True))
+    assert store.get_mirror_marking("r1") == MirrorMarking("m1", "east", "src", detached=True)
+    assert not store.is_commit_present("r1", "c1")
+    store.mark_commit_present("r1", "c1")
+    store.mark_commit_present("r1", "c1")  # idempotent
+    assert store.is_commit_present("r1", "c1") and not store.is_commit_present("r1", "c2")
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_mirror_marking("nope", MirrorMarking("m1", "east", "src"))
+    with pytest.raises(RepositoryNotFoundError):
+        store.mark_commit_present("nope", "c1")
+
+
+def test_legacy_settings_are_migrated(tmp_path: Path) -> None:
+    """A database of an earlier version keeps its rules, marks and markings."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with SQLRefStore(f"sqlite:///{path}") as store:
+        new_repo(store, "r1")
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE settings (repo TEXT, key TEXT, value TEXT, "
+                 "PRIMARY KEY (repo, key))")
+    conn.executemany("INSERT INTO settings VALUES (?, ?, ?)", [
+        ("r1", "branch_protection_rules", '["main"]'),
+        ("r1", "mirror", '{"mirror_id": "m1", "source_region": "east", '
+                         '"source_repository": "src"}'),
+        ("r1", "mirror-present/c1", "1"),
+        ("r1", "hidden_branch/main", "true"),
+        ("r1", "hidden_branch/dev", "false"),
+    ])
+    conn.commit()
+    conn.close()
+    with SQLRefStore(f"sqlite:///{path}") as store:
+        assert store.get_branch_protection_rules("r1") == ("main",)
+        assert store.get_mirror_marking("r1") == MirrorMarking("m1", "east", "src")
+        assert store.is_commit_present("r1", "c1")
+        assert store.is_branch_hidden("r1", "main")
+        assert not store.is_branch_hidden("r1", "dev")
+    conn = sqlite3.connect(path)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conn.close()
+    assert "settings" not in tables
 
 
 # --- branches ---------------------------------------------------------------------------

@@ -24,11 +24,8 @@ from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.errors import NoChangesError, ValidationError
 from lakefs_core.graveler.model import Branch, Difference
-from lakefs_core.refstore.base import RefStore
 
 router = APIRouter()
-
-_HIDDEN_SETTING = "hidden_branch/"  # + branch name -> "true" while the branch is hidden
 
 
 # --- models ------------------------------------------------------------------------
@@ -86,16 +83,6 @@ def ref_list(refs: list[tuple[str, str]], has_more: bool, max_per_page: int) -> 
         results=[RefModel(id=name, commit_id=commit_id) for name, commit_id in refs])
 
 
-# --- hidden branches ---------------------------------------------------------------------
-def _is_hidden(refstore: RefStore, repository: str, name: str) -> bool:
-    return refstore.get_setting(repository, _HIDDEN_SETTING + name) == "true"
-
-
-def _set_hidden(refstore: RefStore, repository: str, name: str, hidden: bool) -> None:
-    if hidden or _is_hidden(refstore, repository, name):
-        refstore.set_setting(repository, _HIDDEN_SETTING + name, "true" if hidden else "false")
-
-
 # --- routes ------------------------------------------------------------------------
 @router.post("/repositories/{repository}/branches", status_code=201,
              response_class=PlainTextResponse, tags=["branches"])
@@ -103,8 +90,8 @@ def create_branch(repository: str, body: BranchCreation,
                   ctx: Ctx = Depends(authenticated)) -> PlainTextResponse:
     """Create a branch at ``source``; the response body is its commit id (text)."""
     ctx.check(rbac.CREATE_BRANCH, branch_arn(repository, body.name))
-    branch = ctx.services.graveler.create_branch(repository, body.name, body.source)
-    _set_hidden(ctx.services.refstore, repository, body.name, bool(body.hidden))
+    branch = ctx.services.graveler.create_branch(repository, body.name, body.source,
+                                                 hidden=bool(body.hidden))
     return PlainTextResponse(branch.commit_id, status_code=201)
 
 
@@ -122,7 +109,7 @@ def list_branches(
     n = page_size(amount)
 
     def keep(b: Branch) -> bool:
-        return show_hidden or not _is_hidden(services.refstore, repository, b.name)
+        return show_hidden or not services.graveler.is_branch_hidden(repository, b.name)
 
     branches, has_more = filtered_page(
         lambda cursor, k: services.graveler.list_branches(repository, prefix=prefix,
@@ -150,7 +137,6 @@ def delete_branch(
     """Delete a branch and its uncommitted changes (not the default branch)."""
     ctx.check(rbac.DELETE_BRANCH, branch_arn(repository, branch))
     ctx.services.graveler.delete_branch(repository, branch)
-    _set_hidden(ctx.services.refstore, repository, branch, False)
     return Response(status_code=204)
 
 

@@ -1,0 +1,105 @@
+"""Authentication and authorization as a service: the public interface of auth.
+
+Front doors (the REST API, the S3 gateway, the replication service) authenticate a
+caller to a :class:`Principal` and authorize what it asks for; none of them reads
+the auth tables or evaluates policies itself. :class:`AuthService` answers from this
+region's auth tables; another implementation of :class:`Authenticator` may answer
+from a remote lakeFS (the replication service's ``auth.api.endpoint``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lakefs_core.auth import rbac
+from lakefs_core.auth.model import Policy
+from lakefs_core.auth.store import AuthStore
+from lakefs_core.errors import AuthenticationError
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated user and the policies in effect for it."""
+
+    username: str
+    policies: Sequence[Policy]
+
+    def allowed(self, requirement: rbac.Requirement) -> bool:
+        return rbac.authorize(self.policies, requirement, username=self.username)
+
+    def check(self, requirement: rbac.Requirement) -> None:
+        """Raise unless the principal may do what ``requirement`` names.
+
+        Raises:
+            PermissionDeniedError: "insufficient permissions".
+        """
+        rbac.check(self.policies, requirement, username=self.username)
+
+
+class Authenticator(Protocol):
+    """Turns an access key pair into a principal."""
+
+    def authenticate(self, access_key_id: str, secret: str) -> Principal:
+        """Raises AuthenticationError for unknown keys or a wrong secret."""
+        ...
+
+
+class AuthService:
+    """Authentication and authorization over this region's auth tables.
+
+    Args:
+        store: the auth tables.
+    """
+
+    def __init__(self, store: AuthStore) -> None:
+        self.store = store
+
+    @classmethod
+    def open(cls, database_url: str, secret_key: str) -> AuthService:
+        """Open the auth tables in the server's database (a SQLAlchemy URL)."""
+        return cls(AuthStore(database_url, secret_key))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def authenticate(self, access_key_id: str, secret: str) -> Principal:
+        """The principal of an access key pair.
+
+        Raises:
+            AuthenticationError: unknown key or wrong secret.
+        """
+        return self.principal(self.store.authenticate(access_key_id, secret).username)
+
+    def principal(self, username: str) -> Principal:
+        """A user's principal with its effective policies. Raises NotFoundError."""
+        return Principal(username, self.store.effective_policies(username))
+
+    def authorize(self, username: str, requirement: rbac.Requirement) -> None:
+        """Raise PermissionDeniedError unless the user's policies allow ``requirement``."""
+        self.principal(username).check(requirement)
+
+
+def parse_basic_authorization(header: str) -> tuple[str, str] | None:
+    """The (access key id, secret) of an ``Authorization: Basic`` header value.
+
+    Returns:
+        None when the header is not basic auth.
+
+    Raises:
+        AuthenticationError: a malformed basic auth value.
+    """
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "basic" or not value:
+        return None
+    try:
+        decoded = base64.b64decode(value.strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise AuthenticationError("malformed basic auth header") from None
+    key, sep, secret = decoded.partition(":")
+    if not sep:
+        raise AuthenticationError("malformed basic auth header")
+    return key, secret

@@ -1,0 +1,252 @@
+"""The engine's mirroring interface: the only way replication changes a mirror.
+
+Mirror repositories are read-only to every client; replication writes them through
+:class:`MirrorService`, which owns every rule about them (docs/ARCHITECTURE.md,
+"The mirror lifecycle"):
+
+- a mirror repository carries a :class:`MirrorMarking` from its creation;
+- commit records are written only when their id is the hash of their content;
+- a commit becomes servable once it is recorded as proven present;
+- a branch or tag moves only to a present commit, a branch by compare-and-swap, so
+  two replicas racing never double-promote or move a branch backwards over each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterable
+
+from lakefs_core.block.base import BlockStore
+from lakefs_core.errors import (
+    BranchChangedError,
+    BranchExistsError,
+    BranchNotFoundError,
+    CommitNotFoundError,
+    RepositoryExistsError,
+    RepositoryNotFoundError,
+    TagExistsError,
+    TagNotFoundError,
+    ValidationError,
+)
+from lakefs_core.graveler.encoding import commit_id as commit_id_of
+from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.model import (
+    Branch,
+    Commit,
+    CommitRecord,
+    MirrorMarking,
+    Repository,
+    Tag,
+)
+from lakefs_core.refstore import open_database
+
+_PAGE = 1000
+
+
+class MirrorService:
+    """Mirror repositories of one region's refstore, as replication sees them.
+
+    Args:
+        graveler: the engine over the region's refstore.
+    """
+
+    def __init__(self, graveler: Graveler) -> None:
+        self._graveler = graveler
+        self._refstore = graveler.refstore
+
+    @classmethod
+    def open(cls, database_url: str, store_for: Callable[[str], BlockStore]) -> MirrorService:
+        """Open the service over the server's database (a SQLAlchemy URL)."""
+        return cls(Graveler(open_database(database_url), store_for))
+
+    def close(self) -> None:
+        self._refstore.close()
+
+    # --- repositories ---------------------------------------------------------------------
+    def repository(self, name: str) -> Repository:
+        """Raises RepositoryNotFoundError."""
+        return self._refstore.get_repository(name)
+
+    def marking(self, name: str) -> MirrorMarking | None:
+        """The repository's mirror marking; None if it is no mirror or does not exist."""
+        try:
+            return self._refstore.get_mirror_marking(name)
+        except RepositoryNotFoundError:
+            return None
+
+    def create_repository(self, name: str, namespace: str, default_branch: str,
+                          marking: MirrorMarking, storage_id: str = "") -> Repository:
+        """Create the read-only mirror repository (idempotent for the same mirror).
+
+        Raises:
+            RepositoryExistsError: another repository (or another mirror's) has the name.
+        """
+        try:
+            repo = self._graveler.create_repository(
+                name, namespace, default_branch, storage_id=storage_id, read_only=True,
+                initial_commit=False)
+        except RepositoryExistsError:
+            existing = self.marking(name)
+            if existing is None or existing.mirror_id != marking.mirror_id:
+                raise
+            return self._refstore.get_repository(name)
+        self._refstore.set_mirror_marking(name, marking)
+        return repo
+
+    def mark_detached(self, name: str, mirror_id: str) -> None:
+        """Record that the repository was detached from its mirror (kept on deletion)."""
+        existing = self.marking(name)
+        if existing is None or existing.mirror_id != mirror_id:
+            raise RepositoryNotFoundError(f"repository {name!r} is not mirror {mirror_id}")
+        self._refstore.set_mirror_marking(name, MirrorMarking(
+            existing.mirror_id, existing.source_region, existing.source_repository,
+            detached=True))
+
+    def delete_repository(self, name: str, mirror_id: str) -> bool:
+        """Delete the mirror repository if it is this mirror's. False if already gone.
+
+        A detached repository belongs to its users now and is never deleted here.
+        """
+        existing = self.marking(name)
+        if existing is None or existing.mirror_id != mirror_id or existing.detached:
+            return False
+        self._refstore.delete_repository(name)
+        return True
+
+    def detach(self, name: str) -> Repository:
+        """Make the mirror an ordinary writable repository at its current heads."""
+        repo = self._refstore.get_repository(name)
+        if repo.read_only:
+            repo = self._graveler.set_read_only(name, False)
+        return repo
+
+    # --- commits --------------------------------------------------------------------------
+    def has_commit(self, repo: str, commit_id: str) -> bool:
+        try:
+            self._refstore.get_commit(repo, commit_id)
+        except CommitNotFoundError:
+            return False
+        return True
+
+    def get_commit(self, repo: str, commit_id: str) -> Commit:
+        """Raises CommitNotFoundError."""
+        return self._graveler.get_commit(repo, commit_id).commit
+
+    def write_commits(self, repo: str, records: Iterable[CommitRecord]) -> int:
+        """Write commit records, oldest first (so a known commit's ancestors are known).
+
+        Raises:
+            ValidationError: a record's id is not the hash of its content.
+        """
+        n = 0
+        for rec in records:
+            if commit_id_of(rec.commit) != rec.id:
+                raise ValidationError(f"commit record {rec.id} does not match its content")
+            self._refstore.put_commit(repo, rec.id, rec.commit)
+            n += 1
+        return n
+
+    def mark_present(self, repo: str, commit_id: str) -> None:
+        """Record that every piece of a (written) commit is present in the mirror.
+
+        Raises:
+            CommitNotFoundError: the commit record was not written first.
+        """
+        if not self.has_commit(repo, commit_id):
+            raise CommitNotFoundError(f"commit {commit_id!r} not found in {repo!r}")
+        self._refstore.mark_commit_present(repo, commit_id)
+
+    def is_present(self, repo: str, commit_id: str) -> bool:
+        return self._refstore.is_commit_present(repo, commit_id)
+
+    def _require_present(self, repo: str, commit_id: str) -> None:
+        if not self._refstore.is_commit_present(repo, commit_id):
+            raise CommitNotFoundError(
+                f"commit {commit_id} is not proven present in mirror {repo!r}")
+
+    # --- branches and tags ----------------------------------------------------------------
+    def branch_head(self, repo: str, branch: str) -> str | None:
+        try:
+            return self._refstore.get_branch(repo, branch).commit_id or None
+        except BranchNotFoundError:
+            return None
+
+    def promote_branch(self, repo: str, branch: str, expected: str | None, new: str) -> None:
+        """Move (or create) a mirror branch from ``expected`` to ``new``.
+
+        Raises:
+            CommitNotFoundError: ``new`` is not proven present.
+            BranchChangedError: the branch is not at ``expected`` any more.
+        """
+        self._require_present(repo, new)
+        if expected is None:
+            try:
+                current = self._refstore.get_branch(repo, branch)
+            except BranchNotFoundError:
+                try:
+                    self._refstore.create_branch(repo, Branch(branch, new, uuid.uuid4().hex))
+                except BranchExistsError as e:
+                    raise BranchChangedError(f"branch {branch!r} appeared meanwhile") from e
+                return
+            if current.commit_id:
+                raise BranchChangedError(f"branch {branch!r} moved meanwhile")
+        else:
+            current = self._refstore.get_branch(repo, branch)
+            if current.commit_id != expected:
+                raise BranchChangedError(f"branch {branch!r} is at {current.commit_id}, "
+                                         f"not {expected}")
+        self._refstore.update_branch(repo, current, Branch(current.name, new,
+                                                           current.staging_token))
+
+    def delete_branch(self, repo: str, branch: str) -> None:
+        """Remove a mirror branch; the default branch stays at its last consistent commit."""
+        repository = self._refstore.get_repository(repo)
+        if branch == repository.default_branch:
+            return
+        with contextlib.suppress(BranchNotFoundError):
+            self._refstore.delete_branch(repo, branch)
+
+    def branches(self, repo: str) -> dict[str, str]:
+        """Every branch of the mirror and its head."""
+        out: dict[str, str] = {}
+        after = ""
+        while True:
+            page = self._refstore.list_branches(repo, after=after, amount=_PAGE)
+            out.update({b.name: b.commit_id for b in page})
+            if len(page) < _PAGE:
+                return out
+            after = page[-1].name
+
+    def tags(self, repo: str) -> dict[str, str]:
+        """Every tag of the mirror and its commit."""
+        out: dict[str, str] = {}
+        after = ""
+        while True:
+            page = self._refstore.list_tags(repo, after=after, amount=_PAGE)
+            out.update({t.name: t.commit_id for t in page})
+            if len(page) < _PAGE:
+                return out
+            after = page[-1].name
+
+    def set_tag(self, repo: str, name: str, commit_id: str) -> None:
+        """Point a tag at a present commit (replacing where it pointed).
+
+        Raises:
+            CommitNotFoundError: the commit is not proven present.
+        """
+        self._require_present(repo, commit_id)
+        try:
+            current = self._refstore.get_tag(repo, name)
+        except TagNotFoundError:
+            current = None
+        if current is not None:
+            if current.commit_id == commit_id:
+                return
+            self._refstore.delete_tag(repo, name)
+        with contextlib.suppress(TagExistsError):  # another replica set it meanwhile
+            self._refstore.create_tag(repo, Tag(name, commit_id))
+
+    def delete_tag(self, repo: str, name: str) -> None:
+        with contextlib.suppress(TagNotFoundError):
+            self._refstore.delete_tag(repo, name)

@@ -1,0 +1,138 @@
+"""The refstore's tables (SQLAlchemy Core), one schema for SQLite and PostgreSQL.
+
+Key columns (ids, names, paths) compare by code point on both backends (SQLite's
+BINARY collation, PostgreSQL's ``C``), which is the order Python's ``sorted`` gives.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    ForeignKey,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+
+
+def _key() -> Text:
+    """A text key column that sorts by code point on every backend."""
+    return Text().with_variant(Text(collation="C"), "postgresql")
+
+
+def _repo_fk() -> ForeignKey:
+    return ForeignKey("repositories.id", ondelete="CASCADE")
+
+
+#: every table of the refstore
+schema = MetaData()
+
+repositories = Table(
+    "repositories", schema,
+    Column("id", _key(), primary_key=True),
+    Column("storage_namespace", Text, nullable=False),
+    Column("default_branch", Text, nullable=False),
+    Column("storage_id", Text, nullable=False),
+    Column("read_only", Boolean, nullable=False),
+    Column("creation_date", BigInteger, nullable=False),
+)
+
+
+def _repo_key_values(name: str) -> Table:
+    """A table of string key/value pairs per repository."""
+    return Table(
+        name, schema,
+        Column("repo", _key(), _repo_fk(), primary_key=True),
+        Column("key", _key(), primary_key=True),
+        Column("value", Text, nullable=False),
+    )
+
+
+repository_metadata = _repo_key_values("repository_metadata")
+
+#: a repository's branch protection rules: a JSON list of fnmatch patterns
+branch_protection = Table(
+    "branch_protection", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("patterns", Text, nullable=False),
+)
+
+#: branches left out of default listings (lakeFS's hidden branches)
+hidden_branches = Table(
+    "hidden_branches", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+)
+
+#: what makes a repository a mirror (see :class:`MirrorMarking`)
+mirror_markings = Table(
+    "mirror_markings", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("mirror_id", Text, nullable=False),
+    Column("source_region", Text, nullable=False),
+    Column("source_repository", Text, nullable=False),
+    Column("detached", Boolean, nullable=False),
+)
+
+#: commits of a mirror that replication proved fully present in its storage namespace
+present_commits = Table(
+    "present_commits", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("commit_id", _key(), primary_key=True),
+)
+
+branches = Table(
+    "branches", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+    Column("commit_id", Text, nullable=False),
+    Column("staging_token", Text, nullable=False),
+    Column("sealed_tokens", Text, nullable=False),  # canonical JSON list, compared as text
+    Column("sealed_at", Double, nullable=False),
+)
+
+tags = Table(
+    "tags", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+    Column("commit_id", Text, nullable=False),
+)
+
+# Commits and staged entries carry no foreign key: a repository's first commit is
+# written before the repository row (its id names the default branch's head).
+commits = Table(
+    "commits", schema,
+    Column("repo", _key(), primary_key=True),
+    Column("commit_id", _key(), primary_key=True),
+    Column("parents", Text, nullable=False),  # JSON list
+    Column("metarange_id", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("committer", Text, nullable=False),
+    Column("creation_date", BigInteger, nullable=False),
+    Column("metadata", Text, nullable=False),  # JSON object
+    Column("generation", Integer, nullable=False),
+)
+
+staged_entries = Table(
+    "staged_entries", schema,
+    Column("repo", _key(), primary_key=True),
+    Column("staging_token", _key(), primary_key=True),
+    Column("path", _key(), primary_key=True),
+    Column("tombstone", Boolean, nullable=False),
+    # the entry's fields; NULL for a tombstone
+    Column("address", Text),
+    Column("size", BigInteger),
+    Column("etag", Text),
+    Column("mtime", Double),
+    Column("address_type", Text),
+    Column("content_type", Text),
+    Column("metadata", Text),  # JSON object
+)
+
+#: the tables holding a repository's rows, deleted with it (children first)
+REPO_CHILDREN = (staged_entries, present_commits, commits, tags, hidden_branches, branches,
+                 branch_protection, mirror_markings, repository_metadata)

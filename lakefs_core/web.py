@@ -1,0 +1,75 @@
+"""One place that maps typed errors to HTTP status codes and lakeFS's JSON shape.
+
+Every HTTP front door of the product (the REST API, the replication service) installs
+these handlers; :mod:`lakefs_core.api` re-exports them as ``lakefs_core.api.errors``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lakefs_core import errors
+
+log = logging.getLogger("lakefs_core.api")
+
+__all__ = ["STATUS", "error_response", "install_error_handlers", "status_of"]
+
+# most specific first: the first matching class decides
+STATUS: list[tuple[type[BaseException], int]] = [
+    (errors.RangeNotSatisfiableError, 416),
+    (errors.ObjectExistsError, 412),
+    (errors.PreconditionFailedError, 412),
+    (errors.ValidationError, 400),
+    (errors.NoChangesError, 400),
+    (errors.DirtyBranchError, 400),
+    (errors.CannotDeleteDefaultBranchError, 400),
+    (errors.AuthenticationError, 401),
+    (errors.ForbiddenError, 403),
+    (errors.NotFoundError, 404),
+    (errors.AlreadyExistsError, 409),
+    (errors.ConflictError, 409),
+    (errors.SecretDecryptionError, 500),
+    (errors.StorageError, 503),
+    (errors.DatabaseError, 503),
+]
+
+
+def status_of(exc: BaseException) -> int:
+    for cls, status in STATUS:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Basic realm="lakefs"'} if status == 401 else None
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(errors.LakeFSError)
+    async def _lakefs_error(_request: Request, exc: errors.LakeFSError) -> JSONResponse:
+        status = status_of(exc)
+        if status >= 500:
+            log.error("request failed: %s", exc, exc_info=exc)
+        message = str(exc) or type(exc).__name__
+        if isinstance(exc, errors.MergeConflictError):
+            message = "conflict found" if not exc.paths else f"conflict found: {exc.paths[:10]}"
+        return error_response(status, message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            parts.append(f"{loc}: {err.get('msg')}" if loc else str(err.get("msg")))
+        return error_response(400, "; ".join(parts) or "bad request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))

@@ -1,0 +1,108 @@
+"""The engine's mirroring interface: the rules replication cannot get around."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from lakefs_core.errors import (
+    BranchChangedError,
+    CommitNotFoundError,
+    ReadOnlyRepositoryError,
+    RepositoryExistsError,
+    ValidationError,
+)
+from lakefs_core.graveler.encoding import commit_id
+from lakefs_core.graveler.mirror import MirrorService
+from lakefs_core.graveler.model import Commit, CommitRecord, Entry, MirrorMarking
+from tests.engine.conftest import Env
+
+MARK = MirrorMarking("m1", "east", "src")
+
+
+def source_commits(env: Env, n: int) -> list[CommitRecord]:
+    """``n`` commits made on the source repository, oldest first (with the first one)."""
+    g = env.graveler
+    for i in range(n):
+        g.set_entry(env.repo, "main", f"f{i}", Entry(f"data/{i}", 1, f"e{i}", 1.0))
+        g.commit(env.repo, "main", f"c{i}", "alice")
+    records, _ = g.log(env.repo, "main", amount=n + 1)
+    return list(reversed(records))
+
+
+@pytest.fixture
+def mirrors(env: Env) -> MirrorService:
+    service = MirrorService(env.graveler)
+    service.create_repository("mirror", env.namespace + "-mirror", "main", MARK)
+    return service
+
+
+def replicate_ranges(env: Env) -> None:
+    """Copy the source's range files into the mirror's namespace (what replication awaits)."""
+    store = env.graveler.store_for("")
+    source = env.namespace.rstrip("/") + "/"
+    for obj in store.list(source + "_lakefs/"):
+        store.copy(obj.address, env.namespace + "-mirror/" + obj.address[len(source):])
+
+
+def test_a_mirror_is_read_only_and_marked(env: Env, mirrors: MirrorService) -> None:
+    assert mirrors.marking("mirror") == MARK
+    assert mirrors.marking(env.repo) is None and mirrors.marking("nope") is None
+    # idempotent for the same mirror, refused for another
+    mirrors.create_repository("mirror", env.namespace + "-mirror", "main", MARK)
+    with pytest.raises(RepositoryExistsError):
+        mirrors.create_repository("mirror", env.namespace + "-mirror", "main",
+                                  replace(MARK, mirror_id="m2"))
+    with pytest.raises(ReadOnlyRepositoryError):
+        env.graveler.create_branch("mirror", "dev", "main")
+
+
+def test_only_present_commits_move_refs_and_are_served(env: Env,
+                                                        mirrors: MirrorService) -> None:
+    records = source_commits(env, 2)
+    head = records[-1].id
+    replicate_ranges(env)
+    assert mirrors.write_commits("mirror", records) == 3
+    with pytest.raises(CommitNotFoundError):
+        mirrors.promote_branch("mirror", "main", None, head)
+    with pytest.raises(CommitNotFoundError):
+        mirrors.set_tag("mirror", "v1", head)
+    with pytest.raises(CommitNotFoundError):
+        mirrors.mark_present("mirror", "0" * 64)  # no such record
+    mirrors.mark_present("mirror", head)
+    mirrors.promote_branch("mirror", "main", None, head)
+    mirrors.set_tag("mirror", "v1", head)
+    assert mirrors.branches("mirror") == {"main": head}
+    assert mirrors.tags("mirror") == {"v1": head}
+    assert env.graveler.get_entry("mirror", "main", "f1").etag == "e1"
+    # the skipped intermediate commit is known but never served
+    with pytest.raises(CommitNotFoundError):
+        env.graveler.get_entry("mirror", records[1].id, "f0")
+    # compare-and-swap: a stale expectation loses
+    with pytest.raises(BranchChangedError):
+        mirrors.promote_branch("mirror", "main", records[1].id, head)
+
+
+def test_commit_records_must_match_their_ids(env: Env, mirrors: MirrorService) -> None:
+    forged = Commit(parents=(), metarange_id="0" * 64, message="m", committer="c",
+                    creation_date=1, metadata={}, generation=1)
+    with pytest.raises(ValidationError, match="does not match"):
+        mirrors.write_commits("mirror", [CommitRecord("1" * 64, forged)])
+    assert not mirrors.has_commit("mirror", "1" * 64)
+    mirrors.write_commits("mirror", [CommitRecord(commit_id(forged), forged)])
+    assert mirrors.has_commit("mirror", commit_id(forged))
+
+
+def test_detach_and_delete(env: Env, mirrors: MirrorService) -> None:
+    with pytest.raises(Exception, match="not mirror"):
+        mirrors.mark_detached("mirror", "other")
+    mirrors.mark_detached("mirror", "m1")
+    assert mirrors.detach("mirror").read_only is False
+    assert mirrors.marking("mirror") == replace(MARK, detached=True)
+    assert mirrors.delete_repository("mirror", "m1") is False  # detached: the users' now
+    mirrors.create_repository("other", env.namespace + "-other", "main",
+                              replace(MARK, mirror_id="m2"))
+    assert mirrors.delete_repository("other", "m1") is False  # not this mirror's
+    assert mirrors.delete_repository("other", "m2") is True
+    assert mirrors.marking("other") is None
