@@ -1,0 +1,298 @@
+"""Commit and merge: sealing staged changes into commits, merges, reverts, cherry-picks.
+
+Concurrency: every branch move is a compare-and-swap on the branch row. A commit
+first *seals* the branch's staging token (CAS), applies the sealed changes to the
+parent's metarange, writes the commit and then moves the branch (CAS). A second
+committer that finds a fresh seal waits and retries on the new head, so concurrent
+commits never lose an update; a seal older than ``seal_timeout`` (a committer that
+died) is taken over and its changes committed by the next commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from enum import StrEnum
+
+from lakefs_core.errors import (
+    BranchChangedError,
+    DirtyBranchError,
+    NoChangesError,
+    ValidationError,
+)
+from lakefs_core.graveler.core import new_token
+from lakefs_core.graveler.encoding import commit_id as commit_id_of
+from lakefs_core.graveler.model import (
+    Branch,
+    Commit,
+    CommitRecord,
+    Difference,
+    Repository,
+)
+from lakefs_core.graveler.refs import (
+    is_commit_id,
+)
+from lakefs_core.graveler.staging import StagingEngine, merge_sorted_records, page_of
+
+
+class MergeStrategy(StrEnum):
+    DEST_WINS = "dest-wins"
+    SOURCE_WINS = "source-wins"
+
+
+class CommitEngine(StagingEngine):
+    """Commits, diffs between commits, merges, reverts, cherry-picks and hard resets."""
+
+    def commit(self, repo_id: str, branch_name: str, message: str, committer: str, *,
+               metadata: Mapping[str, str] | None = None, allow_empty: bool = False,
+               creation_date: int | None = None) -> CommitRecord:
+        """Commit the branch's staged changes.
+
+        Raises:
+            NoChangesError: nothing staged and not ``allow_empty``.
+            ProtectedBranchError / ReadOnlyRepositoryError: writes refused.
+        """
+        repo = self._check_direct_write(repo_id, branch_name)
+        return self._retrying()(self._commit_once, repo, branch_name, message, committer,
+                                dict(metadata or {}), allow_empty, creation_date)
+
+    def _commit_once(self, repo: Repository, branch_name: str, message: str, committer: str,
+                     metadata: dict[str, str], allow_empty: bool,
+                     creation_date: int | None) -> CommitRecord:
+        branch = self.refstore.get_branch(repo.id, branch_name)
+        if branch.sealed_tokens and self.clock() - branch.sealed_at < self.seal_timeout:
+            raise BranchChangedError(f"a commit on branch {branch_name!r} is in progress")
+        sealed = Branch(name=branch.name, commit_id=branch.commit_id, staging_token=new_token(),
+                        sealed_tokens=(branch.staging_token, *branch.sealed_tokens),
+                        sealed_at=self.clock())
+        self.refstore.update_branch(repo.id, branch, sealed)
+        unsealed = replace(sealed, sealed_tokens=(), sealed_at=0.0)
+        try:
+            parent = self.get_commit(repo.id, branch.commit_id).commit
+            changes = merge_sorted_records(
+                [self.refstore.list_staged(repo.id, t) for t in sealed.sealed_tokens])
+            result = self.ranges_for(repo).apply(parent.metarange_id, changes)
+            if result.metarange_id == parent.metarange_id and not allow_empty:
+                raise NoChangesError()
+            commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
+                            message=message, committer=committer,
+                            creation_date=creation_date if creation_date is not None
+                            else self._now(),
+                            metadata=metadata, generation=parent.generation + 1)
+            cid = commit_id_of(commit)
+            self._put_local_commit(repo.id, cid, commit)
+        except BaseException:
+            # give the staged changes back to the branch: nothing was committed
+            restored = replace(unsealed, staging_token=sealed.staging_token)
+            try:
+                self._unseal(repo.id, sealed, restored)
+            except BranchChangedError:
+                pass  # taken over by another commit, which will include them
+            raise
+        self.refstore.update_branch(repo.id, sealed, replace(unsealed, commit_id=cid))
+        for token in sealed.sealed_tokens:
+            self.refstore.drop_staging(repo.id, token)
+        self._notify(repo.id, branch_name)
+        return CommitRecord(cid, commit)
+
+    def commit_metarange(self, repo_id: str, branch_name: str, metarange_id: str,
+                         message: str, committer: str, *,
+                         metadata: Mapping[str, str] | None = None,
+                         allow_empty: bool = False,
+                         creation_date: int | None = None) -> CommitRecord:
+        """Commit an existing metarange (written by an import or a job) on the branch.
+
+        Raises:
+            ValidationError: ``metarange_id`` is not a metarange id.
+            RangeNotFoundError: no such metarange in the repository's storage namespace.
+            DirtyBranchError: the branch has uncommitted changes.
+            NoChangesError: the metarange is the branch head's and not ``allow_empty``.
+        """
+        if not is_commit_id(metarange_id):
+            raise ValidationError(f"invalid metarange id {metarange_id!r}")
+        repo = self._check_direct_write(repo_id, branch_name)
+        self.ranges_for(repo).get_metarange(metarange_id)  # RangeNotFoundError if absent
+
+        def attempt() -> CommitRecord:
+            branch = self.refstore.get_branch(repo_id, branch_name)
+            if self.has_uncommitted(repo_id, branch):
+                raise DirtyBranchError()
+            head = self.get_commit(repo_id, branch.commit_id).commit
+            if metarange_id == head.metarange_id and not allow_empty:
+                raise NoChangesError()
+            commit = Commit(parents=(branch.commit_id,), metarange_id=metarange_id,
+                            message=message, committer=committer,
+                            creation_date=creation_date if creation_date is not None
+                            else self._now(),
+                            metadata=dict(metadata or {}), generation=head.generation + 1)
+            return self._land(repo_id, branch, commit)
+
+        return self._retrying()(attempt)
+
+    def _unseal(self, repo_id: str, sealed: Branch, restored: Branch) -> None:
+        """Move sealed records back into the live token after a failed commit."""
+        for token in reversed(sealed.sealed_tokens):
+            for rec in self.refstore.list_staged(repo_id, token):
+                if self.refstore.get_staged(repo_id, restored.staging_token, rec.path) is None:
+                    self.refstore.put_staged(repo_id, restored.staging_token, rec)
+        self.refstore.update_branch(repo_id, sealed, restored)
+        for token in sealed.sealed_tokens:
+            self.refstore.drop_staging(repo_id, token)
+
+    # -------------------------------------------------------------------- diff
+    def diff(self, repo_id: str, left_ref: str, right_ref: str, *, prefix: str = "",
+             after: str = "", amount: int = 1000, three_dot: bool = False) -> tuple[
+                 list[Difference], bool]:
+        """Committed differences between two refs (two-dot, or three-dot from their base)."""
+        repo = self.refstore.get_repository(repo_id)
+        left = self._commit_of_ref(repo_id, left_ref)
+        right = self._commit_of_ref(repo_id, right_ref)
+        self._readable_commit(repo, left.id)
+        self._readable_commit(repo, right.id)
+        left_mr = left.commit.metarange_id
+        if three_dot:
+            base = self.find_merge_base(repo_id, left.id, right.id)
+            left_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
+                       else self.ranges_for(repo).empty_metarange())
+        it = self.ranges_for(repo).diff(left_mr, right.commit.metarange_id, prefix=prefix,
+                                        after=after)
+        return page_of(it, amount)
+
+    # ------------------------------------------------------------------- merge
+    def merge(self, repo_id: str, source_ref: str, dest_branch: str, committer: str, *,
+              message: str = "", metadata: Mapping[str, str] | None = None,
+              strategy: str | None = None, squash: bool = False,
+              allow_empty: bool = False) -> CommitRecord:
+        """Three-way merge of ``source_ref`` into ``dest_branch`` with a merge commit.
+
+        Args:
+            squash: the commit has the destination as its only parent (the source's
+                history is not part of the destination's).
+            allow_empty: commit even when the merge leaves the destination's content
+                as it was.
+
+        Protected branches accept merges. Raises NoChangesError, MergeConflictError,
+        DirtyBranchError (destination has uncommitted changes).
+        """
+        self._writable_repo(repo_id)
+        if strategy not in (None, "", *[s.value for s in MergeStrategy]):
+            raise ValidationError(f"unknown merge strategy {strategy!r}")
+        source = self.resolve_ref(repo_id, source_ref).commit_id
+
+        def attempt() -> CommitRecord:
+            repo = self._writable_repo(repo_id)
+            branch = self.refstore.get_branch(repo_id, dest_branch)
+            if self.has_uncommitted(repo_id, branch):
+                raise DirtyBranchError()
+            dest = branch.commit_id
+            if self.is_ancestor(repo_id, source, dest):
+                raise NoChangesError()
+            base = self.find_merge_base(repo_id, source, dest)
+            rm = self.ranges_for(repo)
+            base_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
+                       else rm.empty_metarange())
+            src_c = self.get_commit(repo_id, source).commit
+            dst_c = self.get_commit(repo_id, dest).commit
+            result = rm.merge(base_mr, src_c.metarange_id, dst_c.metarange_id,
+                              strategy or None)
+            if result.metarange_id == dst_c.metarange_id and not allow_empty:
+                raise NoChangesError()
+            commit = Commit(
+                parents=(dest,) if squash else (dest, source),
+                metarange_id=result.metarange_id,
+                message=message or f"Merge '{source_ref}' into '{dest_branch}'",
+                committer=committer, creation_date=self._now(), metadata=dict(metadata or {}),
+                generation=(dst_c.generation if squash
+                            else max(src_c.generation, dst_c.generation)) + 1)
+            return self._land(repo_id, branch, commit)
+
+        return self._retrying()(attempt)
+
+    def _land(self, repo_id: str, branch: Branch, commit: Commit) -> CommitRecord:
+        """Write a commit and move the branch to it (CAS on the branch as read)."""
+        cid = commit_id_of(commit)
+        self._put_local_commit(repo_id, cid, commit)
+        self.refstore.update_branch(repo_id, branch, replace(branch, commit_id=cid))
+        self._notify(repo_id, branch.name)
+        return CommitRecord(cid, commit)
+
+    def _pick(self, repo_id: str, branch_name: str, base_mr_of: Callable[[Commit], str],
+              target_mr_of: Callable[[Commit], str], ref: str, message: Callable[[str], str],
+              committer: str, metadata_of: Callable[[Commit], Mapping[str, str]]) -> CommitRecord:
+        self._check_direct_write(repo_id, branch_name)
+        picked = self._commit_of_ref(repo_id, ref)
+
+        def attempt() -> CommitRecord:
+            repo = self._writable_repo(repo_id)
+            branch = self.refstore.get_branch(repo_id, branch_name)
+            if self.has_uncommitted(repo_id, branch):
+                raise DirtyBranchError()
+            head = self.get_commit(repo_id, branch.commit_id).commit
+            result = self.ranges_for(repo).merge(base_mr_of(picked.commit),
+                                                 target_mr_of(picked.commit), head.metarange_id)
+            if result.metarange_id == head.metarange_id:
+                raise NoChangesError()
+            commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
+                            message=message(picked.id), committer=committer,
+                            creation_date=self._now(), metadata=dict(metadata_of(picked.commit)),
+                            generation=head.generation + 1)
+            return self._land(repo_id, branch, commit)
+
+        return self._retrying()(attempt)
+
+    def _parent_mr(self, repo_id: str, commit: Commit, parent_number: int) -> str:
+        if not commit.parents:
+            raise ValidationError("cannot use a commit with no parents")
+        if len(commit.parents) > 1 and parent_number < 1:
+            raise ValidationError("parent_number is required for a merge commit")
+        n = max(parent_number, 1)
+        if n > len(commit.parents):
+            raise ValidationError(f"commit has no parent number {n}")
+        return self.get_commit(repo_id, commit.parents[n - 1]).commit.metarange_id
+
+    def revert(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
+               parent_number: int = 0, message: str | None = None,
+               metadata: Mapping[str, str] | None = None) -> CommitRecord:
+        """A new commit on the branch undoing the changes ``ref`` made to its parent.
+
+        ``message`` and ``metadata`` replace the commit's defaults (``Revert <id>``, none).
+        """
+        return self._pick(
+            repo_id, branch_name,
+            base_mr_of=lambda c: c.metarange_id,
+            target_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
+            ref=ref, message=lambda cid: message or f"Revert {cid}", committer=committer,
+            metadata_of=lambda c: metadata if metadata is not None else {})
+
+    def cherry_pick(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
+                    parent_number: int = 0, message: str | None = None,
+                    metadata: Mapping[str, str] | None = None) -> CommitRecord:
+        """A new commit on the branch applying the changes ``ref`` made to its parent.
+
+        ``message`` and ``metadata`` replace the picked commit's.
+        """
+        return self._pick(
+            repo_id, branch_name,
+            base_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
+            target_mr_of=lambda c: c.metarange_id,
+            ref=ref,
+            message=lambda cid: message or self.get_commit(repo_id, cid).commit.message,
+            committer=committer,
+            metadata_of=lambda c: metadata if metadata is not None else c.metadata)
+
+    def hard_reset(self, repo_id: str, branch_name: str, ref: str) -> Branch:
+        """Point the branch at ``ref``'s commit, dropping uncommitted changes."""
+        self._check_direct_write(repo_id, branch_name)
+        target = self.resolve_ref(repo_id, ref).commit_id
+
+        def attempt() -> Branch:
+            branch = self.refstore.get_branch(repo_id, branch_name)
+            new = Branch(name=branch.name, commit_id=target, staging_token=new_token())
+            self.refstore.update_branch(repo_id, branch, new)
+            for token in (branch.staging_token, *branch.sealed_tokens):
+                self.refstore.drop_staging(repo_id, token)
+            return new
+
+        moved = self._retrying()(attempt)
+        self._notify(repo_id, branch_name)
+        return moved
