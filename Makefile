@@ -15,12 +15,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m e2e.demo $(ARGS)
 
-test: $(STAMP)
+# the lint step (style, types, layers) runs first: CI runs `make test`
+test: lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV)

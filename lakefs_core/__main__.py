@@ -58,7 +58,7 @@ def setup_first_admin(auth: AuthStore, username: str, access_key_id: str | None 
 def cmd_run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from lakefs_core.api.app import create_app
+    from lakefs_core.server import create_app
     from lakefs_core.services import build_services
 
     config = _load(args)

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import uvicorn
 
-from lakefs_core.api.app import create_app
 from lakefs_core.config import load_server_config
+from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
 from tests.servers import free_port
 

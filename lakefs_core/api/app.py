@@ -1,8 +1,7 @@
-"""The server's ASGI application: the REST API under /api/v1 and the S3 gateway.
+"""The REST API's ASGI application: lakeFS's API under /api/v1, health, and the proxy
+of ``/service/replication/*`` to this region's replication service.
 
-Both doors share one port. Requests for the API's paths (``/api/``, ``/_health``,
-``/service/``, ``/metrics``) go to the FastAPI app; everything else is an S3 request
-for the gateway (bucket = repository, key = ``<ref>/<path>``).
+:mod:`lakefs_core.server` puts it on one port with the S3 gateway.
 """
 
 from __future__ import annotations
@@ -103,46 +102,3 @@ def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
                                             "content-encoding")}
         return StreamingResponse(resp.aiter_raw(), status_code=resp.status_code,
                                  headers=passthrough, background=BackgroundTask(resp.aclose))
-
-
-class Dispatcher:
-    """Routes each request to the API or to the S3 gateway by path."""
-
-    def __init__(self, api: ASGIApp, gateway: ASGIApp | None) -> None:
-        self.api = api
-        self.gateway = gateway
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.gateway is not None and _is_s3(scope):
-            await self.gateway(scope, receive, send)
-            return
-        await self.api(scope, receive, send)
-
-
-def _is_s3(scope: Scope) -> bool:
-    """S3-signed requests go to the gateway whatever their path (a bucket may be called
-    ``api`` or ``metrics``); unsigned ones go to the API on its paths."""
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization" and value[:4] in (b"AWS4", b"AWS "):
-            return True
-    query: bytes = scope.get("query_string", b"")
-    if b"X-Amz-Signature=" in query or b"AWSAccessKeyId=" in query:
-        return True
-    path: str = scope.get("path", "")
-    return not path.startswith(API_PATH_PREFIXES)
-
-
-def create_app(services: Services) -> Dispatcher:
-    """The whole server: API and gateway on one ASGI app."""
-    api = create_api(services)
-    gateway: ASGIApp | None = None
-    try:
-        from lakefs_core.gateway.app import create_gateway
-    except ModuleNotFoundError as e:
-        if e.name != "lakefs_core.gateway.app":
-            raise
-    else:
-        gateway = create_gateway(services)
-    dispatcher = Dispatcher(api, gateway)
-    dispatcher.fastapi = api  # type: ignore[attr-defined]
-    return dispatcher

@@ -1,0 +1,1 @@
+"""The lakeFS-compatible REST API under /api/v1 (FastAPI)."""
