@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
@@ -27,6 +28,8 @@ class Services:
     graveler: Graveler
     catalog: Catalog
     auth: AuthStore
+    #: authentication and authorization (auth's public interface)
+    access: AuthService
     notifier: RefEventNotifier | None = None
 
     def close(self) -> None:
@@ -66,4 +69,5 @@ def build_services(config: ServerConfig) -> Services:
     notifier = RefEventNotifier(config.replication.endpoint)
     graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,
-                    graveler=graveler, catalog=Catalog(graveler), auth=auth, notifier=notifier)
+                    graveler=graveler, catalog=Catalog(graveler), auth=auth,
+                    access=AuthService(auth), notifier=notifier)

@@ -19,6 +19,7 @@ from fastapi import Request
 
 from lakefs_core.auth import rbac
 from lakefs_core.auth.model import User
+from lakefs_core.auth.service import Principal, parse_basic_authorization
 from lakefs_core.errors import AuthenticationError, NotFoundError
 from lakefs_core.services import Services
 
@@ -45,34 +46,29 @@ class Ctx:
 
     services: Services
     user: User
+    _principal: Principal | None = None
+
+    @property
+    def principal(self) -> Principal:
+        """The user with its effective policies (read once per request)."""
+        if self._principal is None:
+            self._principal = self.services.access.principal(self.user.username)
+        return self._principal
 
     def allowed(self, action: str, resource: str) -> bool:
-        policies = self.services.auth.effective_policies(self.user.username)
-        return rbac.authorize(policies, rbac.Permission(action, resource),
-                              username=self.user.username)
+        return self.principal.allowed(rbac.Permission(action, resource))
 
     def check(self, action: str, resource: str) -> None:
         """Raise PermissionDeniedError (403) unless the user may do ``action``."""
         self.check_requirement(rbac.Permission(action, resource))
 
     def check_requirement(self, requirement: rbac.Requirement) -> None:
-        policies = self.services.auth.effective_policies(self.user.username)
-        rbac.check(policies, requirement, username=self.user.username)
+        self.principal.check(requirement)
 
 
 def basic_credentials(request: Request) -> tuple[str, str] | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "basic" or not value:
-        return None
-    try:
-        decoded = base64.b64decode(value.strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise AuthenticationError("malformed basic auth header") from None
-    key, sep, secret = decoded.partition(":")
-    if not sep:
-        raise AuthenticationError("malformed basic auth header")
-    return key, secret
+    """The access key pair of a basic auth header; None without one."""
+    return parse_basic_authorization(request.headers.get("authorization", ""))
 
 
 #: how long a login token is valid (lakeFS's default ``auth.login_duration``)

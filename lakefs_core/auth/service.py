@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from lakefs_core.auth import rbac
-from lakefs_core.auth.model import Policy
+from lakefs_core.auth.model import Credential, Policy
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.errors import AuthenticationError
 
@@ -76,7 +76,19 @@ class AuthService:
 
     def principal(self, username: str) -> Principal:
         """A user's principal with its effective policies. Raises NotFoundError."""
-        return Principal(username, self.store.effective_policies(username))
+        return Principal(username, self.effective_policies(username))
+
+    def get_credentials(self, access_key_id: str) -> Credential:
+        """An access key with its secret, for front doors that verify signatures (SigV4).
+
+        Raises:
+            NotFoundError: unknown access key.
+        """
+        return self.store.get_credentials(access_key_id)
+
+    def effective_policies(self, username: str) -> list[Policy]:
+        """The user's policies, attached directly and through its groups."""
+        return self.store.effective_policies(username)
 
     def authorize(self, username: str, requirement: rbac.Requirement) -> None:
         """Raise PermissionDeniedError unless the user's policies allow ``requirement``."""

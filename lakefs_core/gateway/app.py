@@ -55,7 +55,7 @@ class Gateway:
         self.services = services
         self.operations = Operations(services)
         self.domains = [d.lower() for d in services.config.gateways.s3.domain_name]
-        self.auth = AuthCache(services.auth, services.config.auth.cache)
+        self.auth = AuthCache(services.access, services.config.auth.cache)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from lakefs_core.auth.model import Credential, Policy
-from lakefs_core.auth.store import AuthStore
+from lakefs_core.auth.service import AuthService
 from lakefs_core.config import AuthCacheConfig
 
 _V = TypeVar("_V")
@@ -53,12 +53,12 @@ class AuthCache:
     """Credentials by access key id and effective policies by user, reused for a while.
 
     Args:
-        auth: The auth store.
+        auth: Authentication and authorization (auth's public interface).
         config: ``auth.cache`` (disabled means every lookup reads the store).
         clock: Monotonic seconds (tests may drive it).
     """
 
-    def __init__(self, auth: AuthStore, config: AuthCacheConfig,
+    def __init__(self, auth: AuthService, config: AuthCacheConfig,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._auth = auth
         self._enabled = config.enabled

@@ -9,6 +9,7 @@ import pytest
 
 from lakefs_core.auth import AuthStore
 from lakefs_core.auth.builtin import FS_READ_ALL, FS_READ_WRITE_ALL
+from lakefs_core.auth.service import AuthService
 from lakefs_core.config import AuthCacheConfig
 from lakefs_core.errors import NotFoundError
 from lakefs_core.gateway.authcache import AuthCache
@@ -36,7 +37,7 @@ def _names(policies: list) -> list[str]:  # type: ignore[type-arg]
 
 def test_policies_are_reused_until_the_ttl(store: AuthStore) -> None:
     clock = Clock()
-    cache = AuthCache(store, AuthCacheConfig(ttl=timedelta(seconds=20)), clock)
+    cache = AuthCache(AuthService(store), AuthCacheConfig(ttl=timedelta(seconds=20)), clock)
     store.attach_policy_to_user("u", FS_READ_ALL)
     assert _names(cache.policies("u")) == [FS_READ_ALL]
     store.detach_policy_from_user("u", FS_READ_ALL)
@@ -51,7 +52,7 @@ def test_policies_are_reused_until_the_ttl(store: AuthStore) -> None:
 
 def test_credentials_are_reused_and_unknown_keys_are_not(store: AuthStore) -> None:
     clock = Clock()
-    cache = AuthCache(store, AuthCacheConfig(ttl=timedelta(seconds=20)), clock)
+    cache = AuthCache(AuthService(store), AuthCacheConfig(ttl=timedelta(seconds=20)), clock)
     with pytest.raises(NotFoundError):
         cache.credential("AKIAJNOTYETKNOWN000Q")
     credential = store.create_credentials("u", "AKIAJNOTYETKNOWN000Q")
@@ -64,7 +65,7 @@ def test_credentials_are_reused_and_unknown_keys_are_not(store: AuthStore) -> No
 
 
 def test_disabled_cache_always_reads_the_store(store: AuthStore) -> None:
-    cache = AuthCache(store, AuthCacheConfig(enabled=False), Clock())
+    cache = AuthCache(AuthService(store), AuthCacheConfig(enabled=False), Clock())
     assert cache.policies("u") == []
     store.attach_policy_to_user("u", FS_READ_ALL)
     assert _names(cache.policies("u")) == [FS_READ_ALL]
@@ -72,7 +73,7 @@ def test_disabled_cache_always_reads_the_store(store: AuthStore) -> None:
 
 def test_size_bound(store: AuthStore) -> None:
     clock = Clock()
-    cache = AuthCache(store, AuthCacheConfig(size=1), clock)
+    cache = AuthCache(AuthService(store), AuthCacheConfig(size=1), clock)
     cache.policies("u")
     cache.policies("admin")
     store.attach_policy_to_user("u", FS_READ_ALL)
