@@ -1,8 +1,10 @@
-"""A small REST client of one region: the lakeFS API and the mirrors API (seed 003).
+"""A small REST client of one region: the lakeFS API and the mirrors API.
 
 Everything the end-to-end runs do goes through HTTP, like a user's client would; the
-processes under test are separate, so there is no other way in. Errors come back as
-:class:`ApiError` carrying the status code and the server's message.
+processes under test are separate, so there is no other way in. The calls go through
+the product's REST client (:mod:`lakefs_core.client`), without retries: a run sees
+every failure. Errors come back as :class:`ApiError` carrying the status code and the
+server's message.
 """
 
 from __future__ import annotations
@@ -12,28 +14,9 @@ from typing import Any
 
 import httpx
 
-from lakefs_core.errors import LakeFSError
+from lakefs_core.client import ApiError, RestClient
 
 MIRRORS = "/service/replication/v1/repositories"
-
-
-class ApiError(LakeFSError):
-    """The server answered with an error status (or could not be reached: status 0).
-
-    Attributes:
-        status: HTTP status code, 0 when the request never got an answer.
-        message: the server's ``message`` field, or the response text.
-    """
-
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: {status} {message}")
-        self.status = status
-        self.message = message
-
-    @property
-    def unreachable(self) -> bool:
-        """The server did not answer, or its proxy could not reach the sidecar."""
-        return self.status in (0, 502, 503, 504)
 
 
 class RegionClient:
@@ -50,12 +33,11 @@ class RegionClient:
                  timeout: float = 30.0) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.credentials = (access_key_id, secret_access_key)
-        self._http = httpx.Client(base_url=self.endpoint, auth=(access_key_id,
-                                                                secret_access_key),
-                                  timeout=timeout)
+        self._rest = RestClient(self.endpoint, access_key_id, secret_access_key,
+                                timeout=timeout, attempts=1)
 
     def close(self) -> None:
-        self._http.close()
+        self._rest.close()
 
     def __enter__(self) -> RegionClient:
         return self
@@ -67,35 +49,18 @@ class RegionClient:
     def request(self, method: str, path: str, *, expect: tuple[int, ...] = (200,),
                 **kwargs: Any) -> httpx.Response:
         """Send a request; any status not in ``expect`` raises :class:`ApiError`."""
-        try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as e:
-            raise ApiError(method, path, 0, f"unreachable: {e}") from e
-        if resp.status_code not in expect:
-            try:
-                message = str(resp.json().get("message", resp.text))
-            except ValueError:
-                message = resp.text
-            raise ApiError(method, path, resp.status_code, message)
-        return resp
+        return self._rest.request(method, path, ok=expect, retry=False, **kwargs)
 
     def _pages(self, path: str, params: dict[str, Any] | None = None) -> Iterator[dict[str, Any]]:
-        after = ""
-        while True:
-            body = self.request("GET", path, params={**(params or {}), "after": after,
-                                                     "amount": 1000}).json()
-            yield from body["results"]
-            pagination = body["pagination"]
-            if not pagination["has_more"]:
-                return
-            after = pagination["next_offset"]
+        return self._rest.pages(path, params=params)
 
     def healthy(self) -> bool:
         """Whether the server answers its health check."""
         try:
-            return self._http.get("/_health", timeout=2.0).status_code < 300
-        except httpx.HTTPError:
+            self._rest.request("GET", "/_health", ok=(200, 204), retry=False, timeout=2.0)
+        except ApiError:
             return False
+        return True
 
     # -------------------------------------------------------- repositories
     def create_repository(self, name: str, storage_namespace: str,

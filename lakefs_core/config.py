@@ -1,13 +1,12 @@
-"""Settings of the versioning server, and the loading machinery the sidecar shares.
+"""Settings of the versioning server (``lakefs-core``).
 
 The server reads an optional YAML file and then ``LAKEFS_``-prefixed environment
 variables, which win. Environment variables are named the way lakeFS names them:
 the field path joined with ``_`` and upper-cased (``database.type`` ->
 ``LAKEFS_DATABASE_TYPE``, ``auth.encrypt.secret_key`` ->
-``LAKEFS_AUTH_ENCRYPT_SECRET_KEY``). Because field names contain underscores
-themselves, a variable is matched against the list of every known field path, never
-split on ``_``. Fields that hold a list, a map or a whole section take a JSON value
-(``LAKEFS_BLOCKSTORES_STORES='[{"id": "a", ...}]'``).
+``LAKEFS_AUTH_ENCRYPT_SECRET_KEY``); fields that hold a list, a map or a whole section
+take a JSON value (``LAKEFS_BLOCKSTORES_STORES='[{"id": "a", ...}]'``). The loading
+machinery, which the replication service shares, is :mod:`lakefs_core.settings`.
 
 With no file and no variables at all the server runs embedded: SQLite metadata and a
 local blockstore, both under ``data_dir`` (default ``~/.local/share/lakefs-mirror``),
@@ -22,37 +21,42 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import re
-import types
-import typing
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
+from typing import ClassVar, Literal, Self, TypeVar
 
-import yaml
 from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
-    PlainSerializer,
     PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
-from pydantic import ValidationError as PydanticValidationError
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig, BlockstoreType
-from lakefs_core.errors import ValidationError
+from lakefs_core.settings import (
+    ConfigError,
+    ConfigFieldError,
+    ConfigModel,
+    Duration,
+    FieldPathEnvSource,
+    FieldValueError,
+    HttpEndpoint,
+    ListenAddress,
+    PrefixedSettings,
+    check_blockstore_sections,
+    check_http_url,
+    check_listen_address,
+    env_var_paths,
+    field_paths,
+    format_duration,
+    load_settings,
+    parse_duration,
+    plain_dict,
+    read_yaml_file,
+    validate_settings,
+)
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -111,224 +115,6 @@ INSECURE_SECRET_KEY = "THIS_MUST_BE_CHANGED_IN_PRODUCTION"
 QUICKSTART_USER_NAME = "quickstart"
 QUICKSTART_ACCESS_KEY_ID = "AKIAIOSFOLQUICKSTART"
 QUICKSTART_SECRET_ACCESS_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-
-
-# --- errors ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ConfigFieldError:
-    """One invalid setting.
-
-    Attributes:
-        field: dotted path of the setting, e.g. ``database.type`` or
-            ``blockstores.stores[1].id``.
-        message: what is wrong with it.
-        source: where the value came from (an environment variable name or a file
-            path), or None for a default or a programmatic value.
-    """
-
-    field: str
-    message: str
-    source: str | None = None
-
-    def __str__(self) -> str:
-        where = f" (from {self.source})" if self.source else ""
-        return f"{self.field}: {self.message}{where}"
-
-
-class ConfigError(ValidationError):
-    """The configuration is invalid; the message names every offending field.
-
-    Attributes:
-        errors: one entry per invalid setting (empty for file-level problems such as
-            unreadable YAML).
-    """
-
-    def __init__(self, message: str, errors: Sequence[ConfigFieldError] = ()) -> None:
-        self.errors: list[ConfigFieldError] = list(errors)
-        if self.errors:
-            message = message + ":\n" + "\n".join(f"  {e}" for e in self.errors)
-        super().__init__(message)
-
-    @property
-    def fields(self) -> list[str]:
-        """Dotted paths of the invalid settings."""
-        return [e.field for e in self.errors]
-
-
-class FieldValueError(ValueError):
-    """Raised by a model validator to blame one field below the model being validated.
-
-    Args:
-        field: dotted path relative to the model, e.g. ``encrypt.secret_key``.
-        message: what is wrong.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-# --- durations ------------------------------------------------------------------------
-_DURATION_UNITS: dict[str, float] = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_NUMBER = re.compile(r"\d+\.?\d*|\.\d+")
-
-
-def parse_duration(value: object) -> timedelta:
-    """Parse a Go-style duration (``20s``, ``1m``, ``1h30m``, ``500ms``) into a timedelta.
-
-    A plain number (int, float or numeric string) is taken as seconds. Negative
-    durations are refused.
-
-    Raises:
-        ValueError: the value is not a duration.
-    """
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, bool):
-        raise ValueError("a duration is expected, such as '20s', '1m' or '1h30m'")
-    elif isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        if _NUMBER.fullmatch(text):
-            seconds = float(text)
-        else:
-            pos = 0
-            seconds = 0.0
-            for match in _DURATION_PART.finditer(text):
-                if match.start() != pos:
-                    break
-                seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-                pos = match.end()
-            if pos == 0 or pos != len(text):
-                raise ValueError(
-                    f"invalid duration {value!r}: expected a number with a unit "
-                    "(ns, us, ms, s, m, h), such as '20s', '1m' or '1h30m'"
-                )
-    else:
-        raise ValueError("a duration is expected, such as '20s', '1m' or '1h30m'")
-    if seconds < 0:
-        raise ValueError(f"duration must not be negative, got {value!r}")
-    return timedelta(seconds=seconds)
-
-
-def format_duration(value: timedelta) -> str:
-    """Format a timedelta the way :func:`parse_duration` reads it (``1h30m``, ``500ms``)."""
-    micros = round(value.total_seconds() * 1_000_000)
-    if micros == 0:
-        return "0s"
-    sign = "-" if micros < 0 else ""
-    micros = abs(micros)
-    if micros < 1_000_000:
-        if micros % 1000 == 0:
-            return f"{sign}{micros // 1000}ms"
-        return f"{sign}{micros}us"
-    hours, rest = divmod(micros, 3_600_000_000)
-    minutes, rest = divmod(rest, 60_000_000)
-    seconds, fraction = divmod(rest, 1_000_000)
-    text = ""
-    if hours:
-        text += f"{hours}h"
-    if minutes:
-        text += f"{minutes}m"
-    if fraction:
-        text += f"{seconds}.{fraction:06d}".rstrip("0") + "s"
-    elif seconds:
-        text += f"{seconds}s"
-    return sign + text
-
-
-#: A timedelta read from ``20s``/``1m``/``1h30m``/``500ms`` (or a number of seconds),
-#: written back in the same form when dumped as JSON.
-Duration = Annotated[
-    timedelta,
-    BeforeValidator(parse_duration),
-    PlainSerializer(format_duration, return_type=str, when_used="json"),
-]
-
-
-# --- shared validators ----------------------------------------------------------------
-def check_listen_address(value: str) -> str:
-    """Check ``host:port`` (host may be empty, a name, an IPv4 or a bracketed IPv6)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected host:port, such as 0.0.0.0:8000, got {value!r}")
-    if host.startswith("[") != host.endswith("]"):
-        raise ValueError(f"malformed IPv6 host in {value!r}")
-    return value
-
-
-def check_http_url(value: str) -> str:
-    """Check an absolute http(s) URL with a host; the trailing slash is dropped."""
-    match = re.fullmatch(r"https?://([^/?#]+)(/[^?#]*)?", value.strip())
-    if not match:
-        raise ValueError(f"expected an http:// or https:// URL, got {value!r}")
-    return value.strip().rstrip("/")
-
-
-#: ``host:port`` to listen on.
-ListenAddress = Annotated[str, AfterValidator(check_listen_address)]
-#: An absolute http(s) URL, trailing slash dropped.
-HttpEndpoint = Annotated[str, AfterValidator(check_http_url)]
-
-
-def check_blockstore_sections(
-    blockstore: BlockstoreConfig | None, blockstores: BlockstoresConfig | None, *, required: bool
-) -> None:
-    """Check that at most one (exactly one if ``required``) blockstore section is set.
-
-    Raises:
-        FieldValueError: both sections, or none when one is required.
-    """
-    if blockstore is not None and blockstores is not None:
-        raise FieldValueError(
-            "blockstores", "blockstore and blockstores are mutually exclusive: set one"
-        )
-    if required and blockstore is None and blockstores is None:
-        raise FieldValueError(
-            "blockstore", "required (the same blockstore as the lakeFS installation)"
-        )
-
-
-# --- models ---------------------------------------------------------------------------
-def _reveal(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, dict):
-        return {k: _reveal(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_reveal(v) for v in value]
-    return value
-
-
-def plain_dict(model: BaseModel) -> dict[str, Any]:
-    """A model as a plain nested dict, secrets revealed, unset optionals omitted.
-
-    Durations stay timedelta objects; this is for handing settings to code that takes
-    plain data (a backend's own config object), not for printing.
-    """
-    return typing.cast(dict[str, Any], _reveal(model.model_dump(exclude_none=True)))
-
-
-class ConfigModel(BaseModel):
-    """Base of every config section: unknown keys are errors, so a typo is caught."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict of the section (see :func:`plain_dict`)."""
-        return plain_dict(self)
 
 
 class LocalDatabaseConfig(ConfigModel):
@@ -489,38 +275,6 @@ class GatewaysConfig(ConfigModel):
     s3: S3GatewayConfig = Field(default_factory=S3GatewayConfig)
 
 
-class PrefixedSettings(BaseSettings):
-    """Settings read from ``<ENV_PREFIX><FIELD_PATH>`` variables (and ``ENV_ALIASES``).
-
-    ``Model()`` reads the process environment; the ``load_*`` functions also read a
-    YAML file and report errors as :class:`ConfigError`.
-    """
-
-    model_config = SettingsConfigDict(extra="forbid")
-
-    #: prefix of the environment variables, e.g. ``LAKEFS_``
-    ENV_PREFIX: ClassVar[str] = ""
-    #: extra un-prefixed variable names for chosen field paths
-    ENV_ALIASES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, FieldPathEnvSource(
-            settings_cls, cls.ENV_PREFIX, os.environ, aliases=cls.ENV_ALIASES
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict of the settings (see :func:`plain_dict`)."""
-        return plain_dict(self)
-
-
 _B = TypeVar("_B", bound=BlockstoreConfig)
 
 
@@ -588,303 +342,6 @@ class ServerConfig(PrefixedSettings):
     def is_embedded(self) -> bool:
         """True when the metadata lives in the local SQLite file."""
         return self.database.type == "local"
-
-
-# --- environment mapping --------------------------------------------------------------
-def _section_model(annotation: Any) -> type[BaseModel] | None:
-    """The model class behind ``Model`` or ``Model | None``, else None."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        models = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(models) == 1:
-            return _section_model(models[0])
-    return None
-
-
-def _takes_json(annotation: Any) -> bool:
-    """Whether an environment value for this field must be parsed as JSON."""
-    if _section_model(annotation) is not None:
-        return True
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_takes_json(a) for a in typing.get_args(annotation) if a is not type(None))
-    return origin in (list, dict, tuple, set) or annotation in (list, dict)
-
-
-def field_paths(
-    model: type[BaseModel], prefix: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], FieldInfo]]:
-    """Every field path of a settings model, sections and their fields, depth first."""
-    for name, info in model.model_fields.items():
-        if info.exclude:
-            continue
-        path = (*prefix, name)
-        yield path, info
-        sub = _section_model(info.annotation)
-        if sub is not None:
-            yield from field_paths(sub, path)
-
-
-def env_var_paths(model: type[BaseModel], prefix: str) -> dict[str, tuple[tuple[str, ...], bool]]:
-    """Every environment variable name a settings model accepts.
-
-    Returns:
-        Upper-case variable name -> (field path, whether the value is JSON). A name
-        that two paths would share goes to the path whose leading segments are longest
-        (``a_b.c`` beats ``a.b_c``), so the mapping is deterministic.
-    """
-    names: dict[str, tuple[tuple[str, ...], bool]] = {}
-    for path, info in sorted(field_paths(model), key=lambda item: [-len(p) for p in item[0]]):
-        name = (prefix + "_".join(path)).upper()
-        names.setdefault(name, (path, _takes_json(info.annotation)))
-    return names
-
-
-def _set_path(data: dict[str, Any], path: Sequence[str], value: Any) -> None:
-    node = data
-    for key in path[:-1]:
-        child = node.get(key)
-        if not isinstance(child, dict):
-            child = {}
-            node[key] = child
-        node = child
-    node[path[-1]] = value
-
-
-class FieldPathEnvSource(PydanticBaseSettingsSource):
-    """Environment variables matched against a model's known field paths.
-
-    Args:
-        settings_cls: the settings model.
-        prefix: variable prefix, e.g. ``LAKEFS_``.
-        env: the environment to read (``os.environ`` or a plain mapping in tests).
-        aliases: extra variable names (matched case-insensitively, no prefix) for
-            chosen field paths, e.g. the keys of a Kubernetes secret.
-
-    After the source is called, :attr:`origins` maps every field path it set to the
-    variable it came from (used to name the variable in error messages).
-    """
-
-    def __init__(
-        self,
-        settings_cls: type[BaseSettings],
-        prefix: str,
-        env: Mapping[str, str],
-        aliases: Mapping[str, tuple[str, ...]] | None = None,
-    ) -> None:
-        super().__init__(settings_cls)
-        self.prefix = prefix
-        self.env = env
-        self.aliases = {k.upper(): v for k, v in (aliases or {}).items()}
-        self.origins: dict[tuple[str, ...], str] = {}
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        # Values are resolved in __call__ by whole paths, never field by field.
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        known = env_var_paths(self.settings_cls, self.prefix)
-        found: list[tuple[int, int, str, tuple[str, ...], bool, str]] = []
-        for var in sorted(self.env):
-            upper = var.upper()
-            if upper in known:
-                path, is_json = known[upper]
-                rank = 1
-            elif upper in self.aliases:
-                path = self.aliases[upper]
-                is_json, rank = False, 0
-            else:
-                continue
-            found.append((len(path), rank, var, path, is_json, self.env[var]))
-        data: dict[str, Any] = {}
-        # Shallow paths first so that a deeper variable refines a JSON section;
-        # prefixed names after aliases so that they win.
-        for _, _, var, path, is_json, raw in sorted(found, key=lambda f: (f[0], f[1])):
-            value: Any = raw
-            if is_json:
-                # Not JSON: hand the text on and let validation name the field.
-                with contextlib.suppress(json.JSONDecodeError):
-                    value = json.loads(raw)
-            _set_path(data, path, value)
-            self.origins[path] = var
-        return data
-
-
-# --- loading --------------------------------------------------------------------------
-def read_yaml_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML config file whose top level is a mapping (an empty file is ``{}``).
-
-    Raises:
-        ConfigError: the file is missing, unreadable, not YAML, or not a mapping.
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {os.fspath(path)}: {exc.strerror}") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {os.fspath(path)} is not valid YAML: {exc}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"config file {os.fspath(path)} must hold a mapping at the top level, "
-            f"got {type(data).__name__}"
-        )
-    return data
-
-
-def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-M = TypeVar("M", bound=BaseModel)
-P = TypeVar("P", bound=PrefixedSettings)
-
-
-def _dotted(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif part == "[key]":  # pydantic's marker: the map key itself is invalid
-            text += " (key)"
-        elif not re.fullmatch(r"[\w.-]+", part):
-            text += f"[{part!r}]"
-        else:
-            text += ("." if text else "") + part
-    return text
-
-
-_SECRET_MARKERS = ("secret", "password", "connection_string", "token", "access_key")
-
-
-def _is_secret(loc: Sequence[int | str]) -> bool:
-    text = _dotted(loc)
-    return any(marker in text for marker in _SECRET_MARKERS)
-
-
-def _in_data(data: Any, loc: Sequence[int | str]) -> bool:
-    for part in loc:
-        in_dict = isinstance(data, dict) and part in data
-        in_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
-        if not (in_dict or in_list):
-            return False
-        data = data[part]
-    return True
-
-
-def _where_to_set(
-    loc: Sequence[int | str],
-    env_prefix: str | None,
-    aliases: Mapping[str, tuple[str, ...]] | None,
-) -> str:
-    path = tuple(str(p) for p in loc)
-    names = [env_prefix + "_".join(path).upper()] if env_prefix else []
-    names += [n for n, p in (aliases or {}).items() if p[: len(path)] == path]
-    return " (set it in the config file or with " + ", ".join(names) + ")" if names else ""
-
-
-def validate_settings(
-    model: type[M],
-    data: dict[str, Any],
-    *,
-    origins: Mapping[tuple[str, ...], str] | None = None,
-    file: str | None = None,
-    what: str = "configuration",
-    env_prefix: str | None = None,
-    aliases: Mapping[str, tuple[str, ...]] | None = None,
-) -> M:
-    """Validate merged settings, turning pydantic's error into a :class:`ConfigError`.
-
-    Args:
-        model: the settings model.
-        data: merged settings (file overlaid with environment).
-        origins: field path -> environment variable that set it.
-        file: the YAML file the rest came from, if any.
-        what: what to call the settings in the error message.
-        env_prefix: environment prefix, to say which variable sets a missing field.
-        aliases: extra variable names, likewise.
-    """
-    try:
-        return model.model_validate(data)
-    except PydanticValidationError as exc:
-        errors: list[ConfigFieldError] = []
-        for err in exc.errors(include_url=False):
-            loc = tuple(p for p in err["loc"] if p not in ("function-after", "function-before"))
-            message = err["msg"].removeprefix("Value error, ")
-            cause = err.get("ctx", {}).get("error")
-            if isinstance(cause, FieldValueError):
-                loc = (*loc, *cause.field.split("."))
-                message = cause.message
-            # Our own value errors already quote the value; pydantic's do not.
-            if "input" in err and err["type"] not in ("missing", "model_type", "value_error"):
-                shown = err["input"]
-                if not isinstance(shown, dict | list) and not _is_secret(loc):
-                    message += f" (got {shown!r})"
-            source = None
-            for depth in range(len(loc), 0, -1):
-                key = tuple(str(p) for p in loc[:depth])
-                if origins and key in origins:
-                    source = origins[key]
-                    break
-            if source is None and file is not None and loc and _in_data(data, loc):
-                source = file
-            if err["type"] == "missing":
-                message += _where_to_set(loc, env_prefix, aliases)
-            errors.append(ConfigFieldError(_dotted(loc) or "(top level)", message, source))
-        raise ConfigError(f"invalid {what}", errors) from None
-
-
-def load_settings(
-    model: type[P],
-    *,
-    path: str | os.PathLike[str] | None,
-    env: Mapping[str, str],
-    file_env: str | None = None,
-    defaults: Mapping[str, Any] | None = None,
-    what: str = "configuration",
-) -> P:
-    """Load settings: ``defaults``, then the YAML file, then environment variables.
-
-    Variables are named after ``model.ENV_PREFIX`` plus the field path, or one of
-    ``model.ENV_ALIASES``.
-
-    Args:
-        model: the settings model.
-        path: YAML file, or None for ``env[file_env]`` when that is set, else no file.
-        env: the environment to read.
-        file_env: variable that names the YAML file when ``path`` is None.
-        defaults: values under the file (the file and the environment override them).
-        what: what to call the settings in error messages.
-
-    Raises:
-        ConfigError: the file cannot be read or a setting is invalid.
-    """
-    if path is None and file_env and env.get(file_env):
-        path = env[file_env]
-    data = read_yaml_file(path) if path is not None else {}
-    if defaults:
-        data = _deep_merge(dict(defaults), data)
-    source = FieldPathEnvSource(model, model.ENV_PREFIX, env, aliases=model.ENV_ALIASES)
-    data = _deep_merge(data, source())
-    return validate_settings(
-        model,
-        data,
-        origins=source.origins,
-        file=os.fspath(path) if path is not None else None,
-        what=what,
-        env_prefix=model.ENV_PREFIX,
-        aliases=model.ENV_ALIASES,
-    )
 
 
 def load_server_config(

@@ -14,9 +14,10 @@ from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import ServerConfig
+from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.ref_events import RefEventNotifier
-from lakefs_core.refstore import local_database_url, open_refstore, postgres_url
+from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
 
 

@@ -26,6 +26,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 
+from lakefs_core.database import WRITE_OPTION, create_engine
 from mirrors_db.codec import (
     branch_from_dict,
     branch_to_dict,
@@ -177,7 +178,7 @@ class SqlMirrorsTable(MirrorsTable):
     @contextlib.contextmanager
     def _write(self) -> Iterator[Connection]:
         with self._unavailable_as_error(), self._engine.connect() as conn:
-            conn.execution_options(mirrors_db_write=True)
+            conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 yield conn
 
@@ -555,13 +556,9 @@ class PostgresMirrorsTable(SqlMirrorsTable):
         self._dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self._connect_timeout = config.connect_timeout
         pool_size = min(5, config.max_open_connections)
-        engine = sa.create_engine(
-            url,
-            pool_size=pool_size,
-            max_overflow=config.max_open_connections - pool_size,
-            pool_pre_ping=True,
-            connect_args={"connect_timeout": config.connect_timeout},
-        )
+        engine = create_engine(url, what="mirrors database", pool_size=pool_size,
+                               max_overflow=config.max_open_connections - pool_size,
+                               connect_timeout=config.connect_timeout)
         where = url.render_as_string(hide_password=True).replace("+psycopg", "")
         super().__init__(engine, page_size=page_size, clock=clock, where=where)
 
@@ -659,12 +656,8 @@ class SQLiteMirrorsTable(SqlMirrorsTable):
                 f"mirrors_database.sqlite.path {config.path!r}: cannot create its directory: "
                 f"{exc}"
             ) from None
-        engine = sa.create_engine(
-            sa.URL.create("sqlite+pysqlite", database=path),
-            connect_args={"timeout": 30.0, "check_same_thread": False},
-        )
-        sa.event.listen(engine, "connect", _sqlite_on_connect)
-        sa.event.listen(engine, "begin", _sqlite_on_begin)
+        engine = create_engine(sa.URL.create("sqlite+pysqlite", database=path),
+                               what="mirrors database")
         super().__init__(engine, page_size=page_size, clock=clock, where=f"sqlite:{path}")
 
     def _upsert(self) -> Any:
@@ -685,21 +678,6 @@ class SQLiteMirrorsTable(SqlMirrorsTable):
         poll_interval: float | None = None,
     ) -> ChangeFeed:
         return _ChangeLogFeed(self._engine, organization_id, kinds, poll_interval or 0.05)
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    # Take transaction control away from the driver; _sqlite_on_begin issues BEGIN.
-    dbapi_connection.isolation_level = None
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def _sqlite_on_begin(conn: Connection) -> None:
-    write = conn.get_execution_options().get("mirrors_db_write", False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
 class _ChangeLogFeed(ChangeFeed):

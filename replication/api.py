@@ -20,7 +20,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from lakefs_core.auth import rbac
-from lakefs_core.auth.model import Policy
 from lakefs_core.auth.service import Principal, parse_basic_authorization
 from lakefs_core.errors import (
     AuthenticationError,
@@ -74,21 +73,6 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
 Caller = Principal
 
 
-def _remote_caller(endpoint: str, key: str, secret: str) -> Caller:
-    """Authenticate against another lakeFS (``auth.api.endpoint``)."""
-    base = endpoint.rstrip("/")
-    with httpx.Client(base_url=f"{base}/api/v1", auth=(key, secret), timeout=10) as client:
-        user = client.get("/user")
-        if user.status_code == 401:
-            raise AuthenticationError("invalid credentials")
-        user.raise_for_status()
-        username = user.json()["user"]["id"]
-        resp = client.get(f"/auth/users/{username}/policies", params={"effective": "true"})
-        resp.raise_for_status()
-        policies = [Policy.from_dict(p) for p in resp.json().get("results", [])]
-    return Caller(username, policies)
-
-
 FORWARDED = "x-replication-forwarded-from"
 
 
@@ -119,8 +103,6 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         creds = parse_basic_authorization(request.headers.get("authorization", ""))
         if creds is None:
             raise AuthenticationError("error authenticating request")
-        if cfg.auth.api.endpoint:
-            return _remote_caller(cfg.auth.api.endpoint, *creds)
         return sidecar.auth.authenticate(*creds)
 
     def mirror_of(repository: str, mirror_id: str) -> Mirror:

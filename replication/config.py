@@ -1,4 +1,4 @@
-"""Settings of the replication sidecar (seed 003's configuration reference).
+"""Settings of the replication sidecar (every field of its configuration reference).
 
 Read from an optional YAML file (the Helm chart renders ``replication.config`` into
 one), then from ``REPLICATION_``-prefixed environment variables named after the
@@ -28,18 +28,15 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
-from lakefs_core.config import (
-    AuthApiConfig,
-    AuthCacheConfig,
+from lakefs_core.config import AuthApiConfig, AuthCacheConfig, DatabaseConfig, LoggingConfig
+from lakefs_core.settings import (
     ConfigError,
     ConfigFieldError,
     ConfigModel,
-    DatabaseConfig,
     Duration,
     FieldValueError,
     HttpEndpoint,
     ListenAddress,
-    LoggingConfig,
     PrefixedSettings,
     check_blockstore_sections,
     load_settings,

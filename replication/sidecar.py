@@ -1,6 +1,7 @@
 """The replication sidecar: wiring, scheduling, the mirrors manager and events.
 
-One sidecar runs beside each region's server. It plays both roles of seed 003:
+One sidecar runs beside each region's server. It plays both roles of replication
+(docs/ARCHITECTURE.md, "The mirror lifecycle"):
 
 - **source side** (mirrors whose source repository is in this region): when its
   server reports a branch or tag move, it tells the destination regions' sidecars at
@@ -28,10 +29,10 @@ import httpx
 
 from lakefs_core.auth.service import AuthService
 from lakefs_core.block.registry import BlockStores
+from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
-from lakefs_core.refstore import local_database_url, postgres_url
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
 from mirrors_db.models import Lease, Mirror, MirrorState, RowKind, default_lease_owner
@@ -40,6 +41,7 @@ from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
+from replication.remote_auth import RemoteAuthenticator
 from replication.source import SourceClient
 from replication.validator import CountingStore
 
@@ -85,7 +87,10 @@ class Sidecar:
         self.blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
         #: the engine's mirroring interface over the region's refstore
         self.mirrors = MirrorService.open(url, self.blockstores.for_storage_id)
-        self.auth = AuthService.open(url, config.auth.encrypt.secret_key.get_secret_value())
+        #: who a caller of the API is: this region's auth tables, or another lakeFS
+        self.auth: AuthService | RemoteAuthenticator = (
+            RemoteAuthenticator(config.auth.api.endpoint) if config.auth.api.endpoint
+            else AuthService.open(url, config.auth.encrypt.secret_key.get_secret_value()))
         self.table = table or open_mirrors_table(config.mirrors_database)
         self._own_table = table is None
         self._clients: dict[str, SourceClient] = {}

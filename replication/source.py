@@ -10,13 +10,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import httpx
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
+from lakefs_core.client import API_PREFIX, RestClient
 from lakefs_core.errors import LakeFSError, NotFoundError
 from lakefs_core.graveler.encoding import commit_id
 from lakefs_core.graveler.model import Commit, CommitRecord
@@ -40,12 +35,6 @@ class SourceRef:
     commit_id: str
 
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.TransportError):
-        return True
-    return isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code >= 500
-
-
 def commit_from_json(data: dict) -> CommitRecord:
     """A commit record from the API's Commit JSON, verified against its id."""
     commit = Commit(
@@ -64,7 +53,10 @@ def commit_from_json(data: dict) -> CommitRecord:
 
 
 class SourceClient:
-    """Synchronous lakeFS API client with basic auth and bounded retries.
+    """The source lakeFS as the sidecar reads it (basic auth, bounded retries).
+
+    Built on the product's REST client (:class:`~lakefs_core.client.RestClient`);
+    every failure is a :class:`SourceError` (:class:`SourceNotFoundError` for 404).
 
     Args:
         endpoint: the lakeFS base URL (``http://host:port``), without ``/api/v1``.
@@ -74,48 +66,33 @@ class SourceClient:
     def __init__(self, endpoint: str, access_key_id: str, secret_access_key: str, *,
                  timeout: float = 30.0, attempts: int = 3) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self._http = httpx.Client(base_url=f"{self.endpoint}/api/v1",
-                                  auth=(access_key_id, secret_access_key), timeout=timeout,
-                                  limits=httpx.Limits(max_connections=32))
-        self._attempts = attempts
-        self.requests = 0
+        self._rest = RestClient(self.endpoint, access_key_id, secret_access_key,
+                                timeout=timeout, attempts=attempts, max_connections=32,
+                                error_factory=self._error)
+
+    def _error(self, method: str, path: str, status: int, message: str,
+               what: str) -> SourceError:
+        if status == 404:
+            return SourceNotFoundError(message)
+        if status == 0:  # no answer: the message says so
+            return SourceError(f"source lakeFS: {message}")
+        return SourceError(f"source lakeFS {self.endpoint}: {status} {message}")
+
+    @property
+    def requests(self) -> int:
+        """Requests sent so far (retries included)."""
+        return self._rest.requests
 
     def close(self) -> None:
-        self._http.close()
+        self._rest.close()
 
     def _get(self, url: str, /, **params: str | int | None) -> httpx.Response:
-        def once() -> httpx.Response:
-            self.requests += 1
-            resp = self._http.get(url, params={k: v for k, v in params.items()
-                                                if v is not None})
-            if resp.status_code == 404:
-                raise SourceNotFoundError(_message(resp))
-            resp.raise_for_status()
-            return resp
-
-        try:
-            for attempt in Retrying(retry=retry_if_exception(_retryable),
-                                    stop=stop_after_attempt(self._attempts),
-                                    wait=wait_random_exponential(multiplier=0.1, max=2),
-                                    reraise=True):
-                with attempt:
-                    return once()
-        except httpx.HTTPStatusError as e:
-            raise SourceError(f"source lakeFS {self.endpoint}: {e.response.status_code} "
-                              f"{_message(e.response)}") from e
-        except httpx.TransportError as e:
-            raise SourceError(f"source lakeFS {self.endpoint} unreachable: {e}") from e
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self._rest.request("GET", API_PREFIX + url,
+                                  params={k: v for k, v in params.items() if v is not None})
 
     def _pages(self, url: str, page_size: int, **params: str | int | None) -> Iterator[dict]:
-        after = ""
-        while True:
-            body = self._get(url, amount=page_size, after=after or None, **params).json()
-            yield from body.get("results", [])
-            pagination = body.get("pagination", {})
-            if not pagination.get("has_more"):
-                return
-            after = pagination.get("next_offset", "")
+        return self._rest.pages(API_PREFIX + url, page_size=page_size,
+                                params={k: v for k, v in params.items() if v is not None})
 
     # --- repositories and refs ---------------------------------------------------------
     def get_repository(self, repo: str) -> dict:
@@ -166,10 +143,3 @@ class SourceClient:
     def read_metadata_file(self, repo: str, file_id: str) -> bytes:
         """A range or metarange file of the repository (by id)."""
         return self._get(f"/repositories/{repo}/metadata/files/{file_id}").content
-
-
-def _message(resp: httpx.Response) -> str:
-    try:
-        return str(resp.json().get("message", resp.text))
-    except ValueError:
-        return resp.text[:200]

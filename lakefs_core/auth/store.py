@@ -21,8 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.schema import CreateIndex, CreateTable
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
@@ -43,6 +42,7 @@ from lakefs_core.auth.model import (
     User,
     validate_name,
 )
+from lakefs_core.database import WRITE_OPTION, create_engine
 from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -51,7 +51,6 @@ from lakefs_core.errors import (
 )
 
 _SETUP_TIMESTAMP = "setup_timestamp"
-_SQLITE_BEGIN_OPTION = "lakefs_sqlite_begin"
 _NAME = sa.String(256)
 
 
@@ -146,43 +145,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _create_engine(url: str) -> Engine:
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError as exc:
-        raise ValidationError(f"invalid auth database URL: {exc}") from exc
-    backend = parsed.get_backend_name()
-    if backend == "sqlite":
-        in_memory = parsed.database in (None, "", ":memory:")
-        engine = sa.create_engine(
-            parsed,
-            connect_args={"check_same_thread": False, "timeout": 30},
-            poolclass=StaticPool if in_memory else None,
-        )
-
-        @sa.event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # Let SQLAlchemy, not the driver, open transactions, so that reads and the
-            # writes that depend on them share one transaction; enforce foreign keys.
-            dbapi_conn.isolation_level = None
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-
-        @sa.event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            # writers take the write lock up front: a deferred transaction that reads
-            # and then writes fails at once ("database is locked") when another
-            # writer got in between, instead of waiting for it
-            mode = conn.get_execution_options().get(_SQLITE_BEGIN_OPTION, "")
-            conn.exec_driver_sql(f"BEGIN {mode}".strip())
-
-        return engine
-    if backend == "postgresql":
-        return sa.create_engine(parsed, pool_pre_ping=True)
-    raise ValidationError(f"unsupported auth database: {backend!r} (use sqlite or postgresql)")
-
-
 class AuthStore:
     """Users, access keys, groups and policies in a SQL database.
 
@@ -198,9 +160,12 @@ class AuthStore:
 
     def __init__(self, url: str, secret_key: str | bytes) -> None:
         self._box = SecretBox(secret_key)
-        self._engine = _create_engine(url)
-        self._write_engine = self._engine.execution_options(
-            **{_SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+        self._engine = create_engine(url, what="auth database", pool_size=5,
+                                     max_overflow=10, allow_memory=True)
+        # writers take the write lock up front: a deferred transaction that reads and
+        # then writes fails at once ("database is locked") when another writer got in
+        # between, instead of waiting for it
+        self._write_engine = self._engine.execution_options(**{WRITE_OPTION: True})
         # reads (every request authenticates and authorizes) need no snapshot spanning
         # statements; on PostgreSQL autocommit spares the BEGIN/ROLLBACK round trips
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")

@@ -10,7 +10,7 @@ Single store (``blockstore``)::
         force_path_style: true
         credentials: {access_key_id: ..., secret_access_key: ...}
 
-Several stores (``blockstores``, seed 004)::
+Several stores (``blockstores``, each repository bound to one by its storage id)::
 
     blockstores:
       signing: {secret_key: some-secret}
@@ -138,7 +138,7 @@ class StoreConfig(BlockstoreConfig):
 
 
 class BlockstoresConfig(_Section):
-    """The multi-store ``blockstores`` section (seed 004)."""
+    """The multi-store ``blockstores`` section."""
 
     signing: SigningConfig | None = None
     stores: tuple[StoreConfig, ...]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import hmac
 import re
 import threading
 import urllib.request
@@ -28,7 +27,14 @@ from botocore.credentials import Credentials, ReadOnlyCredentials
 from botocore.httpsession import DEFAULT_CA_BUNDLE
 
 # the protocol's own pieces, shared with the gateway that verifies such signatures
-from lakefs_core.gateway.sigv4 import ALGORITHM, UNSIGNED_PAYLOAD, signing_key
+from lakefs_core.protocol.sigv4 import (
+    ALGORITHM,
+    UNSIGNED_PAYLOAD,
+    credential_scope,
+    sign,
+    signing_key,
+    string_to_sign,
+)
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: buckets that can be addressed as ``<bucket>.<endpoint host>`` (as botocore decides)
@@ -69,9 +75,8 @@ def sign_headers(method: str, host: str, path: str, query: str, headers: dict[st
         method, path, query,
         "".join(f"{name}:{signed[name]}\n" for name in names),
         ";".join(names), payload_hash])
-    scope = f"{date}/{region}/s3/aws4_request"
-    to_sign = "\n".join([ALGORITHM, amz_date, scope,
-                         hashlib.sha256(canonical.encode()).hexdigest()])
+    scope = credential_scope(date, region, "s3")
+    to_sign = string_to_sign(amz_date, scope, canonical)
     cache_key = (secret, scope)
     key = key_cache.get(cache_key) if key_cache is not None else None
     if key is None:
@@ -79,7 +84,7 @@ def sign_headers(method: str, host: str, path: str, query: str, headers: dict[st
         if key_cache is not None:
             key_cache.clear()  # one date and region at a time is all that is reused
             key_cache[cache_key] = key
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    signature = sign(key, to_sign)
     signed["authorization"] = (f"{ALGORITHM} Credential={access_key}/{scope}, "
                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
     return signed

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from lakefs_core.errors import (
     InvalidAccessKeyIdError,
@@ -48,12 +48,20 @@ from lakefs_core.errors import (
     SignatureMismatchError,
     ValidationError,
 )
+from lakefs_core.protocol.sigv4 import (
+    ALGORITHM,
+    STREAMING_PAYLOAD,
+    STREAMING_PAYLOAD_TRAILER,
+    STREAMING_UNSIGNED_PAYLOAD_TRAILER,
+    UNSIGNED_PAYLOAD,
+    canonical_query,
+    credential_scope,
+    sign,
+    signing_key,
+    string_to_sign,
+    uri_encode,
+)
 
-ALGORITHM = "AWS4-HMAC-SHA256"
-UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
-STREAMING_PAYLOAD = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
-STREAMING_PAYLOAD_TRAILER = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"
-STREAMING_UNSIGNED_PAYLOAD_TRAILER = "STREAMING-UNSIGNED-PAYLOAD-TRAILER"
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 #: the longest validity a presigned URL may ask for (7 days, as S3)
@@ -151,14 +159,9 @@ def is_signed(headers: HeadersLike, query: QueryLike) -> bool:
 
 
 # --- canonical request ---------------------------------------------------------------
-def _uri_encode(value: str, safe: str) -> str:
-    # RFC 3986 unreserved characters stay; everything else is %XX of its UTF-8 bytes
-    return quote(value, safe=safe)
-
-
 def _canonical_uris(raw_path: str) -> list[str]:
     raw = raw_path or "/"
-    strict = _uri_encode(unquote(raw), safe="/~")
+    strict = uri_encode(unquote(raw), safe="/~")
     return [strict] if strict == raw else [strict, raw]
 
 
@@ -171,30 +174,12 @@ def _query_readings(query: QueryLike,
     return [pairs]
 
 
-def _canonical_query(pairs: Iterable[tuple[str, str]]) -> str:
-    encoded = sorted((_uri_encode(k, safe="-_.~"), _uri_encode(v, safe="-_.~"))
-                     for k, v in pairs)
-    return "&".join(f"{k}={v}" for k, v in encoded)
-
-
 def _canonical_headers(bag: dict[str, list[str]], signed: list[str]) -> str:
     lines = []
     for name in signed:
         values = bag.get(name, [])
         lines.append(f"{name}:{','.join(' '.join(v.split()) for v in values)}")
     return "\n".join(lines) + "\n"
-
-
-def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
-    """The SigV4 signing key of ``secret`` for one day, region and service."""
-    key = hmac.new(f"AWS4{secret}".encode(), date.encode(), hashlib.sha256).digest()
-    for part in (region, service, "aws4_request"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    return key
-
-
-def _sign(key: bytes, string_to_sign: str) -> str:
-    return hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
 
 
 # --- parsing the two forms --------------------------------------------------------------
@@ -373,21 +358,18 @@ def verify_request(
         raise InvalidAccessKeyIdError(
             f"The AWS access key id you provided does not exist: {claim.access_key_id}")
 
-    scope = f"{claim.date}/{claim.region}/{claim.service}/aws4_request"
+    scope = credential_scope(claim.date, claim.region, claim.service)
     key = signing_key(secret, claim.date, claim.region, claim.service)
     headers_part = "\n".join([_canonical_headers(bag, claim.signed_headers),
                               ";".join(claim.signed_headers), payload_hash])
     for query_pairs in _query_readings(query, pairs):
         if presigned:
             query_pairs = [(k, v) for k, v in query_pairs if k != "X-Amz-Signature"]
-        canonical_query = _canonical_query(query_pairs)
+        query_part = canonical_query(query_pairs)
         for uri in _canonical_uris(raw_path):
-            canonical_request = f"{method.upper()}\n{uri}\n{canonical_query}\n{headers_part}"
-            string_to_sign = "\n".join([
-                ALGORITHM, claim.amz_date, scope,
-                hashlib.sha256(canonical_request.encode()).hexdigest(),
-            ])
-            if hmac.compare_digest(_sign(key, string_to_sign), claim.signature):
+            canonical_request = f"{method.upper()}\n{uri}\n{query_part}\n{headers_part}"
+            to_sign = string_to_sign(claim.amz_date, scope, canonical_request)
+            if hmac.compare_digest(sign(key, to_sign), claim.signature):
                 return SignedRequest(claim.access_key_id, presigned, payload_hash,
                                      claim.amz_date, scope, claim.signature, key)
     raise SignatureMismatchError(
@@ -548,11 +530,11 @@ class AwsChunkedDecoder:
             return
         if self._chunk_signature is None:
             raise SignatureMismatchError("aws-chunked: chunk without a signature")
-        string_to_sign = "\n".join([
+        chunk_to_sign = "\n".join([
             "AWS4-HMAC-SHA256-PAYLOAD", self._signed.amz_date, self._signed.scope,
             self._previous, EMPTY_SHA256, hashlib.sha256(data).hexdigest(),
         ])
-        expected = _sign(self._signed.signing_key, string_to_sign)
+        expected = sign(self._signed.signing_key, chunk_to_sign)
         if not hmac.compare_digest(expected, self._chunk_signature):
             raise SignatureMismatchError("aws-chunked: chunk signature does not match")
         self._previous = expected

@@ -7,11 +7,11 @@ loader, so a database driver is imported only when its type is chosen.
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import DatabaseError, ValidationError
 from lakefs_core.refstore.base import RefStore
 
@@ -21,42 +21,11 @@ if TYPE_CHECKING:
 __all__ = ["DatabaseType", "RefStore", "SQLRefStore", "local_database_url", "open_database",
            "open_refstore", "postgres_url"]
 
-#: the file created inside ``sqlite_path`` when that path is a directory
-SQLITE_FILE_NAME = "refstore.db"
-
-
 class DatabaseType(StrEnum):
     """lakeFS ``database.type`` values that this server supports."""
 
     LOCAL = "local"  # an SQLite file on this machine
     POSTGRES = "postgres"
-
-
-def postgres_url(connection_string: str) -> str:
-    """A SQLAlchemy URL (psycopg 3 driver) for a PostgreSQL connection string.
-
-    Accepts ``postgres://``, ``postgresql://`` and ``postgresql+psycopg://`` URLs.
-
-    Raises:
-        ValidationError: the string is not a PostgreSQL URL.
-    """
-    scheme, sep, rest = connection_string.partition("://")
-    if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
-        raise ValidationError(
-            "database.postgres.connection_string must be a URL like "
-            "postgres://user:password@host:5432/dbname")
-    return f"postgresql+psycopg://{rest}"
-
-
-def local_database_url(sqlite_path: str) -> str:
-    """The SQLAlchemy URL of the SQLite file for lakeFS's ``database.local.path``.
-
-    ``~`` is expanded; a path that is an existing directory holds ``refstore.db``.
-    """
-    path = os.path.expanduser(sqlite_path)
-    if os.path.isdir(path):
-        path = os.path.join(path, SQLITE_FILE_NAME)
-    return f"sqlite:///{os.path.abspath(path)}"
 
 
 def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefStore:

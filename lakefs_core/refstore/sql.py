@@ -4,9 +4,9 @@ Every public method runs in its own short transaction on a pooled connection, so
 the store is safe to share between threads. Branch moves are compare-and-swap
 ``UPDATE ... WHERE`` statements; transient lock errors are retried with bounds.
 
-SQLite runs in WAL mode with a busy timeout and foreign keys on. Write
-transactions start with ``BEGIN IMMEDIATE`` so that a writer takes the write lock
-up front instead of failing to upgrade a read lock halfway through.
+The engine comes from :func:`lakefs_core.database.create_engine` (SQLite in WAL mode
+with a busy timeout and foreign keys on); on SQLite the store begins transactions
+itself, writers with ``BEGIN IMMEDIATE``.
 
 The tables are in :mod:`lakefs_core.refstore.schema`, the row conversions and the
 hot statements in :mod:`lakefs_core.refstore.rows`.
@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -32,13 +30,11 @@ from sqlalchemy import (
     Row,
     Select,
     Table,
-    create_engine,
-    event,
     func,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from tenacity import (
     Retrying,
     before_sleep_log,
@@ -47,6 +43,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from lakefs_core.database import create_engine, parse_url, sqlite_begin
 from lakefs_core.errors import (
     BranchChangedError,
     BranchExistsError,
@@ -188,62 +185,6 @@ _TRANSIENT_RETRY = Retrying(
 )
 
 
-# --- engines --------------------------------------------------------------------------
-def _sqlite_engine(url: URL, busy_timeout: float, pool_size: int, max_overflow: int) -> Engine:
-    path = url.database
-    if not path or path == ":memory:" or path.startswith("file:"):
-        raise ValidationError("the SQLite refstore needs a file path (sqlite:///path/to/file.db)")
-    parent = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(parent, exist_ok=True)
-    except OSError as exc:
-        raise DatabaseError(f"cannot create the directory of SQLite database {path!r}: {exc}") \
-            from exc
-    engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
-                           connect_args={"check_same_thread": False})
-    busy_ms = int(busy_timeout * 1000)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # the store emits BEGIN itself (_sqlite_begin); the driver must not
-        dbapi_conn.isolation_level = None
-        cursor = dbapi_conn.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
-            cursor.execute("PRAGMA foreign_keys = ON")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-        finally:
-            cursor.close()
-
-    return engine
-
-
-def _sqlite_begin(conn: Connection, write: bool) -> None:
-    """Start the SQLite transaction that SQLAlchemy leaves to the driver.
-
-    A writer takes the write lock up front. The store calls this itself, on the
-    driver's connection, for a fair share of a short transaction's CPU: an engine
-    ``begin`` listener would make SQLAlchemy dispatch events around every statement,
-    and a statement through SQLAlchemy costs more than the driver's call. Driver
-    errors are wrapped as SQLAlchemy wraps them, so that a lock is retried.
-    """
-    statement = "BEGIN IMMEDIATE" if write else "BEGIN"
-    driver: Any = conn.connection.driver_connection  # a sqlite3.Connection
-    try:
-        driver.execute(statement)
-    except sqlite3.Error as exc:
-        raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
-
-
-def _postgres_engine(url: URL, pool_size: int, max_overflow: int) -> Engine:
-    connect_args: dict[str, Any] = {}
-    if "connect_timeout" not in url.query:
-        connect_args["connect_timeout"] = 10
-    return create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
-                         pool_pre_ping=True, connect_args=connect_args)
-
-
 # --- the store ------------------------------------------------------------------------
 class SQLRefStore(RefStore):
     """A :class:`RefStore` on SQLite or PostgreSQL through SQLAlchemy Core.
@@ -275,10 +216,7 @@ class SQLRefStore(RefStore):
         busy_timeout: float = 10.0,
         page_size: int = DEFAULT_PAGE_SIZE,
     ) -> None:
-        try:
-            parsed = make_url(url)
-        except sa_exc.ArgumentError as exc:
-            raise ValidationError(f"invalid database URL: {exc}") from exc
+        parsed = parse_url(url)
         if page_size < 1:
             raise ValidationError(f"page_size must be positive, got {page_size}")
         self._page_size = page_size
@@ -287,14 +225,14 @@ class SQLRefStore(RefStore):
         backend = parsed.get_backend_name()
         #: starts a transaction on a connection, when the driver does not
         self._begin: Callable[[Connection, bool], None] | None = None
-        if backend == "sqlite":
-            self._engine = _sqlite_engine(parsed, busy_timeout, pool_size, max_overflow)
-            self._begin = _sqlite_begin
-        elif backend == "postgresql":
-            self._engine = _postgres_engine(parsed, pool_size, max_overflow)
-        else:
+        if backend not in ("sqlite", "postgresql"):
             raise ValidationError(
                 f"unsupported refstore database {backend!r}: use sqlite or postgresql")
+        self._engine = create_engine(parsed, what="refstore", pool_size=pool_size,
+                                     max_overflow=max_overflow, busy_timeout=busy_timeout,
+                                     begin_listener=False)
+        if backend == "sqlite":
+            self._begin = sqlite_begin
         # a PostgreSQL read is one statement, or a few that need no common snapshot:
         # autocommit spares the BEGIN/ROLLBACK round trips
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")

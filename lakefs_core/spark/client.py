@@ -1,9 +1,9 @@
 """The few REST calls the Spark data source and jobs make to a server.
 
 Only metadata goes through the server (refs, commits, staging, commits); data and
-range files are read from the object store directly. Failed requests are retried
-with bounds when retrying can help (transport errors, 5xx); the server's error
-statuses come back as the typed errors of :mod:`lakefs_core.errors`.
+range files are read from the object store directly. The calls go through the
+product's REST client (:mod:`lakefs_core.client`): bounded retries where retrying can
+help, the server's error statuses as the typed errors of :mod:`lakefs_core.errors`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from lakefs_core import errors
+from lakefs_core.client import API_PREFIX, RestClient, ServerRequestError
 from lakefs_core.spark.options import ServerOptions
-
-
-class ServerRequestError(errors.LakeFSError):
-    """The server could not be reached, or failed (5xx) after bounded retries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,43 +47,6 @@ class StagedChange:
     type: str
 
 
-#: 4xx statuses and the typed error each one stands for
-_STATUS_ERRORS: Mapping[int, type[errors.LakeFSError]] = {
-    400: errors.ValidationError,
-    401: errors.AuthenticationError,
-    403: errors.ForbiddenError,
-    404: errors.NotFoundError,
-    409: errors.ConflictError,
-    412: errors.ObjectExistsError,
-}
-
-
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, httpx.TransportError):
-        return True
-    return isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code >= 500
-
-
-def _message(resp: httpx.Response) -> str:
-    try:
-        return str(resp.json().get("message", resp.text))
-    except ValueError:
-        return resp.text[:200]
-
-
-def _typed_error(resp: httpx.Response, what: str) -> errors.LakeFSError:
-    message = f"{what}: {_message(resp)}"
-    status = resp.status_code
-    if status == 400 and _message(resp) == "no changes":
-        return errors.NoChangesError(message)
-    if status == 403 and "read-only" in _message(resp):
-        return errors.ReadOnlyRepositoryError(message)
-    cls = _STATUS_ERRORS.get(status)
-    if cls is None:
-        return ServerRequestError(f"{message} (HTTP {status})")
-    return cls(message)
-
-
 class LakeFSClient:
     """A synchronous client of the REST API (basic auth, bounded retries).
 
@@ -100,11 +59,8 @@ class LakeFSClient:
     def __init__(self, server: ServerOptions, *, timeout: float = 60.0, attempts: int = 4
                  ) -> None:
         self.server = server
-        self._http = httpx.Client(
-            base_url=f"{server.endpoint}/api/v1", timeout=timeout,
-            auth=(server.access_key_id, server.secret_access_key),
-            limits=httpx.Limits(max_connections=16))
-        self._attempts = attempts
+        self._rest = RestClient(server.endpoint, server.access_key_id,
+                                server.secret_access_key, timeout=timeout, attempts=attempts)
 
     def __enter__(self) -> LakeFSClient:
         return self
@@ -113,46 +69,17 @@ class LakeFSClient:
         self.close()
 
     def close(self) -> None:
-        self._http.close()
+        self._rest.close()
 
     # --- plumbing ---------------------------------------------------------------------
     def _request(self, method: str, url: str, what: str, *, ok: Sequence[int] = (200,),
                  retry: bool = True, **kwargs: Any) -> httpx.Response:
-        def once() -> httpx.Response:
-            resp = self._http.request(method, url, **kwargs)
-            if resp.status_code >= 500:
-                resp.raise_for_status()
-            return resp
-
-        try:
-            for attempt in Retrying(retry=retry_if_exception(_retryable),
-                                    stop=stop_after_attempt(self._attempts if retry else 1),
-                                    wait=wait_random_exponential(multiplier=0.2, max=5),
-                                    reraise=True):
-                with attempt:
-                    resp = once()
-        except httpx.HTTPStatusError as e:
-            raise _typed_error(e.response, what) from None
-        except httpx.TransportError as e:
-            raise ServerRequestError(f"{what}: server {self.server.endpoint} unreachable: {e}"
-                                     ) from e
-        if resp.status_code not in ok:
-            raise _typed_error(resp, what)
-        return resp
+        return self._rest.request(method, API_PREFIX + url, ok=ok, retry=retry, what=what,
+                                  **kwargs)
 
     def _pages(self, url: str, what: str, params: Mapping[str, Any] | None = None,
                page_size: int = 1000) -> Iterator[dict[str, Any]]:
-        after = ""
-        while True:
-            query = {**(params or {}), "amount": page_size}
-            if after:
-                query["after"] = after
-            body = self._request("GET", url, what, params=query).json()
-            yield from body.get("results", [])
-            pagination = body.get("pagination") or {}
-            if not pagination.get("has_more"):
-                return
-            after = pagination.get("next_offset", "")
+        return self._rest.pages(API_PREFIX + url, params=params, page_size=page_size, what=what)
 
     # --- repositories, refs, commits -------------------------------------------------
     def get_repository(self, repository: str) -> RepositoryInfo:
@@ -292,3 +219,7 @@ def _commit(data: Mapping[str, Any]) -> CommitInfo:
                       creation_date=int(data.get("creation_date", 0)),
                       message=data.get("message", ""),
                       metadata=dict(data.get("metadata") or {}))
+
+
+__all__ = ["CommitInfo", "LakeFSClient", "RepositoryInfo", "ServerRequestError",
+           "StagedChange"]

@@ -1,0 +1,161 @@
+"""One way to open a SQL database: URLs and the SQLAlchemy engine factory.
+
+The refstore, the auth tables and the SQL mirrors tables all open their engines
+here, so a SQLite file shared by several of them is used with the same pragmas by
+each: WAL journal, ``synchronous=NORMAL``, foreign keys on, a busy timeout, and
+transactions begun by us rather than by the driver (a writer takes the write lock up
+front with ``BEGIN IMMEDIATE`` instead of failing to upgrade a read lock halfway).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import sqlalchemy as sa
+import sqlalchemy.exc as sa_exc
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.pool import StaticPool
+
+from lakefs_core.errors import DatabaseError, ValidationError
+
+#: the file created inside a ``database.local.path`` that is a directory
+SQLITE_FILE_NAME = "refstore.db"
+
+#: execution option of a connection whose transaction will write (SQLite: BEGIN IMMEDIATE)
+WRITE_OPTION = "lakefs_write"
+
+
+def postgres_url(connection_string: str) -> str:
+    """A SQLAlchemy URL (psycopg 3 driver) for a PostgreSQL connection string.
+
+    Accepts ``postgres://``, ``postgresql://`` and ``postgresql+psycopg://`` URLs.
+
+    Raises:
+        ValidationError: the string is not a PostgreSQL URL.
+    """
+    scheme, sep, rest = connection_string.partition("://")
+    if not sep or scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ValidationError(
+            "database.postgres.connection_string must be a URL like "
+            "postgres://user:password@host:5432/dbname")
+    return f"postgresql+psycopg://{rest}"
+
+
+def local_database_url(sqlite_path: str) -> str:
+    """The SQLAlchemy URL of the SQLite file for lakeFS's ``database.local.path``.
+
+    ``~`` is expanded; a path that is an existing directory holds ``refstore.db``.
+    """
+    path = os.path.expanduser(sqlite_path)
+    if os.path.isdir(path):
+        path = os.path.join(path, SQLITE_FILE_NAME)
+    return f"sqlite:///{os.path.abspath(path)}"
+
+
+def parse_url(url: str | URL, what: str = "database") -> URL:
+    """Parse a SQLAlchemy URL. Raises ValidationError naming ``what`` when malformed."""
+    try:
+        return make_url(url)
+    except sa_exc.ArgumentError as exc:
+        raise ValidationError(f"invalid {what} URL: {exc}") from exc
+
+
+def create_engine(url: str | URL, *, what: str = "database", pool_size: int = 10,
+                  max_overflow: int = 40, busy_timeout: float = 30.0,
+                  connect_timeout: int = 10, begin_listener: bool = True,
+                  allow_memory: bool = False) -> Engine:
+    """An engine for SQLite or PostgreSQL, set up the same way for every user.
+
+    Args:
+        url: ``sqlite:///path/to/file.db`` or ``postgresql+psycopg://...``.
+        what: what the database is, for error messages.
+        pool_size, max_overflow: the connection pool (PostgreSQL and SQLite files).
+        busy_timeout: SQLite: seconds a statement waits for another writer's lock.
+        connect_timeout: PostgreSQL: seconds to wait for a connection, unless the URL
+            says.
+        begin_listener: SQLite: begin each transaction from an engine event, ``BEGIN
+            IMMEDIATE`` when the connection has the :data:`WRITE_OPTION` execution
+            option. Without it the caller begins transactions itself
+            (:func:`sqlite_begin`).
+        allow_memory: SQLite: accept ``sqlite://`` (an in-memory database on one
+            shared connection), for tests.
+
+    Raises:
+        ValidationError: an unsupported or malformed URL.
+        DatabaseError: the directory of a SQLite file cannot be created.
+    """
+    parsed = parse_url(url, what)
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        return _sqlite_engine(parsed, what, pool_size, max_overflow, busy_timeout,
+                              begin_listener, allow_memory)
+    if backend == "postgresql":
+        connect_args: dict[str, Any] = {}
+        if "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = connect_timeout
+        return sa.create_engine(parsed, pool_size=pool_size, max_overflow=max_overflow,
+                                pool_pre_ping=True, connect_args=connect_args)
+    raise ValidationError(f"unsupported {what}: {backend!r} (use sqlite or postgresql)")
+
+
+def _sqlite_engine(url: URL, what: str, pool_size: int, max_overflow: int,
+                   busy_timeout: float, begin_listener: bool, allow_memory: bool) -> Engine:
+    path = url.database
+    in_memory = not path or path == ":memory:"
+    if (in_memory and not allow_memory) or (path and path.startswith("file:")):
+        raise ValidationError(f"the SQLite {what} needs a file path (sqlite:///path/to/file.db)")
+    if in_memory:
+        engine = sa.create_engine(url, poolclass=StaticPool,
+                                  connect_args={"check_same_thread": False})
+    else:
+        assert path is not None
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        except OSError as exc:
+            raise DatabaseError(
+                f"cannot create the directory of SQLite {what} {path!r}: {exc}") from exc
+        engine = sa.create_engine(url, pool_size=pool_size, max_overflow=max_overflow,
+                                  connect_args={"check_same_thread": False})
+    busy_ms = int(busy_timeout * 1000)
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # transactions are begun by us (the begin listener, or sqlite_begin), never by
+        # the driver
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    if begin_listener:
+        @sa.event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get(WRITE_OPTION, False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def sqlite_begin(conn: Connection, write: bool) -> None:
+    """Start the SQLite transaction that SQLAlchemy leaves to the driver.
+
+    For an engine made with ``begin_listener=False``. A writer takes the write lock
+    up front. Called on the driver's connection, it costs less than an engine
+    ``begin`` listener, which makes SQLAlchemy dispatch events around every
+    statement. Driver errors are wrapped as SQLAlchemy wraps them, so that a lock is
+    retried.
+    """
+    statement = "BEGIN IMMEDIATE" if write else "BEGIN"
+    driver: Any = conn.connection.driver_connection  # a sqlite3.Connection
+    try:
+        driver.execute(statement)
+    except sqlite3.Error as exc:
+        raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
