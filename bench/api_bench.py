@@ -26,7 +26,7 @@ from collections.abc import Callable
 import httpx
 
 from bench.gateway_bench import lakefs_server
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 
 REPOSITORY = "api-bench"
 OBJECT_SIZE = 4096

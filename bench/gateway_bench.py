@@ -5,7 +5,7 @@ Run ``python -m bench.gateway_bench [--objects 200] [--size-mib 1] [--threads 4]
 
 It starts, each in its own process so that no two share an interpreter lock:
 
-* a moto server (S3) on loopback, via ``tests/servers.py``;
+* a moto server (S3) on loopback, via ``lakefs_testing.servers``;
 * the lakeFS-compatible server on loopback with an S3 blockstore on that moto server,
   and one repository whose storage namespace is a prefix of a moto bucket.
 
@@ -35,8 +35,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET
-from tests.servers import MOTO_ENV
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
+from lakefs_testing.servers import MOTO_ENV
 
 MIB = 1 << 20
 REPOSITORY = "bench"
@@ -44,7 +44,7 @@ REPOSITORY = "bench"
 
 # --- servers in child processes ----------------------------------------------------------
 def _run_moto(queue: Any, stop: Event) -> None:
-    from tests.servers import start_moto
+    from lakefs_testing.servers import start_moto
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
     server = start_moto()
@@ -55,7 +55,7 @@ def _run_moto(queue: Any, stop: Event) -> None:
 
 def _run_server(data_dir: str, env: Mapping[str, str], namespace: str, queue: Any,
                 stop: Event) -> None:
-    from tests.live_server import live_server
+    from lakefs_testing.live_server import live_server
 
     os.environ.update(MOTO_ENV)
     with live_server(data_dir, env) as server:

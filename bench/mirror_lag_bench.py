@@ -2,7 +2,7 @@
 
 Run ``python -m bench.mirror_lag_bench [--commits 20] [--polling-commits 20]``.
 
-Two regions run in this process (``tests/replication/harness.py``: two servers, two
+Two regions run in this process (``lakefs_testing.regions``: two servers, two
 sidecars, a SQLite mirrors table), with ``object_replication.mode: native`` and the
 sidecars on their **default** schedule (commit sensor every 1 minute, mirrors manager
 every 20 seconds, missing pieces re-checked every 500 ms). Nothing copies objects
@@ -43,8 +43,9 @@ from typing import Any
 import yaml
 
 from lakefs_core.ref_events import RefEventNotifier
-from tests.replication.harness import FaultyReplicator, Region, two_regions, wait_for
-from tests.replication.test_two_regions import commit, create_mirror, create_source, upload
+from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions, upload
+from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.waiting import wait_for
 
 #: sections the harness fills in with short test intervals; without them the sidecar
 #: runs on its defaults

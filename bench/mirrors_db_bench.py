@@ -2,7 +2,7 @@
 
 Run ``python -m bench.mirrors_db_bench [--backends sqlite,postgres,dynamodb]
 [--seconds 3] [--events 200] [--writers 4]``. It starts its own PostgreSQL and moto
-servers (``tests.servers``) and a SQLite file in a temporary directory, then for
+servers (``lakefs_testing.servers``) and a SQLite file in a temporary directory, then for
 each backend measures:
 
 * ``cas 1 writer``: one thread doing read-free compare-and-swap updates of one
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from lakefs_testing.servers import MOTO_ENV, start_moto, start_postgres
 from mirrors_db import (
     MirrorBranch,
     MirrorSpec,
@@ -39,7 +40,6 @@ from mirrors_db import (
     VersionConflictError,
     open_mirrors_table,
 )
-from tests.servers import MOTO_ENV, start_moto, start_postgres
 
 ORG = "bench"
 

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tests.live_server import live_server
+from lakefs_testing.live_server import live_server
 
 REPO = "bench-spark"
 PATH = "events"

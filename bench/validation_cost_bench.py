@@ -10,8 +10,8 @@ the k new objects they reference:
 * ``updates``: k existing paths, spread over the whole keyspace, get new objects;
 * ``partition``: k new paths under one new prefix in the middle of the keyspace.
 
-It counts the requests a :class:`~replication.validator.CommitValidator` over a
-:class:`~replication.validator.CountingStore` makes to validate the new commit
+It counts the requests a :class:`~lakefs_core.graveler.presence.CommitValidator` over a
+:class:`~lakefs_core.graveler.presence.CountingStore` makes to validate the new commit
 given the base (a commit already proven present, as the mirror's current head is):
 
 * ``cold``: a fresh validator, nothing cached (the worst case);
@@ -40,7 +40,7 @@ from bench.graveler_bench import ENTRIES_PER_PARTITION, batched, key
 from lakefs_core.block.base import join_address
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import Entry, EntryRecord, RangeManager
-from replication.validator import CommitValidator, CountingStore
+from lakefs_core.graveler.presence import CommitValidator, CountingStore
 
 NAMESPACE = "local://bench-mirror"
 

@@ -36,7 +36,7 @@ from e2e.invariants import ApiMirrorChecker
 from e2e.workload import SourceDriver
 
 if TYPE_CHECKING:
-    from tests.replication.harness import FaultyReplicator
+    from lakefs_testing.replicator import FaultyReplicator
 
 BRANCHES = ("main", "b1", "b2", "b3")
 TAGS = ("t1", "t2")

@@ -13,7 +13,7 @@ Each region runs ``python -m lakefs_core run`` and one or more
   API, or ``builtin-direct`` reading the source store), or ``native``, where nothing
   copies until the test runs a replicator from :mod:`e2e.crr`.
 
-PostgreSQL comes from ``tests.servers`` (the installed server binaries); the caller
+PostgreSQL comes from ``lakefs_testing.servers`` (the installed server binaries); the caller
 may pass a running one (the pytest session's), else the cluster starts its own.
 """
 
@@ -35,7 +35,7 @@ from e2e.api import RegionClient
 from e2e.processes import ManagedProcess, start_all, stop_all
 
 if TYPE_CHECKING:
-    from tests.servers import PostgresServer
+    from lakefs_testing.servers import PostgresServer
 
 SOURCE, DESTINATION = "east", "west"
 REGIONS = (SOURCE, DESTINATION)
@@ -55,7 +55,7 @@ Replication = Literal["builtin", "builtin-direct", "native"]
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
-    from tests.servers import free_port as _free_port
+    from lakefs_testing.servers import free_port as _free_port
 
     return _free_port()
 
@@ -259,7 +259,7 @@ def _write_yaml(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _libpq(url: str) -> str:
-    """``postgresql+psycopg://...`` (what tests.servers returns) as a libpq URI."""
+    """``postgresql+psycopg://...`` (what lakefs_testing.servers returns) as a libpq URI."""
     return "postgresql://" + url.partition("://")[2]
 
 
@@ -305,7 +305,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
     with contextlib.ExitStack() as stack:
         tag = secrets.token_hex(4)
         if spec.needs_postgres and postgres is None:
-            from tests.servers import start_postgres
+            from lakefs_testing.servers import start_postgres
 
             postgres = start_postgres()
             stack.callback(postgres.stop)

@@ -4,7 +4,7 @@ moto does not replicate buckets, and local directories have no replication at al
 so a test runs one of these beside the cluster: it copies a source namespace's
 objects to the mirror's namespace in another region, badly on purpose (random delay
 and order, copies dropped for a while, copies made twice). The fault logic is
-``tests.replication.harness.FaultyReplicator``'s; :class:`S3FaultyReplicator` only
+``lakefs_testing.replicator.FaultyReplicator``'s; :class:`S3FaultyReplicator` only
 swaps its file operations for two buckets on two moto servers.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.cluster import Cluster
-from tests.replication.harness import FaultyReplicator
+from lakefs_testing.replicator import FaultyReplicator
 
 
 def _split(namespace: str) -> tuple[str, str]:

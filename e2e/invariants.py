@@ -484,7 +484,7 @@ class ApiMirrorChecker:
 
     def wait_in_sync(self, timeout: float = 60.0, what: str = "mirror in sync") -> None:
         """Check round after round until :meth:`in_sync` (AssertionError on timeout)."""
-        from tests.replication.harness import wait_for
+        from lakefs_testing.waiting import wait_for
 
         wait_for(self.in_sync, timeout, 0.1, what=what, check=self.check)
         self.check()

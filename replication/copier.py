@@ -19,8 +19,8 @@ from tenacity import Retrying, stop_after_attempt, wait_random_exponential
 
 from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.graveler.model import AddressType
+from lakefs_core.graveler.presence import MissingItem, MissingKind
 from replication.source import SourceClient
-from replication.validator import MissingItem, MissingKind
 
 log = logging.getLogger("replication.copier")
 

@@ -4,8 +4,8 @@ This runs in the destination region, under the mirror's lease. For every branch
 (and tag) of the source repository it compares the source head with the mirror's
 head; for a new source head it fetches the new commit records through the source
 API, proves the commit present in the destination namespace (see
-:mod:`replication.validator`), and only then writes the commit records and moves
-the mirror ref by compare-and-swap.
+:mod:`lakefs_core.graveler.presence`), and only then writes the commit records and
+moves the mirror ref by compare-and-swap.
 
 Invariants kept here (docs/ARCHITECTURE.md, "Invariants"):
 - I1: a mirror ref only ever points at a commit its source ref pointed at, and only
@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from lakefs_core.errors import BranchChangedError, CommitNotFoundError, ValidationError
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import CommitRecord
+from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
     MirrorsDatabaseError,
@@ -38,7 +39,6 @@ from mirrors_db.table import MirrorsTable
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
 from replication.source import SourceClient, SourceError
-from replication.validator import CommitValidator, CountingStore, MissingItem, MissingKind
 
 log = logging.getLogger("replication.mirroring")
 

@@ -33,6 +33,7 @@ from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
+from lakefs_core.graveler.presence import CountingStore
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
 from mirrors_db.models import Lease, Mirror, MirrorState, RowKind, default_lease_owner
@@ -43,7 +44,6 @@ from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
 from replication.remote_auth import RemoteAuthenticator
 from replication.source import SourceClient
-from replication.validator import CountingStore
 
 log = logging.getLogger("replication.sidecar")
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.live_server import LiveServer, live_server
-from tests.servers import MOTO_ENV, MotoServer, PostgresServer, start_moto, start_postgres
+from lakefs_testing.live_server import LiveServer, live_server
+from lakefs_testing.servers import MOTO_ENV, MotoServer, PostgresServer, start_moto, start_postgres
 
 if TYPE_CHECKING:
     from lakefs_core.block.base import BlockStore

@@ -7,7 +7,7 @@ full pass this job spreads the work over Spark tasks, one group of ranges each:
 
 - each task checks its ranges in the destination namespace (present, and hashing
   to their id), then stats every object its ranges reference there, with the size
-  and etag the entry records (:meth:`replication.validator.CommitValidator.check_object`);
+  and etag the entry records (:meth:`~lakefs_core.graveler.presence.CommitValidator.check_object`);
 - with ``copy=True`` it copies whatever is missing or different from the source
   store (store to store, streamed) and checks it again;
 - the driver then checks (and copies) the metarange last, so a metarange never
@@ -30,6 +30,7 @@ from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.errors import NotFoundError, StorageError
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id, range_id
 from lakefs_core.graveler.model import AddressType, EntryRecord
+from lakefs_core.graveler.presence import CommitValidator, MissingItem, MissingKind
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.spark.cli import job_parser, job_session, option_pairs, print_report
@@ -38,8 +39,6 @@ from lakefs_core.spark.options import ServerOptions, StorageOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from replication.validator import CommitValidator, MissingItem
 
 log = logging.getLogger("lakefs_core.spark.backfill")
 
@@ -135,8 +134,6 @@ def _copy_file(source: StoreLocation, dest: StoreLocation, file_id: str) -> None
 def _check_ranges(source: StoreLocation, dest: StoreLocation, range_ids: Iterable[str],
                   copy: bool) -> Iterator[_Counts]:
     """One Spark task: the ranges, then every object they reference."""
-    from replication.validator import CommitValidator, MissingItem, MissingKind
-
     src_ranges = RangeManager(source.open(), source.namespace, cache_size=4)
     validator = CommitValidator(dest.open(), dest.namespace)
     out: _Counts = {"ranges_copied": 0, "objects_checked": 0, "objects_present": 0,

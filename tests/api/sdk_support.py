@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import lakefs
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 
 
 def sdk_client(server: LiveServer) -> lakefs.Client:

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from lakefs_core.api.security import issue_token, verify_token
 from lakefs_core.errors import AuthenticationError
-from tests.live_server import LiveServer, live_server
+from lakefs_testing.live_server import LiveServer, live_server
 
 _names = itertools.count()
 

@@ -13,8 +13,8 @@ from lakefs.exceptions import (
     TransactionException,
 )
 
+from lakefs_testing.live_server import LiveServer
 from tests.api.sdk_support import put, read, sdk_client, viewer_client
-from tests.live_server import LiveServer
 
 
 @pytest.fixture

@@ -22,8 +22,8 @@ import pytest
 from lakefs_core.__main__ import main
 from lakefs_core.config import load_server_config
 from lakefs_core.services import build_services
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET
-from tests.servers import free_port
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
+from lakefs_testing.servers import free_port
 
 
 def _env() -> dict[str, str]:

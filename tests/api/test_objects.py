@@ -20,7 +20,7 @@ from lakefs.exceptions import (
     ObjectNotFoundException,
 )
 
-from tests.live_server import LiveServer, live_server
+from lakefs_testing.live_server import LiveServer, live_server
 
 _names = itertools.count()
 

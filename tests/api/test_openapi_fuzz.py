@@ -25,7 +25,7 @@ from hypothesis.errors import Unsatisfiable
 from lakefs.client import Client
 from schemathesis.generation import GenerationMode
 
-from tests.live_server import LiveServer, live_server
+from lakefs_testing.live_server import LiveServer, live_server
 
 REPO = "fuzz-repo"
 #: examples per operation and generation mode

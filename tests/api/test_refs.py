@@ -6,8 +6,8 @@ import lakefs
 import pytest
 from lakefs.exceptions import BadRequestException, ConflictException, NotFoundException
 
+from lakefs_testing.live_server import LiveServer
 from tests.api.sdk_support import put, read, sdk_client, viewer_client
-from tests.live_server import LiveServer
 
 
 @pytest.fixture

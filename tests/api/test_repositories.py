@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from lakefs.exceptions import ConflictException, ForbiddenException, NotFoundException
 
+from lakefs_testing.live_server import LiveServer
 from tests.api.sdk_support import sdk_client, viewer_client
-from tests.live_server import LiveServer
 
 
 @pytest.fixture

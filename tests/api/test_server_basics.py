@@ -1,6 +1,6 @@
 """The server starts, answers probes, and demands credentials."""
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 
 
 def test_health_and_auth(server: LiveServer) -> None:

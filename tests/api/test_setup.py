@@ -9,8 +9,8 @@ import lakefs
 import lakefs_sdk
 import yaml
 
+from lakefs_testing.live_server import LiveServer, live_server
 from tests.api.sdk_support import sdk_client
-from tests.live_server import LiveServer, live_server
 
 
 def test_healthcheck_needs_no_credentials(server: LiveServer) -> None:

@@ -15,7 +15,7 @@ import pytest
 from lakefs.client import Client
 from lakefs_spec import LakeFSFileSystem
 
-from tests.live_server import LiveServer, live_server
+from lakefs_testing.live_server import LiveServer, live_server
 
 _names = itertools.count()
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import lakefs
 
+from lakefs_testing.live_server import live_server
 from tests.api.sdk_support import sdk_client
-from tests.live_server import live_server
 
 
 def test_two_servers_share_one_database_and_store(tmp_path: Path, pg_url: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from lakefs_core.block import S3BlockStore, S3Config, S3Credentials
 from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
-from tests.servers import MOTO_ENV, free_port
+from lakefs_testing.servers import MOTO_ENV, free_port
 
 MIB = 1 << 20
 

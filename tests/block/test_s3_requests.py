@@ -29,8 +29,8 @@ from lakefs_core.block.s3_requests import (
     uri_encode_key,
 )
 from lakefs_core.errors import ObjectNotFoundError
-from tests.live_server import LiveServer
-from tests.servers import free_port
+from lakefs_testing.live_server import LiveServer
+from lakefs_testing.servers import free_port
 
 #: keys whose encoding differs between careless and careful signers
 AWKWARD_KEYS = [

@@ -6,8 +6,8 @@ import pytest
 
 from lakefs_core.client import API_PREFIX, RestClient
 from lakefs_core.errors import AuthenticationError, NotFoundError
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer
 from replication.remote_auth import RemoteAuthenticator
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer
 
 
 def test_paging_and_typed_errors_on_a_real_server(server: LiveServer) -> None:

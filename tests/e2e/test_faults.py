@@ -17,8 +17,8 @@ from e2e.cluster import Cluster, ClusterSpec
 from e2e.invariants import ApiMirrorChecker
 from e2e.processes import ManagedProcess
 from e2e.workload import SourceDriver
+from lakefs_testing.waiting import wait_for
 from tests.e2e.conftest import Start
-from tests.replication.harness import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,8 +19,8 @@ from e2e.cluster import Cluster, ClusterSpec
 from e2e.crr import object_replicator
 from e2e.invariants import ApiMirrorChecker, InvariantViolation
 from e2e.workload import SourceDriver
+from lakefs_testing.waiting import wait_for
 from tests.e2e.conftest import Start
-from tests.replication.harness import wait_for
 
 pytestmark = pytest.mark.e2e
 

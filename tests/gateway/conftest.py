@@ -15,7 +15,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 
 REGION = "us-east-1"
 

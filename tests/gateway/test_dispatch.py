@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
+from lakefs_testing.live_server import LiveServer
 from tests.gateway.conftest import s3_client
-from tests.live_server import LiveServer
 
 
 def test_bucket_named_like_api_paths(server: LiveServer) -> None:

@@ -12,8 +12,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
 from lakefs_core.errors import ObjectNotFoundError
+from lakefs_testing.live_server import live_server
 from tests.gateway.conftest import Repo, s3_client
-from tests.live_server import live_server
 
 MIB = 1 << 20
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from lakefs_testing.servers import free_port
 from mirrors_db import MirrorSpec, MirrorsTable, open_mirrors_table
-from tests.servers import free_port
 
 BACKENDS = ["sqlite", "postgres", "dynamodb"]
 ORG = "acme"

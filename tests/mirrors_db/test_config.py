@@ -14,6 +14,7 @@ import sqlalchemy as sa
 import yaml
 
 from lakefs_core.errors import ValidationError
+from lakefs_testing.servers import free_port
 from mirrors_db import (
     MirrorsDatabaseConfig,
     MirrorsDatabaseConfigError,
@@ -22,7 +23,6 @@ from mirrors_db import (
     open_mirrors_table,
 )
 from mirrors_db.sql import postgres_url
-from tests.servers import free_port
 
 SEED_SHAPE = """
 mirrors_database:

@@ -19,7 +19,7 @@ from lakefs_core.refstore import (
     open_refstore,
     postgres_url,
 )
-from tests.servers import PostgresServer, free_port
+from lakefs_testing.servers import PostgresServer, free_port
 
 
 def _create_repo(store: RefStore, repo_id: str = "r1") -> None:

@@ -8,16 +8,18 @@ from typing import Any
 
 import httpx
 
-from tests.replication.harness import Region, two_regions, wait_for
-from tests.replication.invariants import MirrorChecker
-from tests.replication.test_two_regions import (
+from lakefs_testing.regions import (
     MIRRORS,
+    Region,
     commit,
     create_mirror,
     create_source,
     mirror_head,
+    two_regions,
     upload,
 )
+from lakefs_testing.waiting import wait_for
+from tests.replication.invariants import MirrorChecker
 
 
 def _tag_head(region: Region, repo: str, tag: str) -> str | None:

@@ -18,18 +18,21 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from replication.__main__ import main as replication_main
-from replication.logs import JsonFormatter, configure_logging
-from tests.replication.harness import FaultyReplicator, Region, two_regions, wait_for
-from tests.replication.invariants import MirrorChecker
-from tests.replication.test_two_regions import (
+from lakefs_testing.regions import (
+    Region,
     commit,
     create_mirror,
     create_source,
     mirror_head,
+    two_regions,
     upload,
 )
-from tests.servers import free_port
+from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.servers import free_port
+from lakefs_testing.waiting import wait_for
+from replication.__main__ import main as replication_main
+from replication.logs import JsonFormatter, configure_logging
+from tests.replication.invariants import MirrorChecker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,16 +6,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.replication.harness import FaultyReplicator, two_regions, wait_for
-from tests.replication.invariants import MirrorChecker
-from tests.replication.test_two_regions import (
+from lakefs_testing.regions import (
     MIRRORS,
     commit,
     create_mirror,
     create_source,
     mirror_head,
+    two_regions,
     upload,
 )
+from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.waiting import wait_for
+from tests.replication.invariants import MirrorChecker
 
 
 def test_missing_object_blocks_promotion_until_it_arrives(

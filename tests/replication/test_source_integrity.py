@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
 from replication.source import CommitIntegrityError, SourceClient, commit_from_json
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
 
 Alter = Callable[[dict[str, Any]], None]
 

@@ -7,48 +7,18 @@ from typing import Any
 
 import httpx
 
-from tests.replication.harness import Region, two_regions, wait_for
+from lakefs_testing.regions import (
+    MIRRORS,
+    Region,
+    commit,
+    create_mirror,
+    create_source,
+    mirror_head,
+    two_regions,
+    upload,
+)
+from lakefs_testing.waiting import wait_for
 from tests.replication.invariants import MirrorChecker
-
-MIRRORS = "/service/replication/v1/repositories"
-
-
-def create_source(east: Region, repo: str = "src") -> None:
-    with east.client() as c:
-        r = c.post("/api/v1/repositories", json={"name": repo,
-                                                 "storage_namespace": f"local://{repo}"})
-        assert r.status_code == 201, r.text
-
-
-def upload(region: Region, repo: str, branch: str, path: str, data: bytes) -> None:
-    with region.client() as c:
-        r = c.post(f"/api/v1/repositories/{repo}/branches/{branch}/objects",
-                   params={"path": path}, content=data)
-        assert r.status_code == 201, r.text
-
-
-def commit(region: Region, repo: str, branch: str, message: str) -> str:
-    with region.client() as c:
-        r = c.post(f"/api/v1/repositories/{repo}/branches/{branch}/commits",
-                   json={"message": message})
-        assert r.status_code == 201, r.text
-        return str(r.json()["id"])
-
-
-def create_mirror(east: Region, repo: str = "src", name: str = "src-mirror",
-                  namespace: str = "local://src-mirror") -> dict[str, Any]:
-    with east.client() as c:
-        r = c.post(f"{MIRRORS}/{repo}/mirrors",
-                   json={"name": name, "region": "west", "storage_namespace": namespace})
-        assert r.status_code == 201, r.text
-        return dict(r.json())
-
-
-def mirror_head(west: Region, repo: str, branch: str) -> str | None:
-    try:
-        return west.graveler.get_branch(repo, branch).commit_id or None
-    except Exception:  # noqa: BLE001 - not there yet
-        return None
 
 
 def test_mirror_follows_source(tmp_path: Path, mirrors_database: dict[str, Any]) -> None:

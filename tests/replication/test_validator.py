@@ -13,8 +13,8 @@ from lakefs_core.block.base import join_address
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import Entry, EntryRecord, RangeManager
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID
+from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
 from lakefs_core.graveler.rangefile import encode_range
-from replication.validator import CommitValidator, CountingStore, MissingItem, MissingKind
 
 NS = "local://mirror"
 

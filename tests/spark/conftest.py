@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

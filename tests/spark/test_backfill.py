@@ -12,7 +12,7 @@ from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.spark.backfill import MirrorBackfill, StoreLocation, backfill_commit
 from lakefs_core.spark.backfill import main as backfill_main
 from lakefs_core.spark.options import ServerOptions, StorageOptions
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 from tests.spark.conftest import commit, create_repo, lakefs_options, upload
 
 pytestmark = pytest.mark.spark

@@ -14,7 +14,7 @@ from lakefs_core.spark.client import CommitInfo
 from lakefs_core.spark.gc import GarbageCollector, RetentionRules, retained_on_branch
 from lakefs_core.spark.gc import main as gc_main
 from lakefs_core.spark.options import ServerOptions, StorageOptions
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 from tests.spark.conftest import commit, create_repo, lakefs_options, upload
 
 DAY = 86_400

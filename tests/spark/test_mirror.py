@@ -15,7 +15,8 @@ from lakefs_core.spark.backfill import StoreLocation, backfill_commit
 from lakefs_core.spark.examples import reproducible_training as example
 from lakefs_core.spark.gc import GarbageCollector
 from lakefs_core.spark.options import ServerOptions, StorageOptions
-from tests.replication.harness import Region, two_regions, wait_for
+from lakefs_testing.regions import Region, two_regions
+from lakefs_testing.waiting import wait_for
 from tests.spark.conftest import lakefs_options, rows
 
 pytestmark = pytest.mark.spark

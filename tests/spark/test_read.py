@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 from tests.spark.conftest import commit, create_repo, lakefs_options, parquet_bytes, rows, upload
 
 pytestmark = pytest.mark.spark

@@ -10,8 +10,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from tests.live_server import LiveServer, live_server
-from tests.servers import MOTO_ENV
+from lakefs_testing.live_server import LiveServer, live_server
+from lakefs_testing.servers import MOTO_ENV
 from tests.spark.conftest import create_repo, rows
 
 pytestmark = pytest.mark.spark

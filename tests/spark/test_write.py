@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from tests.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer
 from tests.spark.conftest import create_repo, lakefs_options, rows
 
 pytestmark = pytest.mark.spark

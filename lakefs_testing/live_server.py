@@ -15,7 +15,7 @@ import uvicorn
 from lakefs_core.config import load_server_config
 from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
-from tests.servers import free_port
+from lakefs_testing.servers import free_port
 
 ADMIN_KEY = "AKIAIOSFOLQUICKSTART"
 ADMIN_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -1,4 +1,4 @@
-"""Proving that a commit is fully present in the destination storage namespace.
+"""Proving that a commit is fully present in a storage namespace (a mirror's, say).
 
 For a new source head the validator checks, in the destination namespace:
 1. the commit's metarange file (and that it hashes to its id),

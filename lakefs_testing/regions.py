@@ -1,21 +1,17 @@
-"""Two regions in one test process: two servers, two sidecars, one mirrors table.
+"""Two regions in one process, each a live server and replication sidecars.
 
 Each region has its own data directory (SQLite refstore and auth tables, local
-blockstore root). The servers and sidecars are real (uvicorn on loopback); the
-sidecars share one mirrors table. Object replication is ``builtin`` (the sidecar
-copies), or ``native`` with :class:`FaultyReplicator` standing in for the store's
-own replication (delays, reordering, dropped and duplicated copies).
+blockstore); both share the mirrors table they are given. Also the REST calls the
+tests, e2e runs and benchmarks make of them most (create a repository, upload,
+commit, create a mirror).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import random
-import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +21,11 @@ import uvicorn
 import yaml
 
 from lakefs_core.graveler.graveler import Graveler
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
+from lakefs_testing.servers import free_port
 from replication.api import create_app as create_sidecar_app
 from replication.config import load_replication_config
 from replication.sidecar import Sidecar
-from tests.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
-from tests.servers import free_port
 
 SECRET_KEY = "two-region-shared-secret"
 ORG = "test-org"
@@ -159,91 +155,49 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 r.stop_sidecars()
 
 
-class FaultyReplicator:
-    """Copies a source namespace's files to a destination namespace like S3 CRR would,
-    but badly: random delay, random order, temporarily dropped and duplicated copies.
-
-    ``run_once()`` does one pass; ``start()`` runs passes in a thread until ``stop()``.
-    """
-
-    def __init__(self, src_dir: Path, dst_dir: Path, *, seed: int = 0, drop: float = 0.3,
-                 duplicate: float = 0.2, max_delay: float = 0.05,
-                 hold: Callable[[str], bool] | None = None) -> None:
-        self.src_dir = src_dir
-        self.dst_dir = dst_dir
-        self.rng = random.Random(seed)
-        self.drop = drop
-        self.duplicate = duplicate
-        self.max_delay = max_delay
-        self.hold = hold or (lambda _rel: False)
-        self.copied: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def pending(self) -> list[str]:
-        out = []
-        for dirpath, _dirs, files in os.walk(self.src_dir):
-            for name in files:
-                if name.startswith(".tmp-") or name.startswith("."):
-                    continue
-                rel = os.path.relpath(os.path.join(dirpath, name), self.src_dir)
-                if not (self.dst_dir / rel).exists():
-                    out.append(rel)
-        return out
-
-    def _copy(self, rel: str) -> None:
-        dst = self.dst_dir / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.parent / f".tmp-crr-{self.rng.random()}"
-        shutil.copyfile(self.src_dir / rel, tmp)
-        os.replace(tmp, dst)
-        self.copied.append(rel)
-
-    def run_once(self) -> int:
-        todo = self.pending()
-        self.rng.shuffle(todo)
-        n = 0
-        for rel in todo:
-            if self.hold(rel) or self.rng.random() < self.drop:
-                continue  # dropped this time; a later pass copies it
-            time.sleep(self.rng.random() * self.max_delay)
-            self._copy(rel)
-            n += 1
-            if self.rng.random() < self.duplicate:
-                self._copy(rel)
-        return n
-
-    def drain(self) -> None:
-        """Copy everything not held (no faults)."""
-        for rel in self.pending():
-            if not self.hold(rel):
-                self._copy(rel)
-
-    def start(self, period: float = 0.05) -> None:
-        def loop() -> None:
-            while not self._stop.is_set():
-                self.run_once()
-                self._stop.wait(period)
-
-        self._thread = threading.Thread(target=loop, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+# --- REST calls of a region ---------------------------------------------------------------
+def _expect(response: httpx.Response, status: int) -> None:
+    if response.status_code != status:
+        raise AssertionError(f"{response.request.method} {response.request.url}: "
+                             f"{response.status_code} {response.text}")
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
-             what: str = "condition", check: Callable[[], None] | None = None) -> Any:
-    """Poll until ``predicate()`` is truthy, running ``check()`` (invariants) each time."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check is not None:
-            check()
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
+MIRRORS = "/service/replication/v1/repositories"
+
+
+def create_source(east: Region, repo: str = "src") -> None:
+    with east.client() as c:
+        r = c.post("/api/v1/repositories", json={"name": repo,
+                                                 "storage_namespace": f"local://{repo}"})
+        _expect(r, 201)
+
+
+def upload(region: Region, repo: str, branch: str, path: str, data: bytes) -> None:
+    with region.client() as c:
+        r = c.post(f"/api/v1/repositories/{repo}/branches/{branch}/objects",
+                   params={"path": path}, content=data)
+        _expect(r, 201)
+
+
+def commit(region: Region, repo: str, branch: str, message: str) -> str:
+    with region.client() as c:
+        r = c.post(f"/api/v1/repositories/{repo}/branches/{branch}/commits",
+                   json={"message": message})
+        _expect(r, 201)
+        return str(r.json()["id"])
+
+
+def create_mirror(east: Region, repo: str = "src", name: str = "src-mirror",
+                  namespace: str = "local://src-mirror") -> dict[str, Any]:
+    with east.client() as c:
+        r = c.post(f"{MIRRORS}/{repo}/mirrors",
+                   json={"name": name, "region": "west", "storage_namespace": namespace})
+        _expect(r, 201)
+        return dict(r.json())
+
+
+def mirror_head(west: Region, repo: str, branch: str) -> str | None:
+    try:
+        return west.graveler.get_branch(repo, branch).commit_id or None
+    except Exception:  # noqa: BLE001 - not there yet
+        return None
