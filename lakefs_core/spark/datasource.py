@@ -48,14 +48,20 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    InputPartition,
-    WriterCommitMessage,
-)
-from pyspark.sql.types import StructField, StructType
+
+try:
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+    from pyspark.sql.types import StructField, StructType
+except ImportError as e:  # the optional extra: say which one
+    from lakefs_core.spark import SPARK_EXTRA_HINT
+
+    raise ImportError(SPARK_EXTRA_HINT) from e
 
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
