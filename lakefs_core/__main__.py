@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from lakefs_core.config import ConfigError, ServerConfig, load_server_config
 from lakefs_core.errors import LakeFSError, NotFoundError
+from lakefs_core.logs import configure_logging
 
 if TYPE_CHECKING:
     from lakefs_core.auth.model import Credential
@@ -62,6 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lakefs_core.services import build_services
 
     config = _load(args)
+    configure_logging(config.logging.level, config.logging.format)
     services = build_services(config)
     inst = config.installation
     if inst.user_name and inst.access_key_id and inst.secret_access_key:
@@ -89,7 +91,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         uvicorn.run(create_app(services), host=host.strip("[]") or "0.0.0.0", port=int(port),
                     log_level=config.logging.level.lower().replace("warn", "warning"),
-                    access_log=False)
+                    log_config=None, access_log=False)  # uvicorn logs through ours
     finally:
         services.close()
     return 0
@@ -99,6 +101,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     from lakefs_core.services import build_services
 
     config = _load(args)
+    configure_logging(config.logging.level, config.logging.format)
     services = build_services(config)
     try:
         cred = setup_first_admin(services.auth, args.user_name, args.access_key_id,

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from lakefs_core.errors import LakeFSError
-from replication.logs import configure_logging
+from lakefs_core.logs import configure_logging
 
 
 def cmd_run(args: argparse.Namespace) -> int:

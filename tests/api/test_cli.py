@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import signal
@@ -55,7 +56,8 @@ def cli(monkeypatch: pytest.MonkeyPatch,
 
 
 @contextlib.contextmanager
-def _running(data_dir: Path, *extra: str) -> Iterator[tuple[str, Path]]:
+def _running(data_dir: Path, *extra: str,
+             env: dict[str, str] | None = None) -> Iterator[tuple[str, Path]]:
     """``run`` in a child process; yields its endpoint and the file holding its stdout."""
     port = free_port()
     out = data_dir.parent / f"run-{port}.out"
@@ -63,7 +65,7 @@ def _running(data_dir: Path, *extra: str) -> Iterator[tuple[str, Path]]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "lakefs_core", "run", "--listen", f"127.0.0.1:{port}",
              "--data-dir", str(data_dir), *extra],
-            env=_env(), stdout=sink, stderr=subprocess.STDOUT)
+            env={**_env(), **(env or {})}, stdout=sink, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -168,3 +170,14 @@ def test_setup_with_given_key_twice(tmp_path: Path, cli: Callable[..., CliResult
     assert [o.returncode for o in outputs] == [0, 0], outputs[1].stderr
     assert outputs[0].stdout == outputs[1].stdout
     assert "AKIAIOSFODNN7GIVEN00" in outputs[0].stdout and "g" * 40 in outputs[0].stdout
+
+
+def test_server_logs_are_json_when_configured(tmp_path: Path) -> None:
+    data_dir = tmp_path / "json-logs"
+    with _running(data_dir, env={"LAKEFS_LOGGING_FORMAT": "json"}) as (endpoint, out):
+        assert httpx.get(f"{endpoint}/_health").status_code == 204
+    lines = [line for line in out.read_text().splitlines()
+             if line.strip() and not line.startswith("lakefs-core listening on")]
+    records = [json.loads(line) for line in lines]  # every log line is one JSON object
+    assert records and all({"time", "level", "logger", "msg"} <= set(r) for r in records)
+    assert any(r["logger"].startswith("uvicorn") for r in records)

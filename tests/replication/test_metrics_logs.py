@@ -18,6 +18,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from lakefs_core.logs import JsonFormatter, configure_logging
 from lakefs_testing.regions import (
     Region,
     commit,
@@ -31,7 +32,6 @@ from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.servers import free_port
 from lakefs_testing.waiting import wait_for
 from replication.__main__ import main as replication_main
-from replication.logs import JsonFormatter, configure_logging
 from tests.replication.invariants import MirrorChecker
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

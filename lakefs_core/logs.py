@@ -1,4 +1,8 @@
-"""Structured logs: one event per line, JSON when ``logging.format: json``."""
+"""Structured logs: one event per line, JSON when ``logging.format: json``.
+
+The server and the replication service set up logging here, from their own
+``logging`` settings.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Send every log record to stderr, one line each: JSON or text, at ``level``."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
