@@ -7,14 +7,12 @@ so a forbidden request changes nothing.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
-import json
 import time
 from dataclasses import dataclass
 
+import jwt
 from fastapi import Request
 
 from lakefs_core.auth import rbac
@@ -73,15 +71,7 @@ def basic_credentials(request: Request) -> tuple[str, str] | None:
 
 #: how long a login token is valid (lakeFS's default ``auth.login_duration``)
 LOGIN_DURATION_SECONDS = 7 * 24 * 3600
-_TOKEN_HEADER = {"alg": "HS256", "typ": "JWT"}
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _b64url_decode(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+_TOKEN_ALGORITHM = "HS256"
 
 
 def _token_key(services: Services) -> bytes:
@@ -105,38 +95,37 @@ def issue_token(services: Services, username: str, now: float | None = None) -> 
     """
     issued = int(time.time() if now is None else now)
     expires = issued + LOGIN_DURATION_SECONDS
-    claims = {"sub": username, "iat": issued, "exp": expires}
-    signing_input = (_b64url(json.dumps(_TOKEN_HEADER, separators=(",", ":")).encode()) + "."
-                     + _b64url(json.dumps(claims, separators=(",", ":")).encode()))
-    signature = hmac.new(_token_key(services), signing_input.encode(), hashlib.sha256).digest()
-    return f"{signing_input}.{_b64url(signature)}", expires
+    token = jwt.encode({"sub": username, "iat": issued, "exp": expires}, _token_key(services),
+                       algorithm=_TOKEN_ALGORITHM)
+    return token, expires
 
 
 def verify_token(services: Services, token: str, now: float | None = None) -> str:
     """The username a login token was issued to.
 
+    Args:
+        now: the time to check expiry against (seconds since the epoch); the clock by
+            default.
+
     Raises:
         AuthenticationError: A malformed, forged or expired token.
     """
-    parts = token.split(".")
-    if len(parts) != 3:
-        raise AuthenticationError("malformed token")
-    signing_input = f"{parts[0]}.{parts[1]}"
-    expected = hmac.new(_token_key(services), signing_input.encode(), hashlib.sha256).digest()
     try:
-        signature = _b64url_decode(parts[2])
-        header = json.loads(_b64url_decode(parts[0]))
-        claims = json.loads(_b64url_decode(parts[1]))
-    except (binascii.Error, ValueError):
+        claims = jwt.decode(token, _token_key(services), algorithms=[_TOKEN_ALGORITHM],
+                            options={"require": ["sub", "iat", "exp"],
+                                     "verify_exp": now is None, "verify_iat": False})
+    except jwt.ExpiredSignatureError:
+        raise AuthenticationError("token expired") from None
+    except jwt.DecodeError as e:
+        if isinstance(e, jwt.InvalidSignatureError):
+            raise AuthenticationError("invalid token") from None
         raise AuthenticationError("malformed token") from None
-    if not hmac.compare_digest(signature, expected) or header != _TOKEN_HEADER:
-        raise AuthenticationError("invalid token")
-    if not isinstance(claims, dict):
-        raise AuthenticationError("malformed token")
+    except jwt.InvalidTokenError:
+        raise AuthenticationError("invalid token") from None
     username, expires = claims.get("sub"), claims.get("exp")
     if not isinstance(username, str) or not isinstance(expires, int):
         raise AuthenticationError("malformed token")
-    if expires <= (time.time() if now is None else now):
+    if now is not None and expires <= now:
         raise AuthenticationError("token expired")
     return username
 
