@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
+
+from cachetools import TTLCache
 
 from lakefs_core.auth.model import Credential, Policy
 from lakefs_core.auth.service import AuthService
@@ -24,28 +25,22 @@ _V = TypeVar("_V")
 
 
 class _TTLCache(Generic[_V]):
-    """A bounded map whose entries expire ``ttl`` seconds after they were stored."""
+    """A bounded, thread-safe map whose entries expire ``ttl`` seconds after they were
+    stored, reading through ``load`` on a miss."""
 
     def __init__(self, size: int, ttl: float, clock: Callable[[], float]) -> None:
-        self._size = size
-        self._ttl = ttl
-        self._clock = clock
-        self._items: OrderedDict[str, tuple[float, _V]] = OrderedDict()
+        self._items: TTLCache[str, _V] = TTLCache(maxsize=size, ttl=ttl, timer=clock)
         self._lock = threading.Lock()
 
     def get(self, key: str, load: Callable[[str], _V], *, fresh: bool = False) -> _V:
-        now = self._clock()
         if not fresh:
             with self._lock:
                 found = self._items.get(key)
-                if found is not None and found[0] > now:
-                    return found[1]
+            if found is not None:
+                return found
         value = load(key)
         with self._lock:
-            self._items[key] = (now + self._ttl, value)
-            self._items.move_to_end(key)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
+            self._items[key] = value
         return value
 
 

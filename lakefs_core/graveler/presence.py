@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
+
+from cachetools import LRUCache
 
 from lakefs_core.block.base import BlockStore, ObjectStat, join_address
 from lakefs_core.errors import ObjectNotFoundError, RangeNotFoundError, StorageError
@@ -118,11 +119,10 @@ class CountingStore(BlockStore):
 
 
 class _BoundedSet:
-    """A thread-safe set that forgets its oldest members past ``limit``."""
+    """A thread-safe set that forgets its least recently added members past ``limit``."""
 
     def __init__(self, limit: int) -> None:
-        self._items: OrderedDict[str, None] = OrderedDict()
-        self._limit = limit
+        self._items: LRUCache[str, bool] = LRUCache(maxsize=limit)
         self._lock = threading.Lock()
 
     def __contains__(self, key: object) -> bool:
@@ -131,10 +131,7 @@ class _BoundedSet:
 
     def add(self, key: str) -> None:
         with self._lock:
-            self._items[key] = None
-            self._items.move_to_end(key)
-            while len(self._items) > self._limit:
-                self._items.popitem(last=False)
+            self._items[key] = True
 
 
 def etags_comparable(a: str, b: str) -> bool:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from cachetools import LRUCache
 
 from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.errors import (
@@ -77,36 +78,32 @@ class MergeResult:
 
 
 class _LRU(Generic[_K, _V]):
-    """A thread-safe LRU map bounded by item count and total weight."""
+    """A thread-safe LRU map bounded by item count and, optionally, by total weight.
+
+    With ``max_weight``, an item weighs at least ``max_weight / max_items``, so one
+    bound on the total weight also bounds the count.
+    """
 
     def __init__(self, max_items: int, max_weight: int | None = None) -> None:
-        self._items: OrderedDict[_K, tuple[_V, int]] = OrderedDict()
-        self._max_items = max_items
-        self._max_weight = max_weight
-        self._weight = 0
+        self._floor = 1 if max_weight is None else max(1, max_weight // max(1, max_items))
+        self._weighted = max_weight is not None
+        self._cache: LRUCache[_K, tuple[_V, int]] = LRUCache(
+            maxsize=max_items if max_weight is None else max_weight,
+            getsizeof=lambda item: item[1])
         self._lock = threading.Lock()
 
     def get(self, key: _K) -> _V | None:
         with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                return None
-            self._items.move_to_end(key)
-            return item[0]
+            item = self._cache.get(key)
+        return None if item is None else item[0]
 
     def put(self, key: _K, value: _V, weight: int = 1) -> None:
+        w = max(weight, self._floor) if self._weighted else 1
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._weight -= old[1]
-            self._items[key] = (value, weight)
-            self._weight += weight
-            while self._items and (
-                len(self._items) > self._max_items
-                or (self._max_weight is not None and self._weight > self._max_weight)
-            ):
-                _, (_, w) = self._items.popitem(last=False)
-                self._weight -= w
+            if w > self._cache.maxsize:  # larger than the whole cache: not kept
+                self._cache.pop(key, None)
+                return
+            self._cache[key] = (value, w)
 
 
 @dataclass(frozen=True)
