@@ -13,12 +13,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from lakefs_core.block.base import BlockStore, join_address
-from lakefs_core.errors import RangeNotSatisfiableError, ValidationError
 from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.graveler.model import AddressType, Entry, Repository
+from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 
 DATA_PREFIX = "data"
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+#: bytes per store request when a byte range is streamed
+RANGE_CHUNK = 8 << 20
+#: whole objects up to this size are read with one request
+SMALL_OBJECT = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,37 +32,6 @@ class ObjectContent:
     chunks: Iterator[bytes]
     first: int
     last: int  # inclusive; -1 for an empty object
-
-
-def parse_range_header(header: str, size: int) -> tuple[int, int] | None:
-    """Parse an HTTP ``Range: bytes=...`` header against an object size.
-
-    Returns:
-        (first, last) inclusive, or None when the header asks for the whole object.
-
-    Raises:
-        RangeNotSatisfiableError: the range lies outside the object.
-    """
-    if not header:
-        return None
-    unit, _, spec = header.partition("=")
-    if unit.strip() != "bytes" or "," in spec or "-" not in spec:
-        raise ValidationError(f"unsupported range {header!r}")
-    start_s, _, end_s = spec.strip().partition("-")
-    try:
-        if start_s == "":
-            suffix = int(end_s)
-            if suffix <= 0:
-                raise RangeNotSatisfiableError(f"range {header!r} not satisfiable")
-            first, last = max(0, size - suffix), size - 1
-        else:
-            first = int(start_s)
-            last = int(end_s) if end_s else size - 1
-    except ValueError:
-        raise ValidationError(f"invalid range {header!r}") from None
-    if first < 0 or first >= size or last < first:
-        raise RangeNotSatisfiableError(f"range {header!r} not satisfiable for size {size}")
-    return first, min(last, size - 1)
 
 
 class Catalog:
@@ -115,6 +87,16 @@ class Catalog:
         self.graveler.set_entry(repo_id, branch, path, entry, if_absent=if_absent,
                                 if_match=if_match)
 
+    def writable(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
+        """The repository and branch, if the branch exists and may be written directly.
+
+        The one "may I write here" check of every front door.
+
+        Raises:
+            ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
+        """
+        return self.graveler.check_direct_write(repo_id, branch)
+
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
         repo = self.graveler.get_repository(repo_id)
         return repo, self.graveler.get_entry_in(repo, ref, path)
@@ -123,12 +105,28 @@ class Catalog:
              byte_range: tuple[int, int] | None = None) -> ObjectContent:
         """Open an object for reading (whole, or an inclusive byte range)."""
         repo, entry = self.stat(repo_id, ref, path)
-        address = self.physical_address(repo, entry)
+        return self.open_entry(repo, entry, byte_range)
+
+    def open_entry(self, repo: Repository, entry: Entry,
+                   byte_range: tuple[int, int] | None = None) -> ObjectContent:
+        """Open an entry just read for reading: the one read path of the front doors.
+
+        The bytes stream in chunks of at most :data:`RANGE_CHUNK` (a range too); the
+        first chunk is read now, so a missing object fails before an answer starts.
+        """
+        first, last = byte_range if byte_range is not None else (0, entry.size - 1)
+        if last < first:
+            return ObjectContent(entry, iter(()), first, last)
         store = self.store_of(repo)
+        address = self.physical_address(repo, entry)
         if byte_range is not None:
-            first, last = byte_range
-            return ObjectContent(entry, iter([store.get(address, byte_range)]), first, last)
-        return ObjectContent(entry, store.get_stream(address), 0, entry.size - 1)
+            chunks = _range_chunks(store, address, first, last)
+        elif entry.size <= SMALL_OBJECT:
+            chunks = iter([store.get(address)])  # one request, no stream to set up
+        else:
+            chunks = store.get_stream(address)
+        head = next(chunks, b"")
+        return ObjectContent(entry, _prefixed(head, chunks), first, last)
 
     def read(self, repo_id: str, ref: str, path: str) -> bytes:
         return b"".join(self.open(repo_id, ref, path).chunks)
@@ -152,3 +150,20 @@ class Catalog:
         self.graveler.set_entry(repo_id, dst_branch, dst_path, new)
         return new
 
+
+def _range_chunks(store: BlockStore, address: str, first: int, last: int) -> Iterator[bytes]:
+    """Bytes ``first..last`` of an object, one store request per :data:`RANGE_CHUNK`."""
+    pos = first
+    while pos <= last:
+        end = min(pos + RANGE_CHUNK - 1, last)
+        chunk = store.get(address, (pos, end))
+        if not chunk:
+            return
+        yield chunk
+        pos += len(chunk)
+
+
+def _prefixed(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if head:
+        yield head
+    yield from rest

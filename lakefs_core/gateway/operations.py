@@ -24,17 +24,13 @@ from urllib.parse import unquote
 from starlette.responses import Response, StreamingResponse
 
 from lakefs_core.auth import rbac
-from lakefs_core.catalog import (
-    DEFAULT_CONTENT_TYPE,
-    Catalog,
-    RangeNotSatisfiableError,
-    parse_range_header,
-)
+from lakefs_core.catalog import DEFAULT_CONTENT_TYPE, SMALL_OBJECT, Catalog
 from lakefs_core.errors import (
     BranchNotFoundError,
     CommitNotFoundError,
     LakeFSError,
     ObjectNotFoundError,
+    RangeNotSatisfiableError,
     RefNotFoundError,
     StorageError,
     TagNotFoundError,
@@ -46,6 +42,15 @@ from lakefs_core.gateway.multipart import MultipartUpload, MultipartUploads, che
 from lakefs_core.gateway.request import S3Request, split_key
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import Entry, Repository
+from lakefs_core.protocol.http import (
+    ReadOutcome,
+    UnsupportedConditionError,
+    content_range,
+    parse_range,
+    read_outcome,
+    unsatisfied_range,
+    write_conditions,
+)
 from lakefs_core.services import Services
 
 log = logging.getLogger("lakefs_core.gateway")
@@ -86,11 +91,12 @@ def user_metadata(headers: dict[str, str]) -> dict[str, str]:
 
 def _write_conditions(req: S3Request) -> tuple[bool, str | None]:
     """``(if_absent, if_match)`` of a write's ``If-None-Match: *`` and ``If-Match``."""
-    if_none_match = req.headers.get("if-none-match")
-    if if_none_match is not None and if_none_match.strip() != "*":
-        raise _not_implemented("If-None-Match other than '*' on a write")
-    if_match = req.headers.get("if-match")
-    return if_none_match is not None, (if_match.strip() or None) if if_match else None
+    try:
+        conditions = write_conditions(req.headers.get("if-none-match"),
+                                      req.headers.get("if-match"))
+    except UnsupportedConditionError:
+        raise _not_implemented("If-None-Match other than '*' on a write") from None
+    return conditions.if_absent, conditions.if_match
 
 
 def _encode_token(marker: str) -> str:
@@ -181,7 +187,7 @@ class Operations:
         Raises:
             ReadOnlyRepositoryError, ProtectedBranchError, BranchNotFoundError.
         """
-        repo, _ = self.graveler.check_direct_write(repo_id, branch)
+        repo, _ = self.catalog.writable(repo_id, branch)
         return repo
 
     @staticmethod
@@ -356,23 +362,22 @@ class Operations:
 
     @staticmethod
     def _not_modified(req: S3Request, entry: Entry) -> Response | None:
-        etag = xml.quote_etag(entry.etag)
-        if_match = req.headers.get("if-match")
-        if if_match is not None and if_match.strip() not in ("*", etag, entry.etag):
+        outcome = read_outcome(req.headers.get("if-match"), req.headers.get("if-none-match"),
+                               entry.etag)
+        if outcome is ReadOutcome.PRECONDITION_FAILED:
             raise S3Error("PreconditionFailed",
                           "At least one of the pre-conditions you specified did not hold", 412)
-        if_none_match = req.headers.get("if-none-match")
-        if if_none_match is not None and if_none_match.strip() in ("*", etag, entry.etag):
-            return Response(status_code=304, headers={"etag": etag})
+        if outcome is ReadOutcome.NOT_MODIFIED:
+            return Response(status_code=304, headers={"etag": xml.quote_etag(entry.etag)})
         return None
 
     def _range(self, req: S3Request, entry: Entry) -> tuple[int, int] | None:
         header = req.headers.get("range", "")
         try:
-            return parse_range_header(header, entry.size)
+            return parse_range(header, entry.size)
         except RangeNotSatisfiableError as exc:
             raise S3Error("InvalidRange", str(exc), 416,
-                          {"content-range": f"bytes */{entry.size}"}) from None
+                          {"content-range": unsatisfied_range(entry.size)}) from None
         except ValidationError:
             return None  # a range the gateway cannot parse is ignored, as HTTP allows
 
@@ -387,7 +392,7 @@ class Operations:
         length = entry.size
         if byte_range is not None:
             first, last = byte_range
-            headers["content-range"] = f"bytes {first}-{last}/{entry.size}"
+            headers["content-range"] = content_range(first, last, entry.size)
             length, status = last - first + 1, 206
         headers["content-length"] = str(length)
         return Response(status_code=status, headers=headers)
@@ -398,18 +403,16 @@ class Operations:
         if (not_modified := self._not_modified(req, entry)) is not None:
             return not_modified
         headers = self._object_headers(req, entry)
-        store = self.catalog.store_of(repo)
-        address = Catalog.physical_address(repo, entry)
         byte_range = self._range(req, entry)
+        content = self.catalog.open_entry(repo, entry, byte_range)
+        status = 200
         if byte_range is not None:
-            first, last = byte_range
-            data = store.get(address, byte_range)
-            headers["content-range"] = f"bytes {first}-{last}/{entry.size}"
-            return Response(data, status_code=206, headers=headers)
-        headers["content-length"] = str(entry.size)
-        if entry.size <= 1 << 20:
-            return Response(store.get(address), headers=headers)
-        return StreamingResponse(store.get_stream(address), headers=headers)
+            headers["content-range"] = content_range(content.first, content.last, entry.size)
+            status = 206
+        headers["content-length"] = str(content.last - content.first + 1)
+        if content.last - content.first < SMALL_OBJECT:  # one chunk: no stream to set up
+            return Response(b"".join(content.chunks), status_code=status, headers=headers)
+        return StreamingResponse(content.chunks, status_code=status, headers=headers)
 
     def put_object(self, req: S3Request) -> Response:
         """PutObject: store the body and stage it (412 when ``If-None-Match: *`` finds an
@@ -496,15 +499,13 @@ class Operations:
                           number: int) -> Response:
         src_repo_id, src_ref, src_path = self._copy_source(req)
         src_repo, entry = self.catalog.stat(src_repo_id, src_ref, src_path)
-        store = self.catalog.store_of(src_repo)
-        address = Catalog.physical_address(src_repo, entry)
         spec = req.headers.get("x-amz-copy-source-range", "")
         md5 = hashlib.md5()
         if spec:
-            byte_range = parse_range_header(spec, entry.size)
-            chunks: Iterator[bytes] = iter([store.get(address, byte_range)])
+            chunks: Iterator[bytes] = self.catalog.open_entry(
+                src_repo, entry, parse_range(spec, entry.size)).chunks
         else:
-            chunks = store.get_stream(address)
+            chunks = self.catalog.open_entry(src_repo, entry).chunks
 
         def hashed() -> Iterator[bytes]:
             for chunk in chunks:

@@ -10,6 +10,7 @@ from email.utils import formatdate
 from urllib.parse import quote
 
 from lakefs_core.gateway.errors import S3Error
+from lakefs_core.protocol.http import quote_etag
 
 S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 CONTENT_TYPE = "application/xml"
@@ -29,11 +30,6 @@ def iso_timestamp(seconds: float) -> str:
 def http_date(seconds: float) -> str:
     """``Wed, 31 Jan 2024 12:00:00 GMT``, the form of ``Last-Modified``."""
     return formatdate(seconds, usegmt=True)
-
-
-def quote_etag(etag: str) -> str:
-    """An ETag as HTTP carries it: in double quotes."""
-    return etag if etag.startswith('"') else f'"{etag}"'
 
 
 def _root(tag: str) -> ET.Element:

@@ -28,6 +28,7 @@ from lakefs_core.graveler.refs import (
     validate_path,
 )
 from lakefs_core.graveler.resolution import RefResolver, ResolvedRef, branch_ref
+from lakefs_core.protocol.http import etag_listed
 
 _MAX_PATH_CHAR = "\U0010ffff"
 
@@ -172,7 +173,7 @@ class StagingEngine(RefResolver):
             current = None
         if if_absent and current is not None:
             raise ObjectExistsError(f"object {path!r} already exists")
-        if if_match is not None and (current is None or not _etag_listed(if_match,
+        if if_match is not None and (current is None or not etag_listed(if_match,
                                                                          current.etag)):
             raise PreconditionFailedError(
                 f"If-Match {if_match!r} does not match the object at {path!r}")
@@ -297,9 +298,3 @@ def page_of(it: Iterable[Difference], amount: int) -> tuple[list[Difference], bo
             return out, True
         out.append(d)
     return out, False
-
-
-def _etag_listed(condition: str, etag: str) -> bool:
-    """Whether an ``If-Match`` value (``*`` or ETags, quoted or weak) lists ``etag``."""
-    candidates = [c.strip().removeprefix("W/").strip('"') for c in condition.split(",")]
-    return "*" in candidates or etag.strip('"') in candidates

@@ -14,7 +14,7 @@ import email.utils
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import anyio.from_thread
@@ -36,21 +36,26 @@ from lakefs_core.api.routes import (
 )
 from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
 from lakefs_core.auth import rbac
-from lakefs_core.block.base import BlockStore, join_address
-from lakefs_core.catalog import (
-    DEFAULT_CONTENT_TYPE,
-    RangeNotSatisfiableError,
-    parse_range_header,
-)
+from lakefs_core.block.base import join_address
+from lakefs_core.catalog import DEFAULT_CONTENT_TYPE
 from lakefs_core.errors import (
     NotFoundError,
     ObjectNotFoundError,
-    ProtectedBranchError,
-    ReadOnlyRepositoryError,
+    RangeNotSatisfiableError,
     ValidationError,
 )
 from lakefs_core.graveler.model import AddressType, Entry, Repository
 from lakefs_core.graveler.refs import validate_path
+from lakefs_core.protocol.http import (
+    ReadOutcome,
+    WriteConditions,
+    content_range,
+    parse_range,
+    quote_etag,
+    read_outcome,
+    unsatisfied_range,
+    write_conditions,
+)
 from lakefs_core.services import Services
 
 router = APIRouter(tags=["objects"])
@@ -58,8 +63,6 @@ router = APIRouter(tags=["objects"])
 META_PREFIX = "x-lakefs-meta-"
 #: paths one bulk delete may name (as lakeFS)
 MAX_DELETE_PATHS = 1000
-#: bytes read from the store at a time when serving a byte range
-RANGE_CHUNK = 8 << 20
 _READ_CHUNK = 1 << 20
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _HEADER_VALUE_RE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")
@@ -179,7 +182,7 @@ def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
     control characters) is left out rather than breaking the response.
     """
     headers = [
-        (b"etag", f'"{entry.etag}"'.encode()),
+        (b"etag", quote_etag(entry.etag).encode()),
         (b"last-modified", _http_date(entry.mtime).encode()),
         (b"content-type", _safe_header(entry.content_type or DEFAULT_CONTENT_TYPE,
                                        DEFAULT_CONTENT_TYPE)),
@@ -197,55 +200,10 @@ def _safe_header(value: str, fallback: str) -> bytes:
     return fallback.encode()
 
 
-def _etag_matches(header: str | None, etag: str) -> bool:
-    if not header:
-        return False
-    candidates = [c.strip() for c in header.split(",")]
-    return "*" in candidates or any(c.removeprefix("W/").strip('"') == etag for c in candidates)
-
-
-@dataclass(frozen=True)
-class _WriteConditions:
-    """A write's conditional headers: ``If-None-Match: *`` and ``If-Match: <etag>``."""
-
-    if_absent: bool = False
-    if_match: str | None = None
-
-
-def _write_conditions(if_none_match: str | None, if_match: str | None) -> _WriteConditions:
-    if if_none_match not in (None, "*"):
-        raise ValidationError("If-None-Match supports only '*'")
-    if if_match is not None and not if_match.strip():
-        raise ValidationError("If-Match needs an ETag or '*'")
-    return _WriteConditions(if_none_match == "*", if_match.strip() if if_match else None)
-
-
 def _check_writable_branch(services: Services, repo_id: str, branch: str) -> Repository:
     """The repository, after checking that direct writes to ``branch`` are allowed."""
-    repo = services.graveler.get_repository(repo_id)
-    services.graveler.get_branch(repo_id, branch)
-    if repo.read_only:
-        raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
-    if services.graveler.is_protected(repo_id, branch):
-        raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")
+    repo, _ = services.catalog.writable(repo_id, branch)
     return repo
-
-
-def _stream_range(store: BlockStore, address: str, first: int, last: int) -> Iterator[bytes]:
-    pos = first
-    while pos <= last:
-        end = min(pos + RANGE_CHUNK - 1, last)
-        chunk = store.get(address, (pos, end))
-        if not chunk:
-            return
-        yield chunk
-        pos += len(chunk)
-
-
-def _prefetched(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
-    if first:
-        yield first
-    yield from rest
 
 
 def _read_file(file: Any) -> Iterator[bytes]:
@@ -258,35 +216,29 @@ class _ObjectRead:
 
     def __init__(self, services: Services, repository: str, ref: str, path: str,
                  range_header: str | None) -> None:
-        repo, entry = services.catalog.stat(repository, ref, path)
+        self.repo, entry = services.catalog.stat(repository, ref, path)
+        self.catalog = services.catalog
         self.entry = entry
-        self.store = services.catalog.store_of(repo)
-        self.address = services.catalog.physical_address(repo, entry)
         self.headers = _object_headers(entry)
         self.status = 200
-        self.first, self.last = 0, entry.size - 1
+        self.byte_range: tuple[int, int] | None = None
+        first, last = 0, entry.size - 1
         if range_header:
             try:
-                parsed = parse_range_header(range_header, entry.size)
-            except ValidationError as e:
+                self.byte_range = parse_range(range_header, entry.size)
+            except ValidationError as e:  # unparsable or outside: 416 both
                 raise _Unsatisfiable(str(e), entry.size) from None
-            if parsed is not None:
-                self.first, self.last = parsed
+            if self.byte_range is not None:
+                first, last = self.byte_range
                 self.status = 206
                 self.headers.append(
-                    (b"content-range", f"bytes {self.first}-{self.last}/{entry.size}".encode()))
-        self.headers.append((b"content-length", str(self.last - self.first + 1).encode()))
+                    (b"content-range", content_range(first, last, entry.size).encode()))
+        self.headers.append((b"content-length", str(last - first + 1).encode()))
 
     def body(self) -> Iterator[bytes]:
-        """The bytes to send; the first chunk is read now, so a missing object fails
-        before the response starts."""
-        if self.last < self.first:
-            return iter(())
-        if self.status == 206:
-            chunks = _stream_range(self.store, self.address, self.first, self.last)
-        else:
-            chunks = self.store.get_stream(self.address)
-        return _prefetched(next(chunks, b""), chunks)
+        """The bytes to send, through the catalog's read path (the first chunk is read
+        now, so a missing object fails before the response starts)."""
+        return self.catalog.open_entry(self.repo, self.entry, self.byte_range).chunks
 
 
 class _Unsatisfiable(RangeNotSatisfiableError):
@@ -299,7 +251,7 @@ class _Unsatisfiable(RangeNotSatisfiableError):
     def response(self, body: bool = True) -> Response:
         response = (error_response(416, str(self)) if body
                     else _raw(416, [(b"content-length", b"0")]))
-        response.headers["content-range"] = f"bytes */{self.size}"
+        response.headers["content-range"] = unsatisfied_range(self.size)
         return response
 
 
@@ -353,7 +305,7 @@ async def upload_object(
     services = ctx.services
     await run_in_threadpool(ctx.check, rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
-    conditions = _write_conditions(if_none_match, if_match)
+    conditions = write_conditions(if_none_match, if_match)
     metadata = _metadata_from_headers(request)
     await run_in_threadpool(_preflight_upload, services, repository, branch, path, conditions)
 
@@ -392,7 +344,7 @@ async def upload_object(
 
 
 def _preflight_upload(services: Services, repository: str, branch: str, path: str,
-                      conditions: _WriteConditions) -> None:
+                      conditions: WriteConditions) -> None:
     """Refuse an upload before its body is read, when it could never succeed."""
     repo = _check_writable_branch(services, repository, branch)
     services.graveler.check_write_conditions(repo, branch, path,
@@ -402,7 +354,7 @@ def _preflight_upload(services: Services, repository: str, branch: str, path: st
 
 def _store_object(services: Services, repository: str, branch: str, path: str,
                   data: Iterable[bytes], content_type: str, metadata: Mapping[str, str],
-                  conditions: _WriteConditions) -> ObjectStats:
+                  conditions: WriteConditions) -> ObjectStats:
     entry = services.catalog.upload(repository, branch, path, data, content_type=content_type,
                                     metadata=metadata, if_absent=conditions.if_absent,
                                     if_match=conditions.if_match)
@@ -433,6 +385,7 @@ def get_object(
     presign: bool | None = None,
     range_header: Annotated[str | None, Header(alias="Range")] = None,
     if_none_match: Annotated[str | None, Header()] = None,
+    if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Stream an object (or the byte range of ``Range``: 206, or 416 outside it)."""
     ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
@@ -441,8 +394,11 @@ def get_object(
         read = _ObjectRead(ctx.services, repository, ref, path, range_header)
     except _Unsatisfiable as e:
         return e.response()
-    if _etag_matches(if_none_match, read.entry.etag):
+    outcome = read_outcome(if_match, if_none_match, read.entry.etag)
+    if outcome is ReadOutcome.NOT_MODIFIED:
         return _raw(304, [h for h in read.headers if h[0] != b"content-length"])
+    if outcome is ReadOutcome.PRECONDITION_FAILED:
+        return error_response(412, f"If-Match {if_match!r} does not match the object")
     return _raw(read.status, read.headers, read.body())
 
 
@@ -672,13 +628,13 @@ def link_physical_address(
     return _link_written(ctx.services, repository, branch, path, meta.staging.physical_address,
                          size=meta.size_bytes, checksum=meta.checksum,
                          content_type=meta.content_type, metadata=meta.user_metadata,
-                         conditions=_write_conditions(if_none_match, if_match))
+                         conditions=write_conditions(if_none_match, if_match))
 
 
 def _link_written(services: Services, repository: str, branch: str, path: str,
                   address: str | None, *, size: int, checksum: str, content_type: str | None,
                   metadata: Mapping[str, str] | None,
-                  conditions: _WriteConditions = _WriteConditions()) -> ObjectStats:
+                  conditions: WriteConditions = WriteConditions()) -> ObjectStats:
     """Stage at ``path`` an object written directly to ``address`` in the namespace."""
     validate_path(path)
     repo = _check_writable_branch(services, repository, branch)

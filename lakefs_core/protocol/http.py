@@ -1,0 +1,120 @@
+"""HTTP's rules for object reads and writes, decided once for the API and the gateway.
+
+- ``Range: bytes=...`` against an object's size (one range; suffix and open ranges);
+- ETag lists (``"a", W/"b", *``) and the conditional headers of a read (``If-Match``,
+  ``If-None-Match``) and of a write (``If-None-Match: *``, ``If-Match: <etag>``).
+
+Each front door turns the outcomes into its own answer (lakeFS's JSON errors, S3's
+XML ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from lakefs_core.errors import RangeNotSatisfiableError, ValidationError
+
+
+class UnsupportedConditionError(ValidationError):
+    """A conditional header this server does not support on that request."""
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """Parse a ``Range: bytes=...`` header against an object size.
+
+    Returns:
+        (first, last) inclusive, or None when the header asks for the whole object.
+
+    Raises:
+        RangeNotSatisfiableError: the range lies outside the object.
+        ValidationError: a header that is not one byte range.
+    """
+    if not header:
+        return None
+    unit, _, spec = header.partition("=")
+    if unit.strip() != "bytes" or "," in spec or "-" not in spec:
+        raise ValidationError(f"unsupported range {header!r}")
+    start_s, _, end_s = spec.strip().partition("-")
+    try:
+        start = int(start_s) if start_s else None
+        end = int(end_s) if end_s else None
+    except ValueError:
+        raise ValidationError(f"invalid range {header!r}") from None
+    if start is None and end is None:
+        raise ValidationError(f"invalid range {header!r}")
+    if start is None:  # a suffix: the last ``end`` bytes
+        if end is None or end <= 0:
+            raise RangeNotSatisfiableError(f"range {header!r} not satisfiable")
+        first, last = max(0, size - end), size - 1
+    else:
+        first, last = start, size - 1 if end is None else end
+    if first < 0 or first >= size or last < first:
+        raise RangeNotSatisfiableError(f"range {header!r} not satisfiable for size {size}")
+    return first, min(last, size - 1)
+
+
+def content_range(first: int, last: int, size: int) -> str:
+    """The ``Content-Range`` value of a partial answer."""
+    return f"bytes {first}-{last}/{size}"
+
+
+def unsatisfied_range(size: int) -> str:
+    """The ``Content-Range`` value of a 416 answer."""
+    return f"bytes */{size}"
+
+
+def quote_etag(etag: str) -> str:
+    """An ETag as a header carries it: in double quotes."""
+    return etag if etag.startswith('"') else f'"{etag}"'
+
+
+def etag_listed(header: str | None, etag: str) -> bool:
+    """Whether a conditional header's ETag list (or ``*``) names ``etag``.
+
+    Entries may be quoted or not, and weak (``W/"..."``); ETags compare without quotes.
+    """
+    if not header:
+        return False
+    candidates = [c.strip().removeprefix("W/").strip('"') for c in header.split(",")]
+    return "*" in candidates or etag.strip('"') in candidates
+
+
+class ReadOutcome(Enum):
+    """What a read's conditional headers say to do."""
+
+    PROCEED = "proceed"
+    NOT_MODIFIED = "not modified"  # 304
+    PRECONDITION_FAILED = "precondition failed"  # 412
+
+
+def read_outcome(if_match: str | None, if_none_match: str | None, etag: str) -> ReadOutcome:
+    """Evaluate ``If-Match`` then ``If-None-Match`` for a GET or HEAD of an object."""
+    if if_match is not None and not etag_listed(if_match, etag):
+        return ReadOutcome.PRECONDITION_FAILED
+    if if_none_match is not None and etag_listed(if_none_match, etag):
+        return ReadOutcome.NOT_MODIFIED
+    return ReadOutcome.PROCEED
+
+
+@dataclass(frozen=True)
+class WriteConditions:
+    """A write's conditions: no object may be there (``If-None-Match: *``), or the one
+    there must have one of the ETags of ``if_match`` (``*``: any object)."""
+
+    if_absent: bool = False
+    if_match: str | None = None
+
+
+def write_conditions(if_none_match: str | None, if_match: str | None) -> WriteConditions:
+    """The conditions of a write's headers.
+
+    Raises:
+        UnsupportedConditionError: ``If-None-Match`` other than ``*``.
+        ValidationError: an empty ``If-Match``.
+    """
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise UnsupportedConditionError("If-None-Match supports only '*'")
+    if if_match is not None and not if_match.strip():
+        raise ValidationError("If-Match needs an ETag or '*'")
+    return WriteConditions(if_none_match is not None, if_match.strip() if if_match else None)
