@@ -1,0 +1,163 @@
+"""The DynamoDB mirrors table's items: keys, attribute names and codecs.
+
+See :mod:`mirrors_db.dynamodb` for the table's layout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import botocore.exceptions
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from mirrors_db.codec import (
+    branch_from_dict,
+    branch_to_dict,
+    lease_from_dict,
+    mirror_from_dict,
+    to_micros,
+)
+from mirrors_db.errors import (
+    MalformedRowError,
+    VersionConflictError,
+)
+from mirrors_db.models import (
+    ChangeEvent,
+    Mirror,
+    MirrorBranch,
+    RowKind,
+)
+
+PK = "organization_id"
+SK = "row_id"
+BY_SOURCE = "by_source"
+BY_DESTINATION = "by_destination"
+
+MIRROR_PREFIX = "mirror#"
+BRANCH_PREFIX = "branch#"
+LEASE_PREFIX = "lease#"
+NAME_PREFIX = "name#"
+NAMESPACE_PREFIX = "namespace#"
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+#: What mirror reads fetch: everything but the index keys, which are derived.
+MIRROR_ATTRIBUTES = (PK, SK, "spec", "state", "error", "updated_at", "version")
+MIRROR_NAMES = {f"#a{i}": a for i, a in enumerate(MIRROR_ATTRIBUTES)}
+MIRROR_PROJECTION: dict[str, Any] = {
+    "ProjectionExpression": ", ".join(MIRROR_NAMES),
+    "ExpressionAttributeNames": MIRROR_NAMES,
+}
+
+CONDITION_FAILED = "ConditionalCheckFailedException"
+
+UNREACHABLE = (
+    botocore.exceptions.EndpointConnectionError,
+    botocore.exceptions.ConnectTimeoutError,
+    botocore.exceptions.ReadTimeoutError,
+)
+
+
+def serialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+
+
+def deserialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def error_code(exc: botocore.exceptions.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def old_item(exc: botocore.exceptions.ClientError) -> dict[str, Any] | None:
+    """The item a failed condition saw (ReturnValuesOnConditionCheckFailure=ALL_OLD)."""
+    item = exc.response.get("Item")
+    return item if isinstance(item, dict) else None
+
+
+class TransactionConflict(VersionConflictError):
+    """Another transaction was in flight on one of the items (retried a few times)."""
+
+
+# --- item codecs ---------------------------------------------------------------------
+def mirror_item(m: Mirror) -> dict[str, Any]:
+    spec = {
+        "name": m.name,
+        "source_region": m.source_region,
+        "source_repository": m.source_repository,
+        "destination_region": m.destination_region,
+        "storage_namespace": m.storage_namespace,
+        "created_at": to_micros(m.created_at),
+    }
+    return {
+        PK: m.organization_id,
+        SK: MIRROR_PREFIX + m.id,
+        "spec": json.dumps(spec, separators=(",", ":"), ensure_ascii=False),
+        "state": m.state.value,
+        "error": m.error or None,
+        "updated_at": to_micros(m.updated_at),
+        "version": m.version,
+        BY_SOURCE: f"{m.organization_id}#{m.source_region}#{m.source_repository}",
+        BY_DESTINATION: f"{m.organization_id}#{m.destination_region}",
+    }
+
+
+def mirror_from_item(item: dict[str, Any]) -> Mirror:
+    key = f"{item.get(PK)}/{item.get(SK)}"
+    try:
+        spec = json.loads(item["spec"])
+        if not isinstance(spec, dict):
+            raise TypeError("spec is not an object")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MalformedRowError(key, f"bad spec attribute: {exc}") from None
+    data = {
+        **spec,
+        "organization_id": item.get(PK),
+        "id": str(item.get(SK, ""))[len(MIRROR_PREFIX):],
+        "state": item.get("state"),
+        "error": item.get("error"),
+        "updated_at": item.get("updated_at"),
+        "version": item.get("version"),
+    }
+    return mirror_from_dict(data, key)
+
+
+def branch_item(p: MirrorBranch) -> dict[str, Any]:
+    data = branch_to_dict(p)
+    data["error"] = p.error or None
+    return {**data, SK: f"{BRANCH_PREFIX}{p.mirror_id}#{p.branch}"}
+
+
+def branch_key(org: str, mirror_id: str, branch: str) -> dict[str, Any]:
+    return serialize({PK: org, SK: f"{BRANCH_PREFIX}{mirror_id}#{branch}"})
+
+
+def name_guard(m: Mirror) -> dict[str, Any]:
+    return serialize({PK: m.organization_id, SK: f"{NAME_PREFIX}{m.destination_region}#{m.name}"})
+
+
+def namespace_guard(m: Mirror) -> dict[str, Any]:
+    return serialize({PK: m.organization_id, SK: NAMESPACE_PREFIX + m.storage_namespace})
+
+
+def event_from_record(record: dict[str, Any]) -> ChangeEvent | None:
+    """A change event from a stream record; None for guard items."""
+    data = record["dynamodb"]
+    keys = deserialize(data["Keys"])
+    org, row_id = str(keys[PK]), str(keys[SK])
+    deleted = record.get("eventName") == "REMOVE"
+    image = None if deleted else deserialize(data.get("NewImage", {}))
+    if row_id.startswith(MIRROR_PREFIX):
+        row: Any = None if image is None else mirror_from_item(image)
+        return ChangeEvent(RowKind.MIRROR, org, (row_id[len(MIRROR_PREFIX):],), deleted, row)
+    if row_id.startswith(BRANCH_PREFIX):
+        mirror_id, _, branch = row_id[len(BRANCH_PREFIX):].partition("#")
+        row = None if image is None else branch_from_dict(image, f"{org}/{row_id}")
+        return ChangeEvent(RowKind.BRANCH, org, (mirror_id, branch), deleted, row)
+    if row_id.startswith(LEASE_PREFIX):
+        row = None if image is None else lease_from_dict(image, f"{org}/{row_id}")
+        return ChangeEvent(RowKind.LEASE, org, (row_id[len(LEASE_PREFIX):],), deleted, row)
+    return None
