@@ -1,4 +1,4 @@
-"""I1-I4 (DESIGN section 5) checked continuously through the REST API of both regions.
+"""I1-I4 (docs/ARCHITECTURE.md) checked continuously through the REST API of both regions.
 
 The same idea as ``tests/replication/invariants.py`` (which reads both regions'
 engines in one process), but the processes here are separate, so everything goes

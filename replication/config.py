@@ -65,7 +65,7 @@ __all__ = [
 REPLICATION_ENV_PREFIX = "REPLICATION_"
 #: Environment variable naming the config file when no path is given explicitly.
 REPLICATION_CONFIG_FILE_ENV = "REPLICATION_CONFIG_FILE"
-#: Keys of the replication Kubernetes secret (seed 003), read un-prefixed from the
+#: Keys of the replication Kubernetes secret, read un-prefixed from the
 #: environment, and the settings they fill.
 SECRET_ENV_VARS: Mapping[str, tuple[str, ...]] = {
     "source_lakefs_access_key_id": ("source_lakefs", "access_key_id"),
@@ -112,7 +112,7 @@ class ReplicationEncryptConfig(ConfigModel):
 
 
 class ReplicationAuthCacheConfig(AuthCacheConfig):
-    """``auth.cache``: off by default on the sidecar (seed 003)."""
+    """``auth.cache``: off by default on the sidecar."""
 
     enabled: bool = False
 
@@ -183,7 +183,7 @@ class ObjectReplicationConfig(ConfigModel):
 class ReplicationConfig(PrefixedSettings):
     """Settings of the replication sidecar (``lakefs-replication``).
 
-    Every field and default of seed 003's configuration reference, plus
+    Every field and default of the replication configuration reference, plus
     ``source_lakefs`` (the replication user's credentials) and ``object_replication``.
     """
 

@@ -48,7 +48,7 @@ def write_yaml(path: Path, data: Any) -> str:
 
 
 def minimal_replication(**overrides: Any) -> dict[str, Any]:
-    """The required fields of seed 003's reference, nothing else."""
+    """The required fields of the replication service's reference, nothing else."""
     data: dict[str, Any] = {
         "region": "us-east-1",
         "organization_id": "my-org",
@@ -448,7 +448,7 @@ def test_every_field_path_has_its_own_env_name(model: type[BaseModel]) -> None:
     assert len(names) == len(set(names))
 
 
-# --- replication: seed 003's reference ----------------------------------------------------------
+# --- replication: its configuration reference ------------------------------------------------
 def test_replication_defaults_match_the_seed(tmp_path: Path) -> None:
     cfg = load_replication_config(
         write_yaml(tmp_path / "r.yaml", minimal_replication()), env=SEED_SECRET_ENV

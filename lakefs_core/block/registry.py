@@ -1,7 +1,7 @@
 """The configured blockstores, by storage id, and the lazy driver registry.
 
 A server runs either one store (the ``blockstore`` section; its storage id is
-``""``) or several (the ``blockstores`` section of seed 004, each store with an
+``""``) or several (the ``blockstores`` section, each store with an
 ``id``). A repository records the storage id it was created on; ``""`` means the
 single store, or in multi-store mode the store marked ``backward_compatible``.
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def multi(tmp_path: Path, moto_endpoint: str, *, compatible: str | None = "disk") -> dict:
-    """A ``blockstores`` section shaped like seed 004's examples: a disk and an S3 store."""
+    """A ``blockstores`` section shaped like the documented examples: a disk and an S3 store."""
     text = f"""
     blockstores:
       signing:

@@ -27,7 +27,7 @@ REGION_VALUES = {
 BAD_VALUES = Path(__file__).with_name("bad-values.yaml")
 KUBE_VERSION = "1.30"
 NAMESPACE = "mirroring"
-# What the replication Kubernetes secret of seed 003 puts into the sidecar's environment.
+# What the replication Kubernetes secret puts into the sidecar's environment.
 REPLICATION_SECRET_ENV = {
     "source_lakefs_access_key_id": "AKIAREPLICATOR",
     "source_lakefs_secret_access_key": "replicator-secret",

@@ -1,4 +1,4 @@
-"""Checks of the mirroring invariants I1-I4 (DESIGN section 5), run continuously.
+"""Checks of the mirroring invariants I1-I4 (docs/ARCHITECTURE.md, "Invariants"), run continuously.
 
 The checker polls the source and the mirror; every mirror head it sees must be a
 commit the source branch pointed at (or a first-parent ancestor of one: I1), fully
