@@ -80,7 +80,7 @@ def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Respo
     """Have the destination region apply a deletion; None if it cannot be reached."""
     try:
         url = sidecar.config.endpoint_for(mirror.destination_region).rstrip("/")
-        resp = httpx.delete(
+        resp = sidecar.http.delete(
             f"{url}{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}",
             headers={"authorization": request.headers.get("authorization", ""),
                      FORWARDED: sidecar.region}, timeout=10)

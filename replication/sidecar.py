@@ -129,7 +129,8 @@ class Sidecar:
         self._manager_wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._notify_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notify")
-        self._http = httpx.Client(timeout=5.0)
+        #: one pooled client for requests to the other regions' servers
+        self.http = httpx.Client(timeout=5.0)
         self.last_errors: dict[str, str] = {}
 
     # ----------------------------------------------------------------- plumbing
@@ -187,7 +188,7 @@ class Sidecar:
             except MirrorsDatabaseError:
                 pass
         self._notify_pool.shutdown(wait=False, cancel_futures=True)
-        self._http.close()
+        self.http.close()
         if self.copier is not None:
             self.copier.close()
         for client in self._clients.values():
@@ -390,7 +391,7 @@ class Sidecar:
     def _forward(self, mirror: Mirror, repo: str) -> None:
         try:
             url = self.config.endpoint_for(mirror.destination_region).rstrip("/") + EVENTS_PATH
-            self._http.post(url, json={"source_region": self.region,
+            self.http.post(url, json={"source_region": self.region,
                                        "events": [{"repository": repo, "refs": []}]})
         except (httpx.HTTPError, LakeFSError) as e:
             log.debug("could not tell %s: %s", mirror.destination_region, e)
