@@ -70,9 +70,6 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
     }
 
 
-Caller = Principal
-
-
 FORWARDED = "x-replication-forwarded-from"
 
 
@@ -99,7 +96,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     router = APIRouter(prefix=PREFIX)
     cfg = sidecar.config
 
-    def caller(request: Request) -> Caller:
+    def caller(request: Request) -> Principal:
         creds = parse_basic_authorization(request.headers.get("authorization", ""))
         if creds is None:
             raise AuthenticationError("error authenticating request")
@@ -123,7 +120,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
     @router.post("/repositories/{repository}/mirrors", status_code=201)
     def create_mirror(repository: str, body: MirrorCreation,
-                      who: Caller = Depends(caller)) -> JSONResponse:  # noqa: B008
+                      who: Principal = Depends(caller)) -> JSONResponse:  # noqa: B008
         who.check(rbac.all_of(
             rbac.Permission(rbac.CREATE_REPOSITORY, rbac.repository_arn(body.name)),
             rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(repository)),
@@ -155,7 +152,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
     @router.get("/repositories/{repository}/mirrors")
     def list_mirrors(repository: str, after: str = "", amount: int = 100,
-                     who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+                     who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
         if not 1 <= amount <= 1000:
             raise ValidationError("amount must be 1..1000")
@@ -169,13 +166,13 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}")
     def read_mirror(repository: str, mirror_id: str,
-                    who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+                    who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
         return mirror_json(mirror_of(repository, mirror_id))
 
     @router.delete("/repositories/{repository}/mirrors/{mirror_id}", status_code=204)
     def delete_mirror(repository: str, mirror_id: str, request: Request,
-                      who: Caller = Depends(caller)) -> Response:  # noqa: B008
+                      who: Principal = Depends(caller)) -> Response:  # noqa: B008
         m = mirror_of(repository, mirror_id)
         who.check(rbac.Permission(rbac.DELETE_REPOSITORY, rbac.repository_arn(m.name)))
         if m.state in (MirrorState.DELETING, MirrorState.DELETED):
@@ -191,7 +188,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}/status")
     def mirror_status(repository: str, mirror_id: str,
-                      who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+                      who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
         m = mirror_of(repository, mirror_id)
         now = time.time()
@@ -217,7 +214,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
     @router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
     def detach_mirror(repository: str, mirror_id: str,
-                      who: Caller = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+                      who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         m = mirror_of(repository, mirror_id)
         who.check(rbac.all_of(
             rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(repository)),
