@@ -41,16 +41,9 @@ from lakefs_core.graveler.staging import ListingItem, merge_sorted_records
 
 
 class Graveler(CommitEngine):
-    """The versioning engine over a refstore and one or more blockstores.
+    """The versioning engine: every operation, over a refstore and its blockstores.
 
-    Args:
-        refstore: where rows live.
-        store_for: returns the blockstore of a storage id ("" = the default store).
-        clock: seconds since the epoch (tests may freeze it).
-        range_options: keyword arguments for every :class:`RangeManager`.
-        seal_timeout: seconds after which a sealed staging token of a dead committer
-            is taken over by the next commit.
-        commit_retry_seconds: how long a commit or merge retries a lost race.
+    Built with the arguments of :class:`~lakefs_core.graveler.core.EngineCore`.
     """
 
     # ------------------------------------------------------------- repositories

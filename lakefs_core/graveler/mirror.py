@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from lakefs_core.block.base import BlockStore
 from lakefs_core.errors import (
@@ -209,25 +209,13 @@ class MirrorService:
 
     def branches(self, repo: str) -> dict[str, str]:
         """Every branch of the mirror and its head."""
-        out: dict[str, str] = {}
-        after = ""
-        while True:
-            page = self._refstore.list_branches(repo, after=after, amount=_PAGE)
-            out.update({b.name: b.commit_id for b in page})
-            if len(page) < _PAGE:
-                return out
-            after = page[-1].name
+        return _all_refs(lambda after: self._refstore.list_branches(repo, after=after,
+                                                                      amount=_PAGE))
 
     def tags(self, repo: str) -> dict[str, str]:
         """Every tag of the mirror and its commit."""
-        out: dict[str, str] = {}
-        after = ""
-        while True:
-            page = self._refstore.list_tags(repo, after=after, amount=_PAGE)
-            out.update({t.name: t.commit_id for t in page})
-            if len(page) < _PAGE:
-                return out
-            after = page[-1].name
+        return _all_refs(lambda after: self._refstore.list_tags(repo, after=after,
+                                                                  amount=_PAGE))
 
     def set_tag(self, repo: str, name: str, commit_id: str) -> None:
         """Point a tag at a present commit (replacing where it pointed).
@@ -250,3 +238,15 @@ class MirrorService:
     def delete_tag(self, repo: str, name: str) -> None:
         with contextlib.suppress(TagNotFoundError):
             self._refstore.delete_tag(repo, name)
+
+
+def _all_refs(page_after: Callable[[str], Sequence[Branch | Tag]]) -> dict[str, str]:
+    """Every ref of a listing read page by page: name -> commit id."""
+    out: dict[str, str] = {}
+    after = ""
+    while True:
+        page = page_after(after)
+        out.update({ref.name: ref.commit_id for ref in page})
+        if len(page) < _PAGE:
+            return out
+        after = page[-1].name
