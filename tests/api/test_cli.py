@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import signal
@@ -45,6 +46,10 @@ def cli(monkeypatch: pytest.MonkeyPatch,
     for name in list(os.environ):
         if name.startswith("LAKEFS_"):
             monkeypatch.delenv(name)
+    # the command sets up logging: give the process its own back afterwards
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))
+    monkeypatch.setattr(root, "level", root.level)
 
     def invoke(*args: str) -> CliResult:
         capsys.readouterr()
