@@ -20,6 +20,7 @@ import httpx
 import uvicorn
 import yaml
 
+from lakefs_core.auth.model import Policy
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
 from lakefs_testing.servers import free_port
@@ -93,9 +94,59 @@ class Region:
             self.sidecars.pop().stop()
 
 
+@dataclass(frozen=True)
+class ReplicationUser:
+    """The user the sidecars act as: the same keys in every region, one policy each."""
+
+    name: str
+    access_key_id: str
+    secret_access_key: str
+    #: lakeFS policy documents (``id``, ``statement``) attached to the user
+    policies: tuple[dict[str, Any], ...]
+
+    def create_in(self, region: Region) -> None:
+        auth = region.server.services.auth
+        auth.create_user(self.name)
+        auth.create_credentials(self.name, self.access_key_id, self.secret_access_key)
+        for document in self.policies:
+            policy = auth.create_policy(Policy.from_dict(document))
+            auth.attach_policy_to_user(self.name, policy.name)
+
+
+def broad_replication_policy() -> dict[str, Any]:
+    """The replication policy of the documented setup, on every resource."""
+    return {"id": "ReplicationPolicy", "statement": [{
+        "action": ["fs:ReadRepository", "fs:CreateRepository", "fs:UpdateRepository",
+                   "fs:DeleteRepository", "fs:ListRepositories", "fs:AttachStorageNamespace",
+                   "fs:ReadObject", "fs:WriteObject", "fs:DeleteObject", "fs:ListObjects",
+                   "fs:CreateCommit", "fs:ReadCommit", "fs:ListCommits", "fs:CreateBranch",
+                   "fs:DeleteBranch", "fs:RevertBranch", "fs:ReadBranch", "fs:ListBranches"],
+        "effect": "allow", "resource": "*"}]}
+
+
+def narrow_replication_policy(source: str, mirror: str, namespace: str) -> dict[str, Any]:
+    """The documented narrower replication policy, for one source and one mirror."""
+    read = ["fs:ReadRepository", "fs:ReadObject", "fs:ListObjects", "fs:ReadCommit",
+            "fs:ListCommits", "fs:ReadBranch", "fs:ListBranches"]
+    write = ["fs:ReadRepository", "fs:CreateRepository", "fs:UpdateRepository",
+             "fs:DeleteRepository", "fs:AttachStorageNamespace", "fs:ReadObject",
+             "fs:WriteObject", "fs:DeleteObject", "fs:ListObjects", "fs:CreateCommit",
+             "fs:ReadCommit", "fs:ListCommits", "fs:CreateBranch", "fs:DeleteBranch",
+             "fs:RevertBranch", "fs:ReadBranch", "fs:ListBranches"]
+    return {"id": "ReplicationPolicy", "statement": [
+        {"action": ["fs:ListRepositories"], "effect": "allow", "resource": "*"},
+        {"action": read, "effect": "allow", "resource": f"arn:lakefs:fs:::repository/{source}"},
+        {"action": write, "effect": "allow", "resource": f"arn:lakefs:fs:::repository/{mirror}"},
+        {"action": ["fs:AttachStorageNamespace"], "effect": "allow",
+         "resource": f"arn:lakefs:fs:::namespace/{namespace}"},
+    ]}
+
+
 def replication_config(region: str, root: Path, other: str, other_endpoint: str,
                        own_endpoint: str, port: int, mirrors_database: dict[str, Any],
-                       mode: str, other_root: Path, interval: str) -> dict[str, Any]:
+                       mode: str, other_root: Path, interval: str,
+                       credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET)
+                       ) -> dict[str, Any]:
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
         builtin["source_blockstores"] = {
@@ -110,7 +161,7 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "refstore_database": {"type": "local", "local": {"path": str(root / "metadata.db")}},
         "blockstore": {"type": "local", "local": {"path": str(root / "blockstore")}},
         "auth": {"encrypt": {"secret_key": SECRET_KEY}},
-        "source_lakefs": {"access_key_id": ADMIN_KEY, "secret_access_key": ADMIN_SECRET},
+        "source_lakefs": {"access_key_id": credentials[0], "secret_access_key": credentials[1]},
         "commit_sensor": {"process_branches_duration": interval},
         "mirrors_manager": {"process_mirrors_interval_duration": interval},
         "validator": {"cooldown_on_error": "1s", "cooldown_on_missing": "5s",
@@ -122,8 +173,14 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
 
 @contextlib.contextmanager
 def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "builtin",
-                interval: str = "2s", sidecars: bool = True) -> Iterator[tuple[Region, Region]]:
-    """Regions "east" (source) and "west" (destination), servers and sidecars running."""
+                interval: str = "2s", sidecars: bool = True,
+                user: ReplicationUser | None = None) -> Iterator[tuple[Region, Region]]:
+    """Regions "east" (source) and "west" (destination), servers and sidecars running.
+
+    The sidecars act as ``user`` (created in both regions) if given, else as the admin.
+    """
+    credentials = ((user.access_key_id, user.secret_access_key) if user is not None
+                   else (ADMIN_KEY, ADMIN_SECRET))
     names = ("east", "west")
     roots = {n: tmp / n for n in names}
     server_ports = {n: free_port() for n in names}
@@ -141,10 +198,12 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
             cfg = replication_config(
                 n, roots[n], other, f"http://127.0.0.1:{server_ports[other]}",
                 f"http://127.0.0.1:{server_ports[n]}", sidecar_ports[n], mirrors_database,
-                mode, roots[other], interval)
+                mode, roots[other], interval, credentials)
             path = roots[n] / "replication.yaml"
             path.write_text(yaml.safe_dump(cfg))
             regions[n] = Region(n, roots[n], server, sidecar_ports[n], path)
+            if user is not None:
+                user.create_in(regions[n])
         try:
             if sidecars:
                 for r in regions.values():

@@ -210,7 +210,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 "error": p.error,
             })
         return {"mirror": mirror_json(m), "branches": branches,
-                "error": sidecar.last_errors.get(m.id, "")}
+                "error": m.error or sidecar.last_errors.get(m.id, "")}
 
     @router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
     def detach_mirror(repository: str, mirror_id: str,

@@ -37,3 +37,7 @@ class ReplicationMetrics:
         self.errors = Counter(
             "replication_errors", "Errors while processing mirrors", ("mirror",),
             registry=self.registry)
+        self.permission_errors = Counter(
+            "replication_permission_errors",
+            "Source requests refused to the replication user (401/403), by the permission "
+            "they need", ("mirror", "action"), registry=self.registry)

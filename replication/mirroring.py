@@ -38,7 +38,7 @@ from mirrors_db.models import Mirror, MirrorBranch
 from mirrors_db.table import MirrorsTable
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
-from replication.source import SourceClient, SourceError
+from replication.source import SourceClient, SourceError, SourceForbiddenError
 
 log = logging.getLogger("replication.mirroring")
 
@@ -87,6 +87,9 @@ class MirrorFollower:
         self.store = ctx.store_for("")
         self.validator = CommitValidator(self.store, mirror.storage_namespace)
         self.refs: dict[str, RefProgress] = {}
+        #: what keeps the mirror from following all of its source, for its status
+        #: (e.g. tags the replication user may not list); "" when nothing does
+        self.notice = ""
 
     # ------------------------------------------------------------------ the round
     def process(self) -> float | None:
@@ -103,9 +106,18 @@ class MirrorFollower:
         progress = {p.branch: p for p in
                     self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)}
         due: list[float] = []
+        notices: list[str] = []
         for name, head in source_branches.items():
-            when = self._follow(client, name, head, mirror_branches.get(name) or None,
-                                progress.get(name), is_tag=False)
+            try:
+                when = self._follow(client, name, head, mirror_branches.get(name) or None,
+                                    progress.get(name), is_tag=False)
+            except SourceForbiddenError as e:
+                # this branch waits for a permission; the others go on
+                self._forbidden(e)
+                self._record(self._current_row(name), name, source_head=head,
+                             error=f"permission denied: {e}")
+                notices.append(f"branch {name!r}: {e.request} needs {e.action}")
+                continue
             if when is not None:
                 due.append(when)
         for name in set(mirror_branches) - set(source_branches):
@@ -113,8 +125,15 @@ class MirrorFollower:
         for name in set(progress) - set(source_branches) - set(mirror_branches):
             self._drop_progress(progress[name])
         if self.ctx.mirror_tags:
-            source_tags = {r.name: r.commit_id for r in
-                           client.list_tags(m.source_repository, self.ctx.branch_page_size)}
+            try:
+                source_tags = {r.name: r.commit_id for r in
+                               client.list_tags(m.source_repository, self.ctx.branch_page_size)}
+            except SourceForbiddenError as e:
+                self._forbidden(e)
+                notices.append(f"tags are not mirrored: the replication user may not list "
+                               f"them; add {e.action} to its policy")
+                self.notice = "; ".join(notices)
+                return min(due) if due else None
             mirror_tags = self.ctx.mirrors.tags(repo)
             for name, head in source_tags.items():
                 when = self._follow(client, name, head, mirror_tags.get(name), None,
@@ -123,7 +142,22 @@ class MirrorFollower:
                     due.append(when)
             for name in set(mirror_tags) - set(source_tags):
                 self._source_ref_deleted(name, None, is_tag=True)
+        self.notice = "; ".join(notices)
         return min(due) if due else None
+
+    def _current_row(self, branch: str) -> MirrorBranch | None:
+        """The branch's progress row as stored now (None if there is none, or on error)."""
+        try:
+            return self.ctx.table.get_branch_progress(self.ctx.organization_id,
+                                                      self.mirror.id, branch)
+        except MirrorsDatabaseError:  # not found, or unreachable: best effort
+            return None
+
+    def _forbidden(self, error: SourceForbiddenError) -> None:
+        self.ctx.metrics.permission_errors.labels(self.mirror.name, error.action).inc()
+        log.warning("mirror %s: %s", self.mirror.id, error,
+                    extra={"mirror": self.mirror.id, "request": error.request,
+                           "action": error.action})
 
     # ------------------------------------------------------------------- one ref
     def _follow(self, client: SourceClient, name: str, head: str, mirror_head: str | None,

@@ -36,14 +36,21 @@ from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
-from mirrors_db.models import Lease, Mirror, MirrorState, RowKind, default_lease_owner
+from mirrors_db.models import (
+    Lease,
+    Mirror,
+    MirrorState,
+    RowKind,
+    clip_error,
+    default_lease_owner,
+)
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
 from replication.remote_auth import RemoteAuthenticator
-from replication.source import SourceClient
+from replication.source import SourceClient, SourceForbiddenError
 
 log = logging.getLogger("replication.sidecar")
 
@@ -270,13 +277,38 @@ class Sidecar:
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.last_errors[mirror_id] = str(e)
+            if isinstance(e, SourceForbiddenError):
+                self.metrics.permission_errors.labels(mirror.name, e.action).inc()
             if isinstance(e, LakeFSError | httpx.HTTPError | OSError):
                 log.warning("mirror %s (%s): %s", mirror.id, mirror.name, e)
             else:
                 log.exception("mirror %s (%s) failed", mirror.id, mirror.name)
+            self._report(mirror, str(e))
             return time.monotonic() + min(self.error_cooldown, self.sense_interval)
         self.last_errors.pop(mirror_id, None)
+        self._report(mirror, follower.notice)
         return result
+
+    def _report(self, mirror: Mirror, text: str) -> Mirror:
+        """Show what keeps a mirror from being created or from following its source in
+        its row, so every region's status view says it ("" once nothing does).
+
+        Returns:
+            The mirror as stored now.
+        """
+        text = clip_error(text)  # as the table stores it
+        if mirror.error == text or mirror.state not in (MirrorState.CREATING,
+                                                        MirrorState.ACTIVE):
+            return mirror
+        try:
+            updated = self.table.update_mirror(mirror.with_state(mirror.state, text))
+        except (MirrorsDatabaseError, LakeFSError) as e:  # a newer row wins; next round
+            log.debug("mirror %s: error not recorded: %s", mirror.id, e)
+            return mirror
+        with self._cond:
+            if mirror.id in self._mirrors:
+                self._mirrors[mirror.id] = updated
+        return updated
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
@@ -337,6 +369,9 @@ class Sidecar:
             return self.table.get_mirror(self.org, mirror.id)
         except (LakeFSError, httpx.HTTPError) as e:
             log.warning("mirror %s: %s", mirror.id, e)
+            if isinstance(e, SourceForbiddenError):
+                self.metrics.permission_errors.labels(mirror.name, e.action).inc()
+            return self._report(mirror, str(e))
         return mirror
 
     # --------------------------------------------------------------- events

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from lakefs_core.auth import rbac
 from lakefs_core.client import API_PREFIX, RestClient
 from lakefs_core.errors import LakeFSError, NotFoundError
 from lakefs_core.graveler.encoding import commit_id
@@ -23,6 +24,22 @@ class SourceError(LakeFSError):
 
 class SourceNotFoundError(SourceError, NotFoundError):
     pass
+
+
+class SourceForbiddenError(SourceError):
+    """The replication user may not do what a request needs (401 or 403).
+
+    Attributes:
+        request: the request, ``METHOD /path``.
+        action: the permission it needs, e.g. ``fs:ListTags on arn:...``.
+        status: 401 or 403.
+    """
+
+    def __init__(self, message: str, *, request: str, action: str, status: int) -> None:
+        super().__init__(message)
+        self.request = request
+        self.action = action
+        self.status = status
 
 
 class CommitIntegrityError(SourceError):
@@ -69,11 +86,18 @@ class SourceClient:
         self._rest = RestClient(self.endpoint, access_key_id, secret_access_key,
                                 timeout=timeout, attempts=attempts, max_connections=32,
                                 error_factory=self._error)
+        #: repositories whose commit log this user may not read (commits go by id)
+        self._log_forbidden: set[str] = set()
 
     def _error(self, method: str, path: str, status: int, message: str,
                what: str) -> SourceError:
         if status == 404:
             return SourceNotFoundError(message)
+        if status in (401, 403):
+            needs = f" (needs {what})" if what else ""
+            return SourceForbiddenError(
+                f"source lakeFS {self.endpoint}: {status} {message} on {method} {path}{needs}",
+                request=f"{method} {path}", action=what, status=status)
         if status == 0:  # no answer: the message says so
             return SourceError(f"source lakeFS: {message}")
         return SourceError(f"source lakeFS {self.endpoint}: {status} {message}")
@@ -86,42 +110,78 @@ class SourceClient:
     def close(self) -> None:
         self._rest.close()
 
-    def _get(self, url: str, /, **params: str | int | None) -> httpx.Response:
-        return self._rest.request("GET", API_PREFIX + url,
+    def _get(self, url: str, /, what: str = "", **params: str | int | None) -> httpx.Response:
+        return self._rest.request("GET", API_PREFIX + url, what=what,
                                   params={k: v for k, v in params.items() if v is not None})
 
-    def _pages(self, url: str, page_size: int, **params: str | int | None) -> Iterator[dict]:
-        return self._rest.pages(API_PREFIX + url, page_size=page_size,
+    def _pages(self, url: str, page_size: int, what: str = "",
+               **params: str | int | None) -> Iterator[dict]:
+        return self._rest.pages(API_PREFIX + url, page_size=page_size, what=what,
                                 params={k: v for k, v in params.items() if v is not None})
 
     # --- repositories and refs ---------------------------------------------------------
     def get_repository(self, repo: str) -> dict:
-        return dict(self._get(f"/repositories/{repo}").json())
+        return dict(self._get(f"/repositories/{repo}",
+                              what=_needs(rbac.READ_REPOSITORY, repo)).json())
 
     def list_branches(self, repo: str, page_size: int = 1000) -> list[SourceRef]:
         return [SourceRef(r["id"], r["commit_id"])
-                for r in self._pages(f"/repositories/{repo}/branches", page_size)]
+                for r in self._pages(f"/repositories/{repo}/branches", page_size,
+                                     what=_needs(rbac.LIST_BRANCHES, repo))]
 
     def list_tags(self, repo: str, page_size: int = 1000) -> list[SourceRef]:
         return [SourceRef(r["id"], r["commit_id"])
-                for r in self._pages(f"/repositories/{repo}/tags", page_size)]
+                for r in self._pages(f"/repositories/{repo}/tags", page_size,
+                                     what=_needs(rbac.LIST_TAGS, repo))]
 
     def get_commit(self, repo: str, commit: str) -> CommitRecord:
-        return commit_from_json(self._get(f"/repositories/{repo}/commits/{commit}").json())
+        return commit_from_json(self._get(f"/repositories/{repo}/commits/{commit}",
+                                          what=_needs(rbac.READ_COMMIT, repo)).json())
 
     def new_commits(self, repo: str, head: str, known: Callable[[str], bool],
                     page_size: int = 1000) -> list[CommitRecord]:
         """Commits reachable from ``head`` that are not ``known``, oldest first.
 
         Relies on the invariant that a known commit's ancestors are all known (the
-        sidecar writes records oldest first), and on the log being in topological
-        order, so the walk stops as soon as every needed parent has been seen.
+        sidecar writes records oldest first). Reads the commit log (a page per
+        ``page_size`` commits); a user that may not read the log (it needs
+        ``fs:ReadBranch``, which the narrow replication policy does not grant) gets the
+        commits one by one by id (``fs:ReadCommit``).
         """
         if known(head):
             return []
+        if repo not in self._log_forbidden:
+            try:
+                return self._new_commits_from_log(repo, head, known, page_size)
+            except SourceForbiddenError:
+                self._log_forbidden.add(repo)
+        return self._new_commits_by_id(repo, head, known)
+
+    def _new_commits_by_id(self, repo: str, head: str,
+                           known: Callable[[str], bool]) -> list[CommitRecord]:
+        """The walk of :meth:`new_commits` by commit id, parents before children."""
+        records: dict[str, CommitRecord] = {}
+        order: list[CommitRecord] = []
+        stack: list[tuple[str, bool]] = [(head, False)]
+        while stack:  # depth-first, each commit emitted after its parents (post-order)
+            cid, parents_done = stack.pop()
+            if parents_done:
+                order.append(records[cid])
+                continue
+            if cid in records:
+                continue
+            records[cid] = rec = self.get_commit(repo, cid)
+            stack.append((cid, True))
+            stack.extend((p, False) for p in reversed(rec.commit.parents)
+                         if p not in records and not known(p))
+        return order
+
+    def _new_commits_from_log(self, repo: str, head: str, known: Callable[[str], bool],
+                              page_size: int) -> list[CommitRecord]:
         needed = {head}
         found: list[CommitRecord] = []
-        for data in self._pages(f"/repositories/{repo}/refs/{head}/commits", page_size):
+        for data in self._pages(f"/repositories/{repo}/refs/{head}/commits", page_size,
+                                what=_needs(rbac.READ_BRANCH, repo, branch=head)):
             cid = data.get("id", "")
             if cid not in needed:
                 continue
@@ -138,8 +198,16 @@ class SourceClient:
 
     # --- data (for the builtin copier) ---------------------------------------------------
     def read_object(self, repo: str, ref: str, path: str) -> bytes:
-        return self._get(f"/repositories/{repo}/refs/{ref}/objects", path=path).content
+        return self._get(f"/repositories/{repo}/refs/{ref}/objects", path=path,
+                         what=f"{rbac.READ_OBJECT} on {rbac.object_arn(repo, path)}").content
 
     def read_metadata_file(self, repo: str, file_id: str) -> bytes:
         """A range or metarange file of the repository (by id)."""
-        return self._get(f"/repositories/{repo}/metadata/files/{file_id}").content
+        return self._get(f"/repositories/{repo}/metadata/files/{file_id}",
+                         what=_needs(rbac.READ_REPOSITORY, repo)).content
+
+
+def _needs(action: str, repo: str, *, branch: str | None = None) -> str:
+    """What a request needs, as an operator adds it to a policy."""
+    arn = rbac.branch_arn(repo, branch) if branch else rbac.repository_arn(repo)
+    return f"{action} on {arn}"

@@ -1,0 +1,163 @@
+"""The sidecars as the documented replication users, never as admin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from lakefs_core.auth.model import Policy
+from lakefs_core.client import API_PREFIX, ApiError, RestClient
+from lakefs_core.graveler.model import Entry
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer
+from lakefs_testing.regions import (
+    MIRRORS,
+    Region,
+    ReplicationUser,
+    broad_replication_policy,
+    commit,
+    create_mirror,
+    create_source,
+    mirror_head,
+    narrow_replication_policy,
+    two_regions,
+    upload,
+)
+from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.waiting import wait_for
+from replication.source import SourceClient
+from tests.replication.invariants import MirrorChecker
+
+KEY, SECRET = "AKIAREPLICATIONUSER1", "replication-user-secret-key-for-tests"
+LIST_TAGS = "fs:ListTags on arn:lakefs:fs:::repository/src"
+
+
+def replicator(policy: dict[str, Any]) -> ReplicationUser:
+    return ReplicationUser("replicator", KEY, SECRET, (policy,))
+
+
+def status(region: Region, mirror_id: str) -> dict[str, Any]:
+    with region.client() as c:
+        r = c.get(f"{MIRRORS}/src/mirrors/{mirror_id}/status")
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+
+def permission_errors(region: Region, action: str) -> float:
+    text = httpx.get(f"{region.sidecars[0].url}/metrics", timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("replication_permission_errors_total{") and f'action="{action}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, Any]) -> None:
+    """Branches follow the source; tags, which the documented policies do not let the
+    user list, are reported as not mirrored, in the status view and a metric."""
+    with two_regions(tmp_path, mirrors_db, mode="native", interval="1s",
+                     user=replicator(policy)) as (east, west):
+        create_source(east)
+        upload(east, "src", "main", "a.txt", b"one")
+        c1 = commit(east, "src", "main", "first")
+        with east.client() as c:
+            assert c.post("/api/v1/repositories/src/tags",
+                          json={"id": "v1", "ref": c1}).status_code == 201
+        crr = FaultyReplicator(east.blockstore_root / "src", west.blockstore_root / "src-mirror",
+                               seed=3, drop=0.0, duplicate=0.0, max_delay=0.0)
+        mirror = create_mirror(east)
+        checker = MirrorChecker(east.graveler, "src", west.graveler, "src-mirror")
+        crr.start(period=0.05)
+        try:
+            wait_for(lambda: mirror_head(west, "src-mirror", "main") == c1, 60,
+                     what="first promotion", check=checker.check)
+            heads = []
+            for i in range(3):  # several commits at once: their records come by id or log
+                upload(east, "src", "main", f"b{i}.txt", f"two {i}".encode())
+                heads.append(commit(east, "src", "main", f"more {i}"))
+            checker.source_moved("main", heads[-1])
+            wait_for(lambda: mirror_head(west, "src-mirror", "main") == heads[-1], 60,
+                     what="later promotion", check=checker.check)
+            error = wait_for(lambda: status(east, mirror["id"])["mirror"]["error"], 30,
+                             what="the tags notice in the status")
+            assert "tags are not mirrored" in error and LIST_TAGS in error
+            assert status(west, mirror["id"])["mirror"]["error"] == error  # every region
+            assert status(east, mirror["id"])["mirror"]["state"] == "active"
+            assert west.graveler.list_tags("src-mirror") == []
+            assert permission_errors(west, LIST_TAGS) >= 1
+            checker.check()
+        finally:
+            crr.stop()
+
+
+def test_narrow_policy_mirrors_branches(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    follow_with(tmp_path, sqlite_mirrors,
+                narrow_replication_policy("src", "src-mirror", "local://src-mirror"))
+
+
+def test_broad_policy_mirrors_branches(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    follow_with(tmp_path, sqlite_mirrors, broad_replication_policy())
+
+
+def test_a_missing_permission_shows_in_the_status(tmp_path: Path,
+                                                  sqlite_mirrors: dict[str, Any]) -> None:
+    # a policy for another source repository: the user may not list this one's branches
+    policy = narrow_replication_policy("other", "src-mirror", "local://src-mirror")
+    with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s",
+                     user=replicator(policy)) as (east, west):
+        create_source(east)
+        upload(east, "src", "main", "a.txt", b"one")
+        commit(east, "src", "main", "first")
+        mirror = create_mirror(east)
+        needs = "fs:ReadRepository on arn:lakefs:fs:::repository/src"
+        error = wait_for(lambda: needs in status(east, mirror["id"])["mirror"]["error"]
+                         and status(east, mirror["id"])["mirror"]["error"], 60,
+                         what="the missing permission in the status")
+        assert "403" in error and "GET /api/v1/repositories/src" in error
+        assert status(east, mirror["id"])["mirror"]["state"] == "creating"
+        assert permission_errors(west, needs) >= 1
+
+
+def test_new_commits_by_id_when_the_log_is_forbidden(server: LiveServer) -> None:
+    """The narrow policy cannot read a commit log; the records come by id, parents first."""
+
+    graveler = server.services.graveler
+    graveler.create_repository("src", "local://src")
+
+    def put(branch: str, path: str) -> str:
+        graveler.set_entry("src", branch, path, Entry(f"data/{path}", 1, path, 1.0))
+        return graveler.commit("src", branch, path, "alice").id
+
+    base = put("main", "a")
+    graveler.create_branch("src", "dev", "main")
+    put("dev", "b")
+    put("main", "c")
+    head = graveler.merge("src", "dev", "main", "alice").id  # a merge: two parents
+    auth = server.services.auth
+    auth.create_user("narrow")
+    auth.create_credentials("narrow", KEY, SECRET)
+    auth.create_policy(Policy.from_dict(
+        narrow_replication_policy("src", "src-mirror", "local://src-mirror")))
+    auth.attach_policy_to_user("narrow", "ReplicationPolicy")
+    with RestClient(server.endpoint, KEY, SECRET) as rest:
+        try:
+            rest.request("GET", f"{API_PREFIX}/repositories/src/refs/{head}/commits")
+            raise AssertionError("the narrow policy read a commit log")
+        except ApiError as e:
+            assert e.status == 403
+    known = {base}
+    narrow = SourceClient(server.endpoint, KEY, SECRET)
+    admin = SourceClient(server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+    try:
+        by_id = narrow.new_commits("src", head, known.__contains__)
+        from_log = admin.new_commits("src", head, known.__contains__)
+    finally:
+        narrow.close()
+        admin.close()
+    assert {r.id for r in by_id} == {r.id for r in from_log} and len(by_id) == 3
+    assert by_id[-1].id == head
+    seen = set(known)
+    for rec in by_id:  # every commit after its parents
+        assert all(p in seen for p in rec.commit.parents), rec.id
+        seen.add(rec.id)
