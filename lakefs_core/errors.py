@@ -20,6 +20,10 @@ class RangeNotSatisfiableError(ValidationError):
     """A byte range outside the object (HTTP 416)."""
 
 
+class PayloadTooLargeError(ValidationError):
+    """A request body larger than the server reads for that request (HTTP 413)."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 

@@ -67,7 +67,7 @@ def build_services(config: ServerConfig) -> Services:
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
     auth = AuthStore(url, secret.get_secret_value())
-    notifier = RefEventNotifier(config.replication.endpoint)
+    notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,
                     graveler=graveler, catalog=Catalog(graveler), auth=auth,

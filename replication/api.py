@@ -8,21 +8,26 @@ of each route is listed in docs/ARCHITECTURE.md ("Replication API").
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, Body, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
+from pydantic import ValidationError as PydanticValidationError
+from starlette.concurrency import run_in_threadpool
 
+from lakefs_core import ref_events
 from lakefs_core.auth import rbac
 from lakefs_core.auth.service import Principal, parse_basic_authorization
 from lakefs_core.errors import (
     AuthenticationError,
+    PayloadTooLargeError,
     RepositoryNotFoundError,
     ValidationError,
 )
@@ -30,7 +35,7 @@ from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
-from replication.sidecar import Sidecar
+from replication.sidecar import MAX_EVENTS, Sidecar
 
 PREFIX = "/service/replication/v1"
 
@@ -42,13 +47,13 @@ class MirrorCreation(BaseModel):
 
 
 class RefEvent(BaseModel):
-    repository: str
-    refs: list[str] = Field(default_factory=list)
+    repository: str = Field(max_length=63)
+    refs: list[str] = Field(default_factory=list, max_length=1000)
 
 
 class RefEvents(BaseModel):
-    events: list[RefEvent]
-    source_region: str | None = None
+    events: list[RefEvent] = Field(max_length=MAX_EVENTS)
+    source_region: str | None = Field(default=None, max_length=100)
 
 
 def _ts(value: datetime | None) -> int | None:
@@ -227,11 +232,35 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         detached = sidecar.detach(m)
         return mirror_json(detached)
 
+    events_key = ref_events.events_key(cfg.auth.encrypt.secret_key.get_secret_value())
+    replication_key = (cfg.source_lakefs.access_key_id.get_secret_value(),
+                       cfg.source_lakefs.secret_access_key.get_secret_value())
+
+    def events_sender(request: Request, body: bytes) -> None:
+        """Events come signed by this region's server, or from another region's sidecar
+        with the replication user's key (the sidecars share it)."""
+        if ref_events.events_signed(events_key, body,
+                                    request.headers.get(ref_events.SIGNATURE_HEADER)):
+            return
+        creds = parse_basic_authorization(request.headers.get("authorization", ""))
+        if creds is not None and all(hmac.compare_digest(given.encode(), own.encode())
+                                     for given, own in zip(creds, replication_key, strict=True)):
+            return
+        raise AuthenticationError("ref events need the server's signature or the replication "
+                                  "user's key")
+
     @router.post("/internal/ref-events", status_code=202, include_in_schema=False)
-    def ref_events(body: RefEvents = Body(...)) -> dict[str, int]:  # noqa: B008
-        # unauthenticated on purpose: an event only makes the sidecar look sooner
-        n = sidecar.on_ref_events([json.loads(e.model_dump_json()) for e in body.events],
-                                  body.source_region)
+    async def ref_events_(request: Request) -> dict[str, int]:
+        body = await _bounded_body(request, ref_events.MAX_EVENTS_BODY)
+        events_sender(request, body)
+        try:
+            parsed = RefEvents.model_validate_json(body)
+        except PydanticValidationError as e:
+            raise ValidationError(f"invalid ref events: {e.error_count()} errors") from None
+        # wakes mirrors at most: the sensor reads the heads from the source itself
+        n = await run_in_threadpool(
+            sidecar.on_ref_events, [json.loads(e.model_dump_json()) for e in parsed.events],
+            parsed.source_region)
         return {"woken": n}
 
     app.include_router(router)
@@ -240,3 +269,18 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) past ``limit`` bytes without reading the rest."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLargeError(f"a body of at most {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(f"a body of at most {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -55,6 +55,8 @@ from replication.source import SourceClient, SourceForbiddenError
 log = logging.getLogger("replication.sidecar")
 
 EVENTS_PATH = "/service/replication/v1/internal/ref-events"
+#: events one request may carry (each wakes at most the mirrors of one repository)
+MAX_EVENTS = 100
 
 
 def refstore_url(config: ReplicationConfig) -> str:
@@ -426,8 +428,11 @@ class Sidecar:
     def _forward(self, mirror: Mirror, repo: str) -> None:
         try:
             url = self.config.endpoint_for(mirror.destination_region).rstrip("/") + EVENTS_PATH
+            creds = self.config.source_lakefs  # the sidecars share the replication user's
             self.http.post(url, json={"source_region": self.region,
-                                       "events": [{"repository": repo, "refs": []}]})
+                                      "events": [{"repository": repo, "refs": []}]},
+                           auth=(creds.access_key_id.get_secret_value(),
+                                 creds.secret_access_key.get_secret_value()))
         except (httpx.HTTPError, LakeFSError) as e:
             log.debug("could not tell %s: %s", mirror.destination_region, e)
 
