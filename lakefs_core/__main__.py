@@ -64,6 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = _load(args)
     configure_logging(config.logging.level, config.logging.format)
+    _say_where_the_key_is(config, quickstart=args.quickstart)
     services = build_services(config)
     inst = config.installation
     if inst.user_name and inst.access_key_id and inst.secret_access_key:
@@ -95,6 +96,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         services.close()
     return 0
+
+
+def _say_where_the_key_is(config: ServerConfig, *, quickstart: bool) -> None:
+    encrypt = config.auth.encrypt
+    if not encrypt.key_file:
+        return
+    if encrypt.generated:
+        log.warning("no auth.encrypt.secret_key configured: generated a random one in %s "
+                    "(mode 0600); keep that file with the data directory", encrypt.key_file)
+    else:
+        log.info("auth.encrypt.secret_key read from %s", encrypt.key_file)
+    if quickstart:
+        log.warning("QUICKSTART: the admin key pair is the well-known quickstart one; "
+                    "anyone who can reach %s can use it. Not for production.",
+                    config.listen_address)
 
 
 def cmd_setup(args: argparse.Namespace) -> int:

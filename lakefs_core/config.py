@@ -9,9 +9,10 @@ take a JSON value (``LAKEFS_BLOCKSTORES_STORES='[{"id": "a", ...}]'``). The load
 machinery, which the replication service shares, is :mod:`lakefs_core.settings`.
 
 With no file and no variables at all the server runs embedded: SQLite metadata and a
-local blockstore, both under ``data_dir`` (default ``~/.local/share/lakefs-mirror``),
-and a well-known, insecure ``auth.encrypt.secret_key`` (see
-:attr:`EncryptConfig.insecure`). Any other database requires a real secret key.
+local blockstore, both under ``data_dir`` (default ``~/.local/share/lakefs-mirror``).
+Without a configured ``auth.encrypt.secret_key`` the embedded server generates a
+random one at first start and keeps it in ``<data_dir>/secret_key`` (mode 0600; see
+:attr:`EncryptConfig.generated`). Any other database requires a configured key.
 
 Example:
     >>> cfg = load_server_config(None, env={"LAKEFS_DATABASE_TYPE": "local"})
@@ -22,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import ClassVar, Literal, Self, TypeVar
@@ -61,6 +63,7 @@ from lakefs_core.settings import (
 __all__ = [
     "DEFAULT_DATA_DIR",
     "INSECURE_SECRET_KEY",
+    "SECRET_KEY_FILE",
     "QUICKSTART_ACCESS_KEY_ID",
     "QUICKSTART_SECRET_ACCESS_KEY",
     "QUICKSTART_USER_NAME",
@@ -95,6 +98,7 @@ __all__ = [
     "env_var_paths",
     "field_paths",
     "format_duration",
+    "load_or_create_secret_key",
     "load_server_config",
     "load_settings",
     "parse_duration",
@@ -110,7 +114,11 @@ SERVER_CONFIG_FILE_ENV = "LAKEFS_CONFIG_FILE"
 DEFAULT_DATA_DIR = "~/.local/share/lakefs-mirror"
 #: The secret key used when none is configured in embedded mode. Anyone can read it
 #: here, so credentials encrypted with it are not protected: never use it in production.
+#: the key that embedded installations of earlier versions used when none was configured;
+#: secrets encrypted with it are re-encrypted with the generated key (see services)
 INSECURE_SECRET_KEY = "THIS_MUST_BE_CHANGED_IN_PRODUCTION"
+#: the file in ``data_dir`` that keeps a generated ``auth.encrypt.secret_key``
+SECRET_KEY_FILE = "secret_key"
 #: The well-known quickstart identity (lakeFS uses the same one for ``--quickstart``).
 QUICKSTART_USER_NAME = "quickstart"
 QUICKSTART_ACCESS_KEY_ID = "AKIAIOSFOLQUICKSTART"
@@ -188,20 +196,25 @@ class AuthApiConfig(ConfigModel):
 
 
 class EncryptConfig(ConfigModel):
-    """Key that encrypts stored credential secrets.
+    """Key that encrypts stored credential secrets (and signs login tokens).
 
     Attributes:
-        insecure: True when no key was configured and the embedded mode's well-known
-            default is in use (the server should say so loudly).
+        key_file: where the embedded mode keeps the key it generated, when no key was
+            configured ("" otherwise).
+        generated: True when that file was created by this load (the first start).
     """
 
     secret_key: SecretStr | None = None
-    _insecure: bool = PrivateAttr(default=False)
+    _key_file: str = PrivateAttr(default="")
+    _generated: bool = PrivateAttr(default=False)
 
     @property
-    def insecure(self) -> bool:
-        """Whether the embedded mode's well-known default key is in use."""
-        return self._insecure
+    def key_file(self) -> str:
+        return self._key_file
+
+    @property
+    def generated(self) -> bool:
+        return self._generated
 
 
 class AuthConfig(ConfigModel):
@@ -288,6 +301,47 @@ def _resolve_local_path(store: _B, data_dir: str) -> _B:
     return store.model_copy(update={"local": local.model_copy(update={"path": path})})
 
 
+def load_or_create_secret_key(path: str) -> tuple[str, bool]:
+    """The key kept in ``path``, created (random, mode 0600) if there is none.
+
+    Safe when several processes start at once: the file appears whole or not at all.
+
+    Returns:
+        (key, whether this call created the file)
+
+    Raises:
+        FieldValueError: the file cannot be read or written, or is empty.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().strip()
+    except FileNotFoundError:
+        key = ""
+    except OSError as e:
+        raise FieldValueError("auth.encrypt.secret_key", f"cannot read {path}: {e}") from None
+    else:
+        if not key:
+            raise FieldValueError("auth.encrypt.secret_key", f"{path} is empty")
+        return key, False
+    key = secrets.token_urlsafe(32)
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, f".{SECRET_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(key + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never over another process's key
+        except FileExistsError:
+            return load_or_create_secret_key(path)
+        finally:
+            os.unlink(tmp)
+    except OSError as e:
+        raise FieldValueError("auth.encrypt.secret_key", f"cannot create {path}: {e}") from None
+    return key, True
+
+
 class ServerConfig(PrefixedSettings):
     """Settings of the versioning server (``lakefs-core``).
 
@@ -332,10 +386,12 @@ class ServerConfig(PrefixedSettings):
                 raise FieldValueError(
                     "auth.encrypt.secret_key",
                     f"required when database.type is {self.database.type} "
-                    "(only the embedded local database has an insecure default)",
+                    "(only the embedded local database generates one)",
                 )
-            encrypt.secret_key = SecretStr(INSECURE_SECRET_KEY)
-            encrypt._insecure = True
+            path = os.path.join(data_dir, SECRET_KEY_FILE)
+            key, encrypt._generated = load_or_create_secret_key(path)
+            encrypt.secret_key = SecretStr(key)
+            encrypt._key_file = path
         return self
 
     @property

@@ -7,18 +7,21 @@ one database and one store serve the same repositories.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
-from lakefs_core.config import ServerConfig
+from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
 from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.ref_events import RefEventNotifier
 from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
+
+log = logging.getLogger("lakefs_core")
 
 
 @dataclass
@@ -67,6 +70,12 @@ def build_services(config: ServerConfig) -> Services:
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
     auth = AuthStore(url, secret.get_secret_value())
+    if config.auth.encrypt.generated:
+        # an installation of an earlier version used a public default key: its stored
+        # secrets move to the key just generated
+        moved = auth.reencrypt_secrets(INSECURE_SECRET_KEY)
+        if moved:
+            log.warning("re-encrypted %d stored secrets with the generated key", moved)
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,

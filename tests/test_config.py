@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from lakefs_core.auth.store import AuthStore
 from lakefs_core.block import BlockStores
 from lakefs_core.config import (
     DEFAULT_DATA_DIR,
     INSECURE_SECRET_KEY,
     QUICKSTART_ACCESS_KEY_ID,
+    SECRET_KEY_FILE,
     ConfigError,
     ServerConfig,
     field_paths,
@@ -26,7 +29,8 @@ from lakefs_core.config import (
     load_server_config,
     parse_duration,
 )
-from lakefs_core.errors import ValidationError
+from lakefs_core.errors import SecretDecryptionError, ValidationError
+from lakefs_core.services import build_services
 from mirrors_db.config import MirrorsDatabaseConfig
 from replication.config import (
     SECRET_ENV_VARS,
@@ -148,18 +152,50 @@ def test_server_defaults_are_the_embedded_mode(
     assert cfg.is_embedded
 
 
-def test_embedded_mode_has_an_insecure_default_secret(tmp_path: Path) -> None:
+def test_embedded_mode_generates_a_secret_key(tmp_path: Path) -> None:
     cfg = load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path)})
-    assert cfg.auth.encrypt.insecure
-    assert cfg.auth.encrypt.secret_key is not None
-    assert cfg.auth.encrypt.secret_key.get_secret_value() == INSECURE_SECRET_KEY
-    assert INSECURE_SECRET_KEY not in repr(cfg)
+    encrypt = cfg.auth.encrypt
+    assert encrypt.generated and encrypt.key_file == str(tmp_path / SECRET_KEY_FILE)
+    assert encrypt.secret_key is not None
+    key = encrypt.secret_key.get_secret_value()
+    assert key != INSECURE_SECRET_KEY and len(key) >= 32
+    assert key not in repr(cfg)
+    kept = tmp_path / SECRET_KEY_FILE
+    assert kept.read_text().strip() == key
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    # the next start reads the same key; another data directory gets another
+    again = load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path)}).auth.encrypt
+    assert not again.generated and again.secret_key is not None
+    assert again.secret_key.get_secret_value() == key
+    other = load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path / "b")}).auth.encrypt
+    assert other.secret_key is not None and other.secret_key.get_secret_value() != key
 
     configured = load_server_config(
-        None, env={"LAKEFS_DATA_DIR": str(tmp_path), "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "s3cr3t"}
+        None, env={"LAKEFS_DATA_DIR": str(tmp_path / "c"),
+                   "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "s3cr3t"}
     )
-    assert not configured.auth.encrypt.insecure
+    assert not configured.auth.encrypt.generated and not configured.auth.encrypt.key_file
     assert configured.to_dict()["auth"]["encrypt"]["secret_key"] == "s3cr3t"
+    assert not (tmp_path / "c" / SECRET_KEY_FILE).exists()
+
+
+def test_a_generated_key_takes_over_the_secrets_of_the_old_default(tmp_path: Path) -> None:
+    """Embedded installations of earlier versions used a public default key: at the
+    first start with a generated key, their stored secrets are re-encrypted with it."""
+    db = tmp_path / "metadata.db"
+    old = AuthStore(f"sqlite:///{db}", INSECURE_SECRET_KEY)
+    cred = old.setup_admin("admin", "AKIAOLDINSTALLATION1",
+                           "an-old-secret-of-40-characters-long-xx")
+    old.close()
+    cfg = load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path)})
+    assert cfg.auth.encrypt.generated
+    services = build_services(cfg)
+    try:
+        assert services.auth.authenticate(cred.access_key_id, cred.secret).username == "admin"
+    finally:
+        services.close()
+    with pytest.raises(SecretDecryptionError):  # the public key opens nothing any more
+        AuthStore(f"sqlite:///{db}", INSECURE_SECRET_KEY).get_credentials(cred.access_key_id)
 
 
 def test_postgres_needs_a_real_secret_key(tmp_path: Path) -> None:

@@ -87,32 +87,50 @@ def _token_key(services: Services) -> bytes:
                     hashlib.sha256).digest()
 
 
-def issue_token(services: Services, username: str, now: float | None = None) -> tuple[str, int]:
+@dataclass(frozen=True)
+class TokenClaims:
+    """What a login token says: who, with which access key, until when."""
+
+    username: str
+    access_key_id: str
+    #: the user's creation time (seconds): a user deleted and created again is another
+    user_created: int
+    expires: int
+
+
+def issue_token(services: Services, username: str, now: float | None = None, *,
+                access_key_id: str = "", user_created: int = 0) -> tuple[str, int]:
     """Sign a login token (a JWT with HS256) for ``username``.
+
+    Args:
+        access_key_id: the key the user logged in with; the token dies with it.
+        user_created: the user's creation time; the token dies with the user.
 
     Returns:
         (token, expiry in seconds since the epoch)
     """
     issued = int(time.time() if now is None else now)
     expires = issued + LOGIN_DURATION_SECONDS
-    token = jwt.encode({"sub": username, "iat": issued, "exp": expires}, _token_key(services),
-                       algorithm=_TOKEN_ALGORITHM)
+    token = jwt.encode({"sub": username, "iat": issued, "exp": expires, "key": access_key_id,
+                        "ucd": user_created},
+                       _token_key(services), algorithm=_TOKEN_ALGORITHM)
     return token, expires
 
 
-def verify_token(services: Services, token: str, now: float | None = None) -> str:
-    """The username a login token was issued to.
+def token_claims(services: Services, token: str, now: float | None = None) -> TokenClaims:
+    """The claims of a login token this server signed, if it is still valid.
 
     Args:
         now: the time to check expiry against (seconds since the epoch); the clock by
             default.
 
     Raises:
-        AuthenticationError: A malformed, forged or expired token.
+        AuthenticationError: A malformed, forged or expired token, or one whose
+            lifetime exceeds the login duration.
     """
     try:
         claims = jwt.decode(token, _token_key(services), algorithms=[_TOKEN_ALGORITHM],
-                            options={"require": ["sub", "iat", "exp"],
+                            options={"require": ["sub", "iat", "exp", "key", "ucd"],
                                      "verify_exp": now is None, "verify_iat": False})
     except jwt.ExpiredSignatureError:
         raise AuthenticationError("token expired") from None
@@ -122,12 +140,21 @@ def verify_token(services: Services, token: str, now: float | None = None) -> st
         raise AuthenticationError("malformed token") from None
     except jwt.InvalidTokenError:
         raise AuthenticationError("invalid token") from None
-    username, expires = claims.get("sub"), claims.get("exp")
-    if not isinstance(username, str) or not isinstance(expires, int):
+    username, issued, expires = claims["sub"], claims["iat"], claims["exp"]
+    key, user_created = claims["key"], claims["ucd"]
+    if not (isinstance(username, str) and isinstance(key, str)
+            and all(isinstance(v, int) for v in (issued, expires, user_created))):
         raise AuthenticationError("malformed token")
+    if expires - issued > LOGIN_DURATION_SECONDS:
+        raise AuthenticationError("invalid token: longer than the login duration")
     if now is not None and expires <= now:
         raise AuthenticationError("token expired")
-    return username
+    return TokenClaims(username, key, user_created, expires)
+
+
+def verify_token(services: Services, token: str, now: float | None = None) -> str:
+    """The username a login token was issued to (see :func:`token_claims`)."""
+    return token_claims(services, token, now).username
 
 
 def bearer_token(request: Request) -> str | None:
@@ -153,9 +180,12 @@ def authenticated(request: Request) -> Ctx:
     token = bearer_token(request)
     if token is None:
         raise AuthenticationError("error authenticating request")
-    username = verify_token(services, token)
+    claims = token_claims(services, token)
     try:
-        user = services.auth.get_user(username)
-    except NotFoundError:
+        user = services.auth.get_user(claims.username)
+        key_owner = services.auth.get_credentials(claims.access_key_id).user
+    except NotFoundError:  # the user or the key is gone: so is the token
         raise AuthenticationError("invalid token") from None
+    if key_owner != user.username or int(user.creation_date.timestamp()) != claims.user_created:
+        raise AuthenticationError("invalid token")
     return Ctx(services=services, user=user)

@@ -47,6 +47,7 @@ from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
     NotFoundError,
+    SecretDecryptionError,
     ValidationError,
 )
 
@@ -418,6 +419,31 @@ class AuthStore:
             raise AuthenticationError("invalid credentials")
         return User(username=row.username, creation_date=row.user_creation_date,
                     email=row.email, friendly_name=row.friendly_name)
+
+    def reencrypt_secrets(self, old_key: str) -> int:
+        """Re-encrypt, with this store's key, every secret that ``old_key`` encrypted.
+
+        Secrets ``old_key`` cannot decrypt (already re-encrypted, or another key's) are
+        left as they are. One transaction: all or nothing.
+
+        Returns:
+            How many secrets were re-encrypted.
+        """
+        old = SecretBox(old_key)
+        moved = 0
+        with self._tx(write=True) as conn:
+            rows = conn.execute(sa.select(credentials.c.access_key_id,
+                                          credentials.c.secret_encrypted)).all()
+            for key_id, blob in rows:
+                try:
+                    plain = old.decrypt(blob, key_id)
+                except SecretDecryptionError:
+                    continue
+                conn.execute(credentials.update()
+                             .where(credentials.c.access_key_id == key_id)
+                             .values(secret_encrypted=self._box.encrypt(plain, key_id)))
+                moved += 1
+        return moved
 
     # --- groups --------------------------------------------------------------------
     def create_group(self, name: str, *, description: str | None = None) -> Group:

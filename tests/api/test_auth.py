@@ -4,17 +4,24 @@ and login tokens, through the generated ``lakefs_sdk`` client and httpx."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 
 import httpx
+import jwt
 import lakefs_sdk
 import pytest
 from lakefs.client import Client
 from lakefs_sdk.exceptions import ApiException
 from pydantic import SecretStr
 
-from lakefs_core.api.security import issue_token, verify_token
+from lakefs_core.api.security import (
+    LOGIN_DURATION_SECONDS,
+    _token_key,
+    issue_token,
+    verify_token,
+)
 from lakefs_core.errors import AuthenticationError
 from lakefs_testing.live_server import LiveServer, live_server
 
@@ -268,3 +275,45 @@ def test_token_expiry_and_key_separation(srv: LiveServer) -> None:
     services = replace(srv.services, config=other)
     with pytest.raises(AuthenticationError, match="invalid token"):
         verify_token(services, token, now=expires - 1)
+
+
+def test_tokens_die_with_their_key_and_user(srv: LiveServer, auth_api: lakefs_sdk.AuthApi
+                                            ) -> None:
+    anon = httpx.Client(base_url=f"{srv.endpoint}/api/v1")
+
+    def login(key: lakefs_sdk.Credentials) -> dict[str, str]:
+        resp = anon.post("/auth/login", json={"access_key_id": key.access_key_id,
+                                              "secret_access_key": key.secret_access_key})
+        assert resp.status_code == 200, resp.text
+        return {"Authorization": f"Bearer {resp.json()['token']}"}
+
+    user = name("gina")
+    auth_api.create_user(lakefs_sdk.UserCreation(id=user))
+    first, second = auth_api.create_credentials(user), auth_api.create_credentials(user)
+    by_first, by_second = login(first), login(second)
+    auth_api.delete_credentials(user, first.access_key_id)
+    assert anon.get("/user", headers=by_first).status_code == 401  # its key is gone
+    assert anon.get("/user", headers=by_second).status_code == 200
+    # the same name created again is another user: the old user's tokens are not its
+    auth_api.delete_user(user)
+    auth_api.create_user(lakefs_sdk.UserCreation(id=user))
+    again = auth_api.create_credentials(user)
+    assert anon.get("/user", headers=by_second).status_code == 401
+    assert anon.get("/user", headers=login(again)).status_code == 200
+    anon.close()
+
+
+def test_a_token_longer_than_the_login_duration_is_refused(srv: LiveServer) -> None:
+    now = int(time.time())
+    user = srv.services.auth.get_user("admin")
+    key = srv.access_key_id
+    claims = {"sub": "admin", "iat": now, "key": key,
+              "ucd": int(user.creation_date.timestamp())}
+    fine = jwt.encode({**claims, "exp": now + 60}, _token_key(srv.services), algorithm="HS256")
+    forever = jwt.encode({**claims, "exp": now + LOGIN_DURATION_SECONDS + 60},
+                         _token_key(srv.services), algorithm="HS256")
+    with httpx.Client(base_url=f"{srv.endpoint}/api/v1") as anon:
+        me = anon.get("/user", headers={"Authorization": f"Bearer {fine}"})
+        assert me.status_code == 200, me.text
+        me = anon.get("/user", headers={"Authorization": f"Bearer {forever}"})
+        assert me.status_code == 401

@@ -174,7 +174,9 @@ def login(request: Request, login_information: LoginInformation) -> Authenticati
     services = services_of(request)
     user = services.auth.authenticate(login_information.access_key_id,
                                       login_information.secret_access_key)
-    token, expires = issue_token(services, user.username)
+    token, expires = issue_token(
+        services, user.username, access_key_id=login_information.access_key_id,
+        user_created=int(user.creation_date.timestamp()))
     return AuthenticationToken(token=token, token_expiration=expires)
 
 
