@@ -11,6 +11,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from fastapi import FastAPI, Request, Response
@@ -81,6 +82,20 @@ def create_api(services: Services) -> FastAPI:
     return app
 
 
+#: the sidecar paths the server forwards: its API (nothing else it serves)
+_PROXIED_PREFIX = "/service/replication/v1/"
+
+
+def _confined(path: str) -> str | None:
+    """The sidecar path for ``/service/replication/<path>`` (decoded), re-encoded; None
+    if it leaves the sidecar's API (``..`` segments, empty segments, other prefixes)."""
+    segments = path.split("/")
+    if any(seg in ("", ".", "..") for seg in segments):
+        return None
+    target = "/service/replication/" + "/".join(quote(seg, safe="") for seg in segments)
+    return target if target.startswith(_PROXIED_PREFIX) else None
+
+
 def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
     """Forward ``/service/replication/*`` to this region's replication sidecar."""
     upstream = str(client.base_url)
@@ -88,15 +103,19 @@ def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
     @app.api_route("/service/replication/{path:path}",
                    methods=["GET", "POST", "PUT", "DELETE", "PATCH"], include_in_schema=False)
     async def replication_proxy(path: str, request: Request) -> Response:
+        target = _confined(path)
+        if target is None:
+            return error_response(404, "not found")
         headers = {k: v for k, v in request.headers.items()
                    if k.lower() not in ("host", "content-length", "connection")}
         try:
             upstream_req = client.build_request(
-                request.method, f"/service/replication/{path}", params=request.query_params,
+                request.method, target, params=request.query_params,
                 headers=headers, content=await request.body())
             resp = await client.send(upstream_req, stream=True)
         except httpx.HTTPError as e:
-            return error_response(502, f"replication service unreachable at {upstream}: {e}")
+            log.warning("replication service unreachable at %s: %s", upstream, e)
+            return error_response(502, "replication service unreachable")
         passthrough = {k: v for k, v in resp.headers.items()
                        if k.lower() not in ("content-length", "transfer-encoding", "connection",
                                             "content-encoding")}
