@@ -46,6 +46,25 @@ def validate_name(kind: str, name: str) -> str:
     return name
 
 
+#: the ids lakeFS accepts for new users, groups and policies
+ENTITY_ID_RE = re.compile(r"^[\w+=.,@-]{1,127}$", re.ASCII)
+
+
+def validate_entity_id(kind: str, name: str) -> str:
+    """Check the id of a new user, group or policy as lakeFS does, and return it.
+
+    Letters, digits and ``_+=.,@-``, 1 to 127 of them: no wildcards (``*``, ``?``), no
+    ``/`` or ``:`` that would change what an ARN or a ``${user}`` pattern means.
+
+    Raises:
+        ValidationError: The id is not acceptable.
+    """
+    if not isinstance(name, str) or not ENTITY_ID_RE.match(name):
+        raise ValidationError(
+            f"invalid {kind} id {name!r}: use 1 to 127 letters, digits and _+=.,@-")
+    return name
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 

@@ -226,21 +226,29 @@ def arn_match(pattern: str, resource: str) -> bool:
     return all(wildcard_match(p, r) for p, r in zip(pat_fields, res_fields, strict=True))
 
 
+#: a user name's ``*`` and ``?`` stand in a pattern as these (private use) characters, so
+#: that ``${user}`` is substituted literally: only the policy's own wildcards match runs
+_LITERAL = str.maketrans({"*": "\ue000", "?": "\ue001"})
+
+
 def _interpolate(resource: str, username: str | None) -> str:
+    """A statement's resource pattern with ``${user}`` replaced by the user's name,
+    literally (see :data:`_LITERAL`)."""
     if username is None or "${" not in resource:
         return resource
-    return resource.replace("${user}", username)
+    return resource.replace("${user}", username.translate(_LITERAL))
 
 
 # --- evaluation ----------------------------------------------------------------------
 def _evaluate_permission(policies: list[Policy], perm: Permission,
                          username: str | None) -> Decision:
     decision = Decision.NEUTRAL
+    resource = perm.resource.translate(_LITERAL)  # as a substituted name reads
     for policy in policies:
         for statement in policy.statements:
             if not any(wildcard_match(a, perm.action) for a in statement.action):
                 continue
-            if not any(arn_match(_interpolate(r, username), perm.resource)
+            if not any(arn_match(_interpolate(r, username), resource)
                        for r in statement.resources()):
                 continue
             if statement.effect is Effect.DENY:

@@ -40,7 +40,7 @@ from lakefs_core.auth.model import (
     Policy,
     Statement,
     User,
-    validate_name,
+    validate_entity_id,
 )
 from lakefs_core.database import WRITE_OPTION, create_engine
 from lakefs_core.errors import (
@@ -278,6 +278,7 @@ class AuthStore:
             ValidationError: Invalid username.
             AlreadyExistsError: A user with this name exists.
         """
+        validate_entity_id("user", username)
         user = User(username=username, email=email, friendly_name=friendly_name)
         try:
             with self._tx(write=True) as conn:
@@ -453,6 +454,7 @@ class AuthStore:
             ValidationError: Invalid name.
             AlreadyExistsError: A group with this name exists.
         """
+        validate_entity_id("group", name)
         group = Group(name=name, description=description)
         try:
             with self._tx(write=True) as conn:
@@ -526,8 +528,10 @@ class AuthStore:
         """Store a new policy.
 
         Raises:
+            ValidationError: Invalid name.
             AlreadyExistsError: A policy with this name exists.
         """
+        validate_entity_id("policy", policy.name)
         try:
             with self._tx(write=True) as conn:
                 if self._exists(conn, policies, "name", policy.name):
@@ -726,7 +730,7 @@ class AuthStore:
             AlreadyExistsError: See above; also when ``access_key_id`` belongs to
                 another user.
         """
-        validate_name("user", username)
+        validate_entity_id("user", username)
         if access_key_id is not None:
             validate_access_key_id(access_key_id)
         if secret is not None:

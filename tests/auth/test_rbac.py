@@ -154,6 +154,35 @@ def test_user_variable_in_resources() -> None:
     assert not authorize(policies, own)  # no user, no substitution
 
 
+@pytest.mark.parametrize("name", ["*", "?", "a*", "adm?n"])
+def test_user_variable_is_substituted_literally(name: str) -> None:
+    """A user named with wildcards (possible in databases of earlier versions) gets
+    its own credentials' permission, not everybody's."""
+    policies = [BUILTINS[builtin.AUTH_MANAGE_OWN_CREDENTIALS]]
+    assert authorize(policies, Permission(rbac.CREATE_CREDENTIALS, rbac.user_arn(name)),
+                     username=name)
+    for other in ("admin", "alice", "a", ""):
+        assert not authorize(policies,
+                             Permission(rbac.CREATE_CREDENTIALS, rbac.user_arn(other)),
+                             username=name), other
+    # a policy's own wildcards still match names with those characters
+    everyone = [Policy("all-users", [Statement(Effect.ALLOW, [rbac.CREATE_CREDENTIALS],
+                                               "arn:lakefs:auth:::user/*")])]
+    assert authorize(everyone, Permission(rbac.CREATE_CREDENTIALS, rbac.user_arn(name)))
+
+
+@pytest.mark.parametrize("name", ["*", "a?b", "a/b", "a:b", "a b", "", "x" * 128, "ü"])
+def test_new_entities_need_lakefs_ids(store: AuthStore, name: str) -> None:
+    with pytest.raises(ValidationError):
+        store.create_user(name)
+    with pytest.raises(ValidationError):
+        store.create_group(name)
+    with pytest.raises(ValidationError):
+        store.create_policy(Policy(name, [Statement(Effect.ALLOW, ["fs:*"], "*")]))
+    for ok in ("alice", "a.b@example.com", "svc+x=1,y-2_z", "x" * 127):
+        store.create_user(ok)
+
+
 def test_resource_list() -> None:
     policy = Policy("TwoRepos", [_allow(
         ["fs:ReadObject"],
