@@ -46,6 +46,8 @@ from lakefs_core.protocol.http import (
     ReadOutcome,
     UnsupportedConditionError,
     content_range,
+    header_value_safe,
+    metadata_headers,
     parse_range,
     read_outcome,
     unsatisfied_range,
@@ -347,14 +349,16 @@ class Operations:
         return repo, ref, path, entry
 
     def _object_headers(self, req: S3Request, entry: Entry) -> dict[str, str]:
+        content_type = entry.content_type or DEFAULT_CONTENT_TYPE
         headers = {
             "etag": xml.quote_etag(entry.etag),
             "last-modified": xml.http_date(entry.mtime),
-            "content-type": entry.content_type or DEFAULT_CONTENT_TYPE,
+            "content-type": (content_type if header_value_safe(content_type)
+                             else DEFAULT_CONTENT_TYPE),
             "accept-ranges": "bytes",
         }
-        for name, value in entry.metadata.items():
-            headers[META_PREFIX + name.lower()] = value
+        for name, value in metadata_headers(entry.metadata):  # the rule of every front door
+            headers[META_PREFIX + name] = value
         for param, header in _RESPONSE_OVERRIDES.items():
             if param in req.query:
                 headers[header] = req.query[param]

@@ -2,7 +2,8 @@
 
 - ``Range: bytes=...`` against an object's size (one range; suffix and open ranges);
 - ETag lists (``"a", W/"b", *``) and the conditional headers of a read (``If-Match``,
-  ``If-None-Match``) and of a write (``If-None-Match: *``, ``If-Match: <etag>``).
+  ``If-None-Match``) and of a write (``If-None-Match: *``, ``If-Match: <etag>``);
+- which user metadata can travel as headers (the rest is kept, and left out).
 
 Each front door turns the outcomes into its own answer (lakeFS's JSON errors, S3's
 XML ones).
@@ -10,6 +11,8 @@ XML ones).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -118,3 +121,24 @@ def write_conditions(if_none_match: str | None, if_match: str | None) -> WriteCo
     if if_match is not None and not if_match.strip():
         raise ValidationError("If-Match needs an ETag or '*'")
     return WriteConditions(if_none_match is not None, if_match.strip() if if_match else None)
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")
+
+
+def header_value_safe(value: str) -> bool:
+    """Whether a value can be a header's: no control characters but tab."""
+    return bool(_HEADER_VALUE.match(value))
+
+
+def metadata_headers(metadata: Mapping[str, str]) -> Iterator[tuple[str, str]]:
+    """The user metadata that can travel as headers, as (lower-case name, value), sorted.
+
+    Metadata whose name is not an HTTP token, or whose value has control characters,
+    is left out rather than breaking the answer: every front door returns an object
+    whatever metadata was set on it.
+    """
+    for name, value in sorted(metadata.items()):
+        if _TOKEN.match(name) and header_value_safe(value):
+            yield name.lower(), value

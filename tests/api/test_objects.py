@@ -9,6 +9,7 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import lakefs
 import lakefs_sdk
@@ -513,3 +514,24 @@ def test_objects_on_an_s3_blockstore(s3_server: LiveServer, unique_name: str) ->
         repo.id, "main", "linked",
         lakefs_sdk.StagingMetadata(staging=location, checksum=stat.etag, size_bytes=11))
     assert main.object("linked").reader("rb").read() == b"linked data"
+
+
+def test_odd_metadata_leaves_the_object_readable_over_s3(srv: LiveServer,
+                                                         repo: lakefs.Repository,
+                                                         client: Client) -> None:
+    """Metadata that cannot be a header is kept, and left out of the headers of every
+    front door alike: the object stays readable through the S3 gateway too."""
+    repo.branch("main").object("odd.txt").upload(b"odd")
+    odd = {"note": "line one\r\nx-amz-injected: yes", "nul": "a\x00b", "two words": "v",
+           "fine": "kept"}
+    client.sdk_client.objects_api.update_object_user_metadata(
+        repo.id, "main", "odd.txt", lakefs_sdk.UpdateObjectUserMetadata(set=odd))
+    s3 = boto3.client("s3", endpoint_url=srv.endpoint, region_name="us-east-1",
+                      aws_access_key_id=srv.access_key_id,
+                      aws_secret_access_key=srv.secret_access_key)
+    got = s3.get_object(Bucket=repo.id, Key="main/odd.txt")
+    assert got["Body"].read() == b"odd"
+    assert got["Metadata"] == {"fine": "kept"}
+    assert "x-amz-injected" not in got["ResponseMetadata"]["HTTPHeaders"]
+    assert s3.head_object(Bucket=repo.id, Key="main/odd.txt")["Metadata"] == {"fine": "kept"}
+    assert repo.branch("main").object("odd.txt").stat().metadata == odd

@@ -11,7 +11,6 @@ refused with 400.
 from __future__ import annotations
 
 import email.utils
-import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
@@ -50,6 +49,8 @@ from lakefs_core.protocol.http import (
     ReadOutcome,
     WriteConditions,
     content_range,
+    header_value_safe,
+    metadata_headers,
     parse_range,
     quote_etag,
     read_outcome,
@@ -64,8 +65,6 @@ META_PREFIX = "x-lakefs-meta-"
 #: paths one bulk delete may name (as lakeFS)
 MAX_DELETE_PATHS = 1000
 _READ_CHUNK = 1 << 20
-_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_HEADER_VALUE_RE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")
 _NO_PRESIGN = "presigned URLs are not supported by this server (pre_sign_support is false)"
 
 
@@ -157,7 +156,7 @@ def _refuse_presign(presign: bool | None) -> None:
 def _content_type(value: str | None) -> str:
     if not value:
         return DEFAULT_CONTENT_TYPE
-    if len(value) > 1024 or not value.isascii() or not _HEADER_VALUE_RE.match(value):
+    if len(value) > 1024 or not value.isascii() or not header_value_safe(value):
         raise ValidationError("invalid content type")
     return value
 
@@ -188,14 +187,13 @@ def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
                                        DEFAULT_CONTENT_TYPE)),
         (b"accept-ranges", b"bytes"),
     ]
-    for key, value in sorted(entry.metadata.items()):
-        if _TOKEN_RE.match(key) and _HEADER_VALUE_RE.match(value):
-            headers.append(((META_PREFIX + key.lower()).encode(), value.encode("utf-8")))
+    headers.extend(((META_PREFIX + name).encode(), value.encode("utf-8"))
+                   for name, value in metadata_headers(entry.metadata))
     return headers
 
 
 def _safe_header(value: str, fallback: str) -> bytes:
-    if _HEADER_VALUE_RE.match(value):
+    if header_value_safe(value):
         return value.encode("utf-8")
     return fallback.encode()
 
