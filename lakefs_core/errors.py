@@ -164,6 +164,11 @@ class MalformedAuthorizationError(AuthenticationError):
     """The signature fields of a request (header or query) cannot be parsed."""
 
 
+class HeadersNotSignedError(AuthenticationError):
+    """A request carries ``x-amz-*`` headers (or a host) that its signature does not
+    cover, so they could have been added by anyone (S3's "HeadersNotSigned")."""
+
+
 class RequestExpiredError(AuthenticationError):
     """A presigned request is past its expiry (or not valid yet)."""
 

@@ -47,6 +47,7 @@ _CODES: list[tuple[type[BaseException], int, str]] = [
     (errors.SignatureMismatchError, 403, "SignatureDoesNotMatch"),
     (errors.RequestTimeTooSkewedError, 403, "RequestTimeTooSkewed"),
     (errors.RequestExpiredError, 403, "AccessDenied"),
+    (errors.HeadersNotSignedError, 403, "AccessDenied"),
     (errors.MalformedAuthorizationError, 400, "AuthorizationHeaderMalformed"),
     (errors.AuthenticationError, 403, "AccessDenied"),
     (errors.ReadOnlyRepositoryError, 403, "AccessDenied"),

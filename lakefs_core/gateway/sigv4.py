@@ -40,6 +40,7 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import unquote
 
 from lakefs_core.errors import (
+    HeadersNotSignedError,
     InvalidAccessKeyIdError,
     MalformedAuthorizationError,
     NotFoundError,
@@ -322,6 +323,7 @@ def verify_request(
         RequestTimeTooSkewedError: Header form, date more than 15 minutes off.
         RequestExpiredError: Presigned form, expired or not valid yet.
         InvalidAccessKeyIdError: ``secret_for`` does not know the access key.
+        HeadersNotSignedError: ``host`` or an ``x-amz-*`` header is not signed.
         SignatureMismatchError: The signature is wrong.
     """
     now = now or datetime.now(UTC)
@@ -349,6 +351,13 @@ def verify_request(
     if claim.amz_date[:8] != claim.date:
         raise MalformedAuthorizationError(
             f"credential scope date {claim.date} does not match request date {claim.amz_date}")
+
+    unsigned = sorted(name for name in bag
+                      if (name.startswith("x-amz-") or name == "host")
+                      and name not in claim.signed_headers)
+    if unsigned:
+        raise HeadersNotSignedError("There were headers present in the request which were "
+                                    f"not signed: {', '.join(unsigned)}")
 
     try:
         secret = secret_for(claim.access_key_id)

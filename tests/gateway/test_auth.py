@@ -3,6 +3,7 @@ repositories and protected branches. A refused write changes nothing."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakefs_core.errors import ObjectNotFoundError
-from tests.gateway.conftest import MakeUser, Repo, s3_client
+from lakefs_testing.live_server import LiveServer
+from tests.gateway.conftest import MakeUser, Repo, s3_client, sign_headers
 
 
 def _refused(call: Callable[[], Any]) -> tuple[int, str]:
@@ -203,3 +205,33 @@ def test_new_grant_applies_at_once(repo: Repo) -> None:
     auth.attach_policy_to_user("late", "FSReadWriteAll")
     late.put_object(Bucket=repo.name, Key="main/late", Body=b"granted")
     assert repo.read("main", "late") == b"granted"
+
+
+def test_unsigned_amz_headers_are_refused(repo: Repo, server: LiveServer,
+                                          unique_name: str) -> None:
+    """An x-amz-* header the signature does not cover could come from anyone: a
+    presigned PUT must not become a copy of another repository's object."""
+    other = f"other-{unique_name}".lower()
+    server.services.graveler.create_repository(other, f"local://{other}")
+    repo.s3.put_object(Bucket=other, Key="main/secret.txt", Body=b"not yours")
+    v4 = s3_client(server.endpoint, server.access_key_id, server.secret_access_key,
+                   signature_version="s3v4")
+    url = v4.generate_presigned_url(
+        "put_object", Params={"Bucket": repo.name, "Key": "main/upload.txt"}, ExpiresIn=300)
+    assert "X-Amz-Signature=" in url
+    sneaky = httpx.put(url, content=b"",
+                       headers={"x-amz-copy-source": f"/{other}/main/secret.txt"})
+    assert sneaky.status_code == 403, sneaky.text
+    assert b"HeadersNotSigned" in sneaky.content or b"not signed" in sneaky.content
+    with pytest.raises(ObjectNotFoundError):  # nothing was written
+        repo.read("main", "upload.txt")
+    assert httpx.put(url, content=b"plain").status_code == 200  # the URL itself works
+    assert repo.read("main", "upload.txt") == b"plain"
+    # the header form: a header added after signing is refused too
+    headers = sign_headers(server, "PUT", f"/{repo.name}/main/h.txt", {},
+                           hashlib.sha256(b"h").hexdigest(), b"h")
+    added = httpx.put(f"{server.endpoint}/{repo.name}/main/h.txt", content=b"h",
+                      headers={**headers, "x-amz-meta-added": "later"})
+    assert added.status_code == 403, added.text
+    ok = httpx.put(f"{server.endpoint}/{repo.name}/main/h.txt", content=b"h", headers=headers)
+    assert ok.status_code == 200, ok.text
