@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from lakefs_core import ref_events
 from lakefs_core.auth import rbac
 from lakefs_core.auth.service import Principal, parse_basic_authorization
+from lakefs_core.block.registry import namespace_parts
 from lakefs_core.errors import (
     AuthenticationError,
     PayloadTooLargeError,
@@ -140,8 +141,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             raise ValidationError(f"unknown region {body.region!r}; known regions: "
                                   f"{sorted(cfg.dst_endpoints)}")
         ns = body.storage_namespace.strip()
-        if "://" not in ns or ns.endswith("://"):
-            raise ValidationError(f"invalid storage namespace {body.storage_namespace!r}")
+        namespace_parts(ns)  # well-formed (the destination checks it fits its store)
         try:
             sidecar.mirrors.repository(repository)
         except RepositoryNotFoundError:

@@ -268,6 +268,68 @@ _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
+#: the longest storage namespace, and the longest segment of one
+MAX_NAMESPACE_LENGTH = 1024
+MAX_NAMESPACE_SEGMENT = 255
+
+
+def namespace_parts(namespace: str) -> tuple[str, list[str]]:
+    """The scheme and path segments of a well-formed storage namespace URI.
+
+    ``<scheme>://<name>[/<segment>...]``, one trailing slash allowed; no empty, ``.``
+    or ``..`` segments, no control characters or backslashes, at most
+    :data:`MAX_NAMESPACE_LENGTH` characters.
+
+    Raises:
+        ValidationError: the namespace is not well-formed.
+    """
+    if not isinstance(namespace, str) or "://" not in namespace:
+        raise ValidationError(f"invalid storage namespace {namespace!r}: expected scheme://...")
+    if len(namespace) > MAX_NAMESPACE_LENGTH:
+        raise ValidationError(
+            f"storage namespace longer than {MAX_NAMESPACE_LENGTH} characters")
+    if _BAD_CHARS.search(namespace) or namespace != namespace.strip():
+        raise ValidationError(f"storage namespace {namespace!r} has forbidden characters")
+    scheme, _, rest = namespace.partition("://")
+    parts = rest.split("/")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()  # one trailing slash
+    if not parts[0]:
+        raise ValidationError(f"storage namespace {namespace!r} names no bucket or directory")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValidationError(
+            f"storage namespace {namespace!r} has an empty, '.' or '..' path segment")
+    if any(len(p) > MAX_NAMESPACE_SEGMENT for p in parts):
+        raise ValidationError(f"storage namespace {namespace!r} has a segment longer than "
+                              f"{MAX_NAMESPACE_SEGMENT} characters")
+    return scheme, parts
+
+
+def canonical_namespace(namespace: str) -> str:
+    """A well-formed namespace without its trailing slash (what repositories compare)."""
+    scheme, parts = namespace_parts(namespace)
+    return f"{scheme}://" + "/".join(parts)
+
+
+def namespaces_overlap(a: str, b: str, *, nested: bool = True) -> bool:
+    """Whether two namespaces are the same, or (``nested``) one lies inside the other.
+
+    A namespace stored by an earlier version that is not well-formed compares as
+    written (less its trailing slashes).
+    """
+    a, b = _comparable(a) + "/", _comparable(b) + "/"
+    if not nested:
+        return a == b
+    return a.startswith(b) or b.startswith(a)
+
+
+def _comparable(namespace: str) -> str:
+    try:
+        return canonical_namespace(namespace)
+    except ValidationError:
+        return namespace.rstrip("/")
+
+
 def validate_namespace(store: BlockStore, namespace: str) -> str:
     """Check that a storage namespace URI is well-formed for ``store``.
 
@@ -287,18 +349,7 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
             f"storage namespace {namespace!r} does not fit the {store.type} blockstore: "
             f"expected {prefix}..."
         )
-    if _BAD_CHARS.search(namespace) or namespace != namespace.strip():
-        raise ValidationError(f"storage namespace {namespace!r} has forbidden characters")
-    parts = namespace[len(prefix):].split("/")
-    if parts[-1] == "" and len(parts) > 1:
-        parts.pop()  # one trailing slash
-    if not parts[0]:
-        raise ValidationError(f"storage namespace {namespace!r} names no "
-                              f"{'bucket' if store.scheme == 's3' else 'directory'}")
-    if any(p in ("", ".", "..") for p in parts):
-        raise ValidationError(
-            f"storage namespace {namespace!r} has an empty, '.' or '..' path segment"
-        )
+    _, parts = namespace_parts(namespace)
     if store.scheme == "s3":
         bucket = parts[0]
         if not _S3_BUCKET.match(bucket) or ".." in bucket or _IPV4.match(bucket):

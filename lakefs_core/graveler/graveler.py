@@ -16,6 +16,7 @@ import fnmatch
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from lakefs_core.block.registry import namespaces_overlap, validate_namespace
 from lakefs_core.errors import (
     CannotDeleteDefaultBranchError,
     ProtectedBranchError,
@@ -64,23 +65,18 @@ class Graveler(CommitEngine):
         """
         validate_repository_id(repo_id)
         validate_branch_name(default_branch)
-        if not storage_namespace or "://" not in storage_namespace:
-            raise ValidationError(f"invalid storage namespace {storage_namespace!r}")
         store = self.store_for(storage_id)
-        if not storage_namespace.startswith(store.scheme + "://"):
-            raise ValidationError(
-                f"storage namespace {storage_namespace!r} does not match the "
-                f"{store.type} blockstore"
-            )
-        ns = storage_namespace.rstrip("/")
+        validate_namespace(store, storage_namespace)
         for existing in self._all_repositories():
             if existing.id == repo_id:
                 raise RepositoryExistsError(f"repository {repo_id!r} already exists")
-            if existing.storage_namespace.rstrip("/") == ns:
+            if (existing.storage_id == storage_id
+                    and namespaces_overlap(existing.storage_namespace, storage_namespace)):
+                how = ("is already in use by" if namespaces_overlap(
+                    storage_namespace, existing.storage_namespace, nested=False)
+                       else f"overlaps {existing.storage_namespace!r}, the namespace of")
                 raise RepositoryExistsError(
-                    f"storage namespace {storage_namespace!r} is already in use by "
-                    f"repository {existing.id!r}"
-                )
+                    f"storage namespace {storage_namespace!r} {how} repository {existing.id!r}")
         now = self._now()
         repo = Repository(id=repo_id, storage_namespace=storage_namespace,
                           default_branch=default_branch, creation_date=now,

@@ -257,3 +257,27 @@ def test_read_only_user_can_read_and_cannot_write(server: LiveServer) -> None:
         assert admin.get("/repositories/shared-repo/metadata").json() == {}
         assert admin.get("/repositories/shared-repo/settings/branch_protection").json() == [
             {"pattern": "main"}]
+
+
+@pytest.mark.parametrize("namespace", [
+    "local:///team/secret", "local://team//secret", "local://team/./x", "local://team/../x",
+    "local://a\x00b", "local://" + "/".join(["s"] * 2000), "local://" + "x" * 300,
+    "s3://bucket/x", "nothing",
+])
+def test_bad_storage_namespaces_are_400(server: LiveServer, namespace: str) -> None:
+    with server.client() as c:
+        r = c.post("/repositories", json={"name": "bad-ns", "storage_namespace": namespace})
+        assert r.status_code == 400, r.text
+        assert c.get("/repositories/bad-ns").status_code == 404
+
+
+def test_namespaces_do_not_overlap(server: LiveServer) -> None:
+    with server.client() as c:
+        assert c.post("/repositories", json={
+            "name": "team", "storage_namespace": "local://team/data"}).status_code == 201
+        for taken in ("local://team/data", "local://team/data/", "local://team/data/inner",
+                      "local://team"):
+            r = c.post("/repositories", json={"name": "again", "storage_namespace": taken})
+            assert r.status_code == 409, (taken, r.text)
+        assert c.post("/repositories", json={
+            "name": "sibling", "storage_namespace": "local://team/database"}).status_code == 201
