@@ -28,8 +28,8 @@ _HKDF_SALT = b"lakefs-core/auth/v1"
 _HKDF_INFO = b"credential secrets"
 
 _KEY_ID_ALPHABET = string.ascii_uppercase + string.digits
-_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9_.+=-]{3,128}$")
-_SECRET_RE = re.compile(r"^[\x21-\x7e]{1,256}$")
+_ACCESS_KEY_ID_RE = re.compile(r"^[A-Za-z0-9_.+=-]{3,128}\Z")
+_SECRET_RE = re.compile(r"^[\x21-\x7e]{1,256}\Z")
 
 
 class SecretBox:

@@ -21,7 +21,7 @@ from lakefs_core.errors import ValidationError
 #: services an action may name (``<service>:<Action>``), as in lakeFS
 SERVICES = frozenset({"fs", "auth", "ci", "retention", "branches", "pr"})
 
-_ACTION_RE = re.compile(r"^[A-Za-z*?]+:[A-Za-z*?]+$")
+_ACTION_RE = re.compile(r"^[A-Za-z*?]+:[A-Za-z*?]+\Z")
 _NAME_FORBIDDEN_RE = re.compile(r"[\x00-\x1f\x7f]")
 MAX_NAME_LENGTH = 256
 
@@ -47,7 +47,7 @@ def validate_name(kind: str, name: str) -> str:
 
 
 #: the ids lakeFS accepts for new users, groups and policies
-ENTITY_ID_RE = re.compile(r"^[\w+=.,@-]{1,127}$", re.ASCII)
+ENTITY_ID_RE = re.compile(r"^[\w+=.,@-]{1,127}\Z", re.ASCII)
 
 
 def validate_entity_id(kind: str, name: str) -> str:

@@ -263,8 +263,8 @@ def _info(store: StoreConfig) -> StoreInfo:
 
 
 # --- storage namespaces ------------------------------------------------------------
-_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
+_IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 
 

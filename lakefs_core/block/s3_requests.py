@@ -38,7 +38,7 @@ from lakefs_core.protocol.sigv4 import (
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: buckets that can be addressed as ``<bucket>.<endpoint host>`` (as botocore decides)
-_VIRTUAL_HOSTABLE = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_VIRTUAL_HOSTABLE = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]\Z")
 _UNRESERVED = "-_.~"
 
 

@@ -33,8 +33,8 @@ MIN_PART_SIZE = 5 << 20
 MAX_PART_NUMBER = 10_000
 _RECORD = "upload.json"
 _PART_PREFIX = "part-"
-_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}$")
-_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}\Z")
+_MD5 = re.compile(r"^[0-9a-f]{32}\Z")
 
 
 @dataclass(frozen=True)

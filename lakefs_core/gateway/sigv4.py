@@ -73,7 +73,7 @@ MAX_CLOCK_SKEW = timedelta(minutes=15)
 _SIGNED_PAYLOADS = frozenset({STREAMING_PAYLOAD, STREAMING_PAYLOAD_TRAILER})
 _DECLARED_CONSTANTS = frozenset({UNSIGNED_PAYLOAD, STREAMING_UNSIGNED_PAYLOAD_TRAILER,
                                  *_SIGNED_PAYLOADS})
-_HEX_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_HEX_SHA256 = re.compile(r"^[0-9a-fA-F]{64}\Z")
 _AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 
 #: returns the secret of an access key id; None (or NotFoundError/KeyError) if unknown

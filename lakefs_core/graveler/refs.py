@@ -13,10 +13,10 @@ from enum import StrEnum
 
 from lakefs_core.errors import InvalidRefError, ValidationError
 
-_REPO_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,62}$")
-_BRANCH = re.compile(r"^\w[-\w]*$")
-_COMMIT_ID = re.compile(r"^[a-f0-9]{64}$")
-_HEX = re.compile(r"^[a-f0-9]+$")
+_REPO_ID = re.compile(r"^[a-z0-9][a-z0-9-]{2,62}\Z")
+_BRANCH = re.compile(r"^\w[-\w]*\Z", re.ASCII)
+_COMMIT_ID = re.compile(r"^[a-f0-9]{64}\Z")
+_HEX = re.compile(r"^[a-f0-9]+\Z")
 _TAG_FORBIDDEN = re.compile(r"[\s~^:?*\[\\@]|\.\.|^[-/]|/$|\.lock$")
 MAX_NAME = 256
 MIN_SHORT_COMMIT = 6

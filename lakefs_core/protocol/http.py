@@ -123,8 +123,8 @@ def write_conditions(if_none_match: str | None, if_match: str | None) -> WriteCo
     return WriteConditions(if_none_match is not None, if_match.strip() if if_match else None)
 
 
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*$")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_HEADER_VALUE = re.compile(r"^[^\x00-\x08\x0a-\x1f\x7f]*\Z")
 
 
 def header_value_safe(value: str) -> bool:

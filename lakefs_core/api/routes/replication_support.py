@@ -18,7 +18,7 @@ from lakefs_core.errors import ObjectNotFoundError, RangeNotFoundError, Validati
 
 router = APIRouter(tags=["internal"])
 
-_FILE_ID = re.compile(r"^[a-f0-9]{64}$")
+_FILE_ID = re.compile(r"^[a-f0-9]{64}\Z")
 
 
 @router.get("/repositories/{repository}/metadata/files/{file_id}",
