@@ -253,8 +253,12 @@ def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
 
 
 def _write_yaml(path: Path, data: dict[str, Any]) -> Path:
+    """Write a config file readable by its owner only (it holds keys and secrets)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(yaml.safe_dump(data, sort_keys=False))
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_TRUNC
     return path
 
 

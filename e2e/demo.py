@@ -37,6 +37,7 @@ from e2e.cluster import (
     scratch_dir,
     start_cluster,
 )
+from lakefs_core.config import SECRET_KEY_FILE, load_or_create_secret_key
 from lakefs_core.errors import LakeFSError
 
 REPO, MIRROR = "demo", "demo-west"
@@ -311,12 +312,9 @@ def _terminate_as_exit() -> Iterator[None]:
 
 
 def _secret_key(root: Path) -> str:
-    """The encryption key of both regions, kept with the data so a rerun can reuse it."""
-    path = root / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(24))
-        path.chmod(0o600)
-    return path.read_text().strip()
+    """The encryption key of both regions, kept with the data so a rerun can reuse it
+    (created readable by its owner only, never for a moment by anyone else)."""
+    return load_or_create_secret_key(str(root / SECRET_KEY_FILE))[0]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -87,3 +87,17 @@ def test_keep_running_until_ctrl_c(tmp_path: Path) -> None:
     out2, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out2
     assert "exists already" in out2 and "all 25 objects identical" in out2
+
+
+def test_cluster_configs_are_private(tmp_path: Path) -> None:
+    """The configs hold the secret key and credentials: readable by their owner only."""
+    import stat
+
+    from e2e.cluster import _write_yaml
+
+    path = _write_yaml(tmp_path / "region" / "lakefs.yaml", {"auth": {"encrypt": {
+        "secret_key": "k"}}})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    path.chmod(0o644)
+    _write_yaml(path, {"again": True})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
