@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from lakefs_core.auth.service import AuthService
+from lakefs_core.auth.service import AuthService, CachingAuthenticator
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
@@ -97,9 +97,15 @@ class Sidecar:
         #: the engine's mirroring interface over the region's refstore
         self.mirrors = MirrorService.open(url, self.blockstores.for_storage_id)
         #: who a caller of the API is: this region's auth tables, or another lakeFS
-        self.auth: AuthService | RemoteAuthenticator = (
+        #: (``auth.api.endpoint``), answers reused for a while with ``auth.cache``
+        authenticator: AuthService | RemoteAuthenticator = (
             RemoteAuthenticator(config.auth.api.endpoint) if config.auth.api.endpoint
             else AuthService.open(url, config.auth.encrypt.secret_key.get_secret_value()))
+        cache = config.auth.cache
+        self.auth: AuthService | RemoteAuthenticator | CachingAuthenticator = (
+            CachingAuthenticator(authenticator, size=cache.size,
+                                 ttl=cache.ttl.total_seconds())
+            if cache.enabled else authenticator)
         self.table = table or open_mirrors_table(config.mirrors_database)
         self._own_table = table is None
         self._clients: dict[str, SourceClient] = {}

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import hashlib
+import hmac
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from cachetools import TTLCache
 
 from lakefs_core.auth import rbac
 from lakefs_core.auth.model import Credential, Policy
@@ -93,6 +99,44 @@ class AuthService:
     def authorize(self, username: str, requirement: rbac.Requirement) -> None:
         """Raise PermissionDeniedError unless the user's policies allow ``requirement``."""
         self.principal(username).check(requirement)
+
+
+class CachingAuthenticator:
+    """Reuses successful authentications for ``ttl`` seconds (``auth.cache``).
+
+    A cached principal is returned only for the same key and secret (compared as
+    digests); failures are never cached, so a revoked key keeps working for ``ttl`` at
+    most and a wrong secret is always asked of ``inner``.
+
+    Args:
+        inner: what authenticates on a miss.
+        size: principals kept at most.
+        ttl: seconds one is reused.
+        clock: monotonic seconds (tests may drive it).
+    """
+
+    def __init__(self, inner: Authenticator, *, size: int, ttl: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.inner = inner
+        self._cache: TTLCache[str, tuple[bytes, Principal]] = TTLCache(
+            maxsize=size, ttl=ttl, timer=clock)
+        self._lock = threading.Lock()
+
+    def authenticate(self, access_key_id: str, secret: str) -> Principal:
+        digest = hashlib.sha256(secret.encode()).digest()
+        with self._lock:
+            found = self._cache.get(access_key_id)
+        if found is not None and hmac.compare_digest(found[0], digest):
+            return found[1]
+        principal = self.inner.authenticate(access_key_id, secret)
+        with self._lock:
+            self._cache[access_key_id] = (digest, principal)
+        return principal
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
 
 
 def parse_basic_authorization(header: str) -> tuple[str, str] | None:
