@@ -28,7 +28,14 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 from pydantic import AfterValidator, Field, SecretStr, model_validator
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
-from lakefs_core.config import AuthApiConfig, AuthCacheConfig, DatabaseConfig, LoggingConfig
+from lakefs_core.config import (
+    SERVER_CONFIG_FILE_ENV,
+    AuthApiConfig,
+    AuthCacheConfig,
+    DatabaseConfig,
+    LoggingConfig,
+    load_server_config,
+)
 from lakefs_core.settings import (
     ConfigError,
     ConfigFieldError,
@@ -260,14 +267,37 @@ def load_replication_config(
             if that is set, else no file (everything from the environment).
         env: environment to read; defaults to ``os.environ``.
 
+    When ``refstore_database`` is not set, it defaults to the lakeFS installation's
+    own database where that can be read from the same environment: the lakeFS config
+    file named by ``LAKEFS_CONFIG_FILE``, or ``LAKEFS_DATABASE_*`` variables (as when
+    the service runs beside the server with the server's settings).
+
     Raises:
         ConfigError: the file cannot be read or a setting is invalid; the message
             names each field and where its value came from.
     """
-    return load_settings(
+    env = os.environ if env is None else env
+    config = load_settings(
         ReplicationConfig,
         path=path,
-        env=os.environ if env is None else env,
+        env=env,
         file_env=REPLICATION_CONFIG_FILE_ENV,
         what="replication configuration",
     )
+    if config.refstore_database is None:
+        config.refstore_database = lakefs_database(env)
+    return config
+
+
+def lakefs_database(env: Mapping[str, str]) -> DatabaseConfig | None:
+    """The lakeFS installation's database, if its settings are in ``env``; else None."""
+    if not (env.get(SERVER_CONFIG_FILE_ENV)
+            or any(name.startswith("LAKEFS_DATABASE_") for name in env)):
+        return None
+    lakefs_env = {k: v for k, v in env.items() if k.startswith("LAKEFS_")}
+    # only the database is wanted: no key is generated for a server config read here
+    lakefs_env.setdefault("LAKEFS_AUTH_ENCRYPT_SECRET_KEY", "unused-by-the-replication-service")
+    server = load_server_config(None, lakefs_env)
+    if server.database.type == "local" and not server.database.local.path:
+        return None
+    return server.database

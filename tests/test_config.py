@@ -809,3 +809,22 @@ def test_every_replication_example_names_its_refstore_database() -> None:
     for path in replication_files:
         config = load_replication_config(path, env=SEED_SECRET_ENV)
         assert refstore_url(config).startswith(("sqlite:///", "postgresql+psycopg://")), path
+
+
+def test_refstore_database_defaults_to_the_lakefs_database(tmp_path: Path) -> None:
+    """Beside the server, with the server's settings in the environment, the
+    replication service finds the lakeFS database by itself (not only under Helm)."""
+    path = write_yaml(tmp_path / "r.yaml", minimal_replication())
+    db = str(tmp_path / "lakefs" / "metadata.db")
+    env = {**SEED_SECRET_ENV, "LAKEFS_DATABASE_TYPE": "local",
+           "LAKEFS_DATABASE_LOCAL_PATH": db}
+    cfg = load_replication_config(path, env=env)
+    assert cfg.refstore_database is not None
+    assert cfg.refstore_database.type == "local" and cfg.refstore_database.local.path == db
+    assert not (tmp_path / "lakefs" / "secret_key").exists()  # nothing written for it
+    pg = {**SEED_SECRET_ENV, "LAKEFS_DATABASE_TYPE": "postgres",
+          "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": "postgres://u:p@db:5432/lakefs"}
+    cfg = load_replication_config(path, env=pg)
+    assert cfg.refstore_database is not None and cfg.refstore_database.type == "postgres"
+    # nothing of lakeFS's in the environment: still unset (the sidecar says it is required)
+    assert load_replication_config(path, env=SEED_SECRET_ENV).refstore_database is None
