@@ -29,6 +29,7 @@ from lakefs_core.graveler.encoding import commit_id as commit_id_of
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
+    MirrorMarking,
     Repository,
     Tag,
 )
@@ -57,11 +58,13 @@ class Graveler(CommitEngine):
         storage_id: str = "",
         read_only: bool = False,
         initial_commit: bool = True,
+        mirror: MirrorMarking | None = None,
     ) -> Repository:
         """Create a repository whose first commit is "Repository created" (empty).
 
         With ``initial_commit=False`` (a mirror) the default branch points at no
-        commit until replication promotes one.
+        commit until replication promotes one. ``mirror`` marks the repository as a
+        mirror in the same transaction that creates it.
         """
         validate_repository_id(repo_id)
         validate_branch_name(default_branch)
@@ -90,7 +93,8 @@ class Graveler(CommitEngine):
             commit_id = commit_id_of(commit)
             self.refstore.put_commit(repo_id, commit_id, commit)
         self.refstore.create_repository(
-            repo, Branch(name=default_branch, commit_id=commit_id, staging_token=new_token()))
+            repo, Branch(name=default_branch, commit_id=commit_id, staging_token=new_token()),
+            mirror)
         return repo
 
     def _all_repositories(self) -> Iterator[Repository]:

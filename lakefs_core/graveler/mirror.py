@@ -83,16 +83,14 @@ class MirrorService:
             RepositoryExistsError: another repository (or another mirror's) has the name.
         """
         try:
-            repo = self._graveler.create_repository(
+            return self._graveler.create_repository(
                 name, namespace, default_branch, storage_id=storage_id, read_only=True,
-                initial_commit=False)
-        except RepositoryExistsError:
+                initial_commit=False, mirror=marking)
+        except RepositoryExistsError:  # another replica's, or another repository
             existing = self.marking(name)
             if existing is None or existing.mirror_id != marking.mirror_id:
                 raise
             return self._refstore.get_repository(name)
-        self._refstore.set_mirror_marking(name, marking)
-        return repo
 
     def mark_detached(self, name: str, mirror_id: str) -> None:
         """Record that the repository was detached from its mirror (kept on deletion)."""

@@ -37,8 +37,9 @@ class RefStore(ABC):
 
     # --- repositories ---------------------------------------------------------
     @abstractmethod
-    def create_repository(self, repo: Repository, default_branch: Branch) -> None:
-        """Create a repository with its default branch, atomically.
+    def create_repository(self, repo: Repository, default_branch: Branch,
+                          mirror: MirrorMarking | None = None) -> None:
+        """Create a repository with its default branch (and mirror marking), atomically.
 
         Raises RepositoryExistsError.
         """

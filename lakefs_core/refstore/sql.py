@@ -329,8 +329,10 @@ class SQLRefStore(RefStore):
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
 
     # --- repositories -----------------------------------------------------------------
-    def create_repository(self, repo: Repository, default_branch: Branch) -> None:
-        """Create a repository with its default branch in one transaction.
+    def create_repository(self, repo: Repository, default_branch: Branch,
+                          mirror: MirrorMarking | None = None) -> None:
+        """Create a repository with its default branch (and a mirror's marking, so that
+        a mirror repository is never seen unmarked) in one transaction.
 
         Raises:
             RepositoryExistsError: a repository with this id exists.
@@ -350,6 +352,11 @@ class SQLRefStore(RefStore):
                 raise RepositoryExistsError(f"repository {repo.id!r} already exists")
             conn.execute(branches.insert().values(
                 repo=repo.id, name=default_branch.name, **branch_values(default_branch)))
+            if mirror is not None:
+                conn.execute(mirror_markings.insert().values(
+                    repo=repo.id, mirror_id=mirror.mirror_id,
+                    source_region=mirror.source_region,
+                    source_repository=mirror.source_repository, detached=mirror.detached))
 
         self._write(work)
 

@@ -632,3 +632,16 @@ def test_concurrent_first_opens_create_the_schema_once(refstore_url: str) -> Non
 ])
 def test_prefix_end(prefix: str, end: str | None) -> None:
     assert prefix_end(prefix) == end
+
+
+def test_a_mirror_repository_is_created_with_its_marking(store: SQLRefStore) -> None:
+    """One transaction: another replica never finds the repository without its marking."""
+    repo = Repository(id="m1", storage_namespace="local://m1", default_branch="main",
+                      creation_date=1, read_only=True)
+    marking = MirrorMarking("mirror-1", "east", "src")
+    store.create_repository(repo, Branch("main", "", "t0"), marking)
+    assert store.get_mirror_marking("m1") == marking
+    with pytest.raises(RepositoryExistsError):
+        store.create_repository(repo, Branch("main", "", "t1"),
+                                MirrorMarking("mirror-2", "east", "src"))
+    assert store.get_mirror_marking("m1") == marking  # the loser changed nothing
