@@ -109,9 +109,15 @@ def test_credentials_lifecycle(srv: LiveServer, auth_api: lakefs_sdk.AuthApi,
     generated = auth_api.create_credentials(user)
     assert generated.access_key_id.startswith("AKIA")
     assert len(generated.secret_access_key) >= 20
+    # a chosen secret travels in the body: in a URL it would end up in access logs
+    in_query = http.post(f"/auth/users/{user}/credentials",
+                         params={"access_key_id": "AKIAIOSFODNN7GIVEN01",
+                                 "secret_access_key": "a-chosen-secret-of-enough-length"})
+    assert in_query.status_code == 400
+    assert "query string" in in_query.json()["message"]
     given = http.post(f"/auth/users/{user}/credentials",
-                      params={"access_key_id": "AKIAIOSFODNN7GIVEN01",
-                              "secret_access_key": "a-chosen-secret-of-enough-length"})
+                      json={"access_key_id": "AKIAIOSFODNN7GIVEN01",
+                            "secret_access_key": "a-chosen-secret-of-enough-length"})
     assert given.status_code == 201
     assert given.json()["access_key_id"] == "AKIAIOSFODNN7GIVEN01"
     assert given.json()["secret_access_key"] == "a-chosen-secret-of-enough-length"

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Literal, TypeVar
 
-from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from pydantic import BaseModel, Field, SecretStr
 
 from lakefs_core.api.routes import (
     AfterQuery,
@@ -238,18 +238,37 @@ def list_user_credentials(userId: str, ctx: Annotated[Ctx, Depends(authenticated
     return CredentialsList(pagination=page, results=[_credentials(c) for c in creds])
 
 
+class ChosenCredentials(BaseModel):
+    """The access key to create, when the caller chooses it (else generated)."""
+
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+
+
 @router.post("/users/{userId}/credentials", status_code=201,
              response_model=CredentialsWithSecret, summary="create credentials")
 def create_credentials(
     userId: str,  # noqa: N803
     ctx: Annotated[Ctx, Depends(authenticated)],
     access_key_id: Annotated[str | None, Query(description="generated when absent")] = None,
-    secret_access_key: Annotated[str | None, Query(description="generated when absent")] = None,
+    secret_access_key: Annotated[str | None, Query(
+        include_in_schema=False,
+        description="refused: a secret in a URL ends up in logs; send it in the body")] = None,
+    chosen: Annotated[ChosenCredentials | None, Body()] = None,
 ) -> CredentialsWithSecret:
-    """A new access key for the user; its secret is returned only now."""
+    """A new access key for the user; its secret is returned only now.
+
+    Both parts are generated unless given: the key id in the query or the body, the
+    secret only in the body (a secret in a URL would end up in access logs).
+    """
+    if secret_access_key is not None:
+        raise ValidationError("secret_access_key must not be sent in the query string: "
+                              "send it in the JSON body")
     ctx.check(rbac.CREATE_CREDENTIALS, user_arn(userId))
-    cred = ctx.services.auth.create_credentials(userId, access_key_id or None,
-                                                secret_access_key or None)
+    key_id = (chosen.access_key_id if chosen is not None else None) or access_key_id
+    secret = chosen.secret_access_key.get_secret_value() if chosen is not None and \
+        chosen.secret_access_key is not None else None
+    cred = ctx.services.auth.create_credentials(userId, key_id or None, secret or None)
     return CredentialsWithSecret(access_key_id=cred.access_key_id,
                                  secret_access_key=cred.secret,
                                  creation_date=_epoch(cred.creation_date))
