@@ -282,6 +282,26 @@ class S3GatewayConfig(ConfigModel):
         return value
 
 
+class HttpConfig(ConfigModel):
+    """``http``: how much a request may cost before it is served (API and S3 gateway).
+
+    Attributes:
+        request_body_timeout: each MiB of a request body (or its end) must arrive within
+            this time, else the request is refused (408; S3 ``RequestTimeout``) and the
+            connection closed: a slow sender cannot hold the server for long.
+        max_request_body: the largest body of a request that is not object data (JSON
+            of the API, the replication proxy); larger ones are refused with 413 before
+            they are read. Object uploads are streamed and have no such limit.
+        transfer_threads: worker threads that move object data (S3 gateway requests and
+            API uploads), apart from those that serve the rest of the API, so that data
+            transfers can never starve it.
+    """
+
+    request_body_timeout: Duration = timedelta(seconds=30)
+    max_request_body: int = Field(default=8 << 20, ge=1024)
+    transfer_threads: int = Field(default=32, ge=1, le=1024)
+
+
 class GatewaysConfig(ConfigModel):
     """``gateways``: the S3-compatible gateway."""
 
@@ -361,6 +381,7 @@ class ServerConfig(PrefixedSettings):
     replication: ReplicationEndpointConfig = Field(default_factory=ReplicationEndpointConfig)
     storage_config: StorageConfig = Field(default_factory=StorageConfig)
     gateways: GatewaysConfig = Field(default_factory=GatewaysConfig)
+    http: HttpConfig = Field(default_factory=HttpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

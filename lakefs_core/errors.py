@@ -24,6 +24,15 @@ class PayloadTooLargeError(ValidationError):
     """A request body larger than the server reads for that request (HTTP 413)."""
 
 
+class RequestTimeoutError(ValidationError):
+    """A request body stopped arriving, or arrived too slowly (HTTP 408; S3's
+    ``RequestTimeout``)."""
+
+
+class IncompleteBodyError(ValidationError):
+    """The client went away before its request body ended."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 
@@ -167,6 +176,19 @@ class MalformedAuthorizationError(AuthenticationError):
 class HeadersNotSignedError(AuthenticationError):
     """A request carries ``x-amz-*`` headers (or a host) that its signature does not
     cover, so they could have been added by anyone (S3's "HeadersNotSigned")."""
+
+
+class WrongSigningScopeError(MalformedAuthorizationError):
+    """A signature's credential scope names another region or service than this
+    endpoint's.
+
+    Attributes:
+        region: the region this endpoint expects (S3 clients may retry with it).
+    """
+
+    def __init__(self, message: str, region: str) -> None:
+        super().__init__(message)
+        self.region = region
 
 
 class RequestExpiredError(AuthenticationError):

@@ -23,6 +23,7 @@ __all__ = ["STATUS", "error_response", "install_error_handlers", "status_of"]
 STATUS: list[tuple[type[BaseException], int]] = [
     (errors.RangeNotSatisfiableError, 416),
     (errors.PayloadTooLargeError, 413),
+    (errors.RequestTimeoutError, 408),
     (errors.ObjectExistsError, 412),
     (errors.PreconditionFailedError, 412),
     (errors.ValidationError, 400),

@@ -9,16 +9,19 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx
-from fastapi import FastAPI, Request, Response
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.routing import APIRoute
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
 from lakefs_core.api.errors import error_response, install_error_handlers
+from lakefs_core.api.guard import BodyGuard
 from lakefs_core.services import Services
 
 log = logging.getLogger("lakefs_core.api")
@@ -66,9 +69,10 @@ def create_api(services: Services) -> FastAPI:
     install_error_handlers(app)
 
     @app.get("/_health", include_in_schema=False)
-    def health() -> Response:
+    async def health() -> Response:  # on the event loop: answers even if threads are busy
         return Response(status_code=204)
 
+    routers: list[APIRouter] = []
     for name in ROUTE_MODULES:
         try:
             module = importlib.import_module(f"lakefs_core.api.routes.{name}")
@@ -77,8 +81,18 @@ def create_api(services: Services) -> FastAPI:
                 raise
             continue
         app.include_router(module.router, prefix=API_PREFIX)
+        routers.append(module.router)
 
     _install_replication_proxy(app, proxy_client)
+
+    def routes() -> Iterator[tuple[str, APIRoute]]:
+        for router in routers:
+            yield from ((API_PREFIX + r.path, r) for r in router.routes
+                        if isinstance(r, APIRoute))
+        yield from ((r.path, r) for r in app.routes if isinstance(r, APIRoute))
+
+    app.state.transfer_limiter = anyio.CapacityLimiter(services.config.http.transfer_threads)
+    app.add_middleware(BodyGuard, routes=routes, http=services.config.http)
     return app
 
 

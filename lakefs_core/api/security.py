@@ -167,12 +167,20 @@ def bearer_token(request: Request) -> str | None:
     return value.strip()
 
 
+#: where :class:`~lakefs_core.api.guard.BodyGuard` keeps the context of a request it
+#: authenticated before reading its body (in the request's state)
+CTX_STATE = "lakefs_ctx"
+
+
 def authenticated(request: Request) -> Ctx:
     """FastAPI dependency: the request's user, or 401.
 
     Accepts basic auth with an access key, or ``Authorization: Bearer <token>`` with
     a token from ``POST /auth/login``.
     """
+    known = request.scope.get("state", {}).get(CTX_STATE)
+    if isinstance(known, Ctx):
+        return known
     services = services_of(request)
     creds = basic_credentials(request)
     if creds is not None:

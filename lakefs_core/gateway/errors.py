@@ -39,6 +39,8 @@ class S3ErrorInfo:
     code: str
     message: str
     headers: dict[str, str] = field(default_factory=dict)
+    #: further elements of the ``<Error>`` document (``Region``), in order
+    extra: tuple[tuple[str, str], ...] = ()
 
 
 # most specific first: the first matching class decides
@@ -54,6 +56,9 @@ _CODES: list[tuple[type[BaseException], int, str]] = [
     (errors.ProtectedBranchError, 403, "AccessDenied"),
     (errors.ForbiddenError, 403, "AccessDenied"),
     (errors.RangeNotSatisfiableError, 416, "InvalidRange"),
+    (errors.RequestTimeoutError, 400, "RequestTimeout"),
+    (errors.IncompleteBodyError, 400, "IncompleteBody"),
+    (errors.PayloadTooLargeError, 400, "MaxMessageLengthExceeded"),
     (errors.ObjectExistsError, 412, "PreconditionFailed"),
     (errors.PreconditionFailedError, 412, "PreconditionFailed"),
     (errors.ValidationError, 400, "InvalidArgument"),
@@ -77,6 +82,9 @@ def s3_error_of(exc: BaseException, *, presigned: bool = False) -> S3ErrorInfo:
     """
     if isinstance(exc, S3Error):
         return S3ErrorInfo(exc.status, exc.code, str(exc), exc.headers)
+    if isinstance(exc, errors.WrongSigningScopeError):
+        code = "AuthorizationQueryParametersError" if presigned else "AuthorizationHeaderMalformed"
+        return S3ErrorInfo(400, code, str(exc), extra=(("Region", exc.region),))
     if presigned and isinstance(exc, errors.MalformedAuthorizationError):
         return S3ErrorInfo(400, "AuthorizationQueryParametersError", str(exc))
     for cls, status, code in _CODES:

@@ -8,7 +8,7 @@ Two forms:
 - the ``Authorization: AWS <key>:<signature>`` header, dated by ``Date`` (or
   ``x-amz-date``), within 15 minutes of the server's clock;
 - presigned URLs: ``AWSAccessKeyId``, ``Signature`` and ``Expires`` (epoch seconds)
-  in the query.
+  in the query, at most 7 days ahead (the longest a version 4 URL may live).
 
 The string to sign is the method, ``Content-MD5``, ``Content-Type``, the date (the
 ``Expires`` value for presigned URLs), the ``x-amz-*`` headers sorted by name, and
@@ -34,7 +34,13 @@ from lakefs_core.errors import (
     RequestTimeTooSkewedError,
     SignatureMismatchError,
 )
-from lakefs_core.gateway.sigv4 import MAX_CLOCK_SKEW, UNSIGNED_PAYLOAD, SecretLookup, SignedRequest
+from lakefs_core.gateway.sigv4 import (
+    MAX_CLOCK_SKEW,
+    MAX_PRESIGNED_EXPIRES,
+    UNSIGNED_PAYLOAD,
+    SecretLookup,
+    SignedRequest,
+)
 
 #: query parameters that are part of the signed resource
 SUB_RESOURCES = frozenset({
@@ -127,6 +133,10 @@ def verify_v2(method: str, raw_path: str, raw_query: str, headers: dict[str, str
             raise MalformedAuthorizationError("malformed Expires") from None
         if now.timestamp() > expires:
             raise RequestExpiredError("Request has expired")
+        if expires > now.timestamp() + MAX_PRESIGNED_EXPIRES + MAX_CLOCK_SKEW.total_seconds():
+            # as for version 4 URLs: a leaked URL must not be good for years
+            raise MalformedAuthorizationError(
+                f"Expires must be at most {MAX_PRESIGNED_EXPIRES} seconds (7 days) from now")
         dates = [query["Expires"]]
         # a presigning client moves x-amz-* (and content) headers into the query
         amz_items += [(k, v) for k, v in query.items() if k.lower().startswith("x-amz-")]

@@ -48,6 +48,7 @@ from lakefs_core.errors import (
     RequestTimeTooSkewedError,
     SignatureMismatchError,
     ValidationError,
+    WrongSigningScopeError,
 )
 from lakefs_core.protocol.sigv4 import (
     ALGORITHM,
@@ -67,6 +68,8 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 #: the longest validity a presigned URL may ask for (7 days, as S3)
 MAX_PRESIGNED_EXPIRES = 7 * 24 * 3600
+#: the service name in the credential scope of S3 requests
+SERVICE = "s3"
 #: how far a signed request's date may be from the server's clock
 MAX_CLOCK_SKEW = timedelta(minutes=15)
 
@@ -298,6 +301,8 @@ def verify_request(
     *,
     now: datetime | None = None,
     payload_sha256: str | None = None,
+    region: str | None = None,
+    service: str | None = None,
 ) -> SignedRequest:
     """Verify a SigV4-signed request and describe it.
 
@@ -314,12 +319,15 @@ def verify_request(
         now: The current time (UTC); defaults to the clock.
         payload_sha256: The body's hex SHA-256, used only when a header-signed request
             has no ``X-Amz-Content-SHA256`` header (non-S3 SigV4 clients).
+        region: The region the credential scope must name (None: any).
+        service: The service the credential scope must name (None: any).
 
     Returns:
         The verified request.
 
     Raises:
         MalformedAuthorizationError: No or unparsable signature fields.
+        WrongSigningScopeError: The credential scope names another region or service.
         RequestTimeTooSkewedError: Header form, date more than 15 minutes off.
         RequestExpiredError: Presigned form, expired or not valid yet.
         InvalidAccessKeyIdError: ``secret_for`` does not know the access key.
@@ -351,6 +359,7 @@ def verify_request(
     if claim.amz_date[:8] != claim.date:
         raise MalformedAuthorizationError(
             f"credential scope date {claim.date} does not match request date {claim.amz_date}")
+    _check_scope(claim, presigned, region, service)
 
     unsigned = sorted(name for name in bag
                       if (name.startswith("x-amz-") or name == "host")
@@ -385,6 +394,21 @@ def verify_request(
         "The request signature we calculated does not match the signature you provided")
 
 
+def _check_scope(claim: _Claim, presigned: bool, region: str | None,
+                 service: str | None) -> None:
+    """Refuse a credential scope for another region or service, in S3's words."""
+    what = ("Error parsing the X-Amz-Credential parameter" if presigned
+            else "The authorization header is malformed")
+    expected_region = region or claim.region
+    if service is not None and claim.service != service:
+        raise WrongSigningScopeError(
+            f"{what}; incorrect service '{claim.service}'. This endpoint belongs to "
+            f"'{service}'.", expected_region)
+    if region is not None and claim.region != region:
+        raise WrongSigningScopeError(
+            f"{what}; the region '{claim.region}' is wrong; expecting '{region}'", region)
+
+
 def verify(
     method: str,
     raw_path: str,
@@ -410,12 +434,16 @@ _MAX_CHUNK_HEADER = 4096
 class AwsChunkedDecoder:
     """Decodes an ``aws-chunked`` body incrementally, verifying chunk signatures.
 
-    Feed the body as it arrives; each call returns the payload bytes of the chunks
-    completed so far. When the request declared ``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``
-    (or its ``-TRAILER`` variant), a chunk's bytes are returned only once its
-    signature is verified, each chained to the previous one from the request's seed
-    signature. Trailing headers (checksums) are collected in :attr:`trailers`; their
-    own signature is not checked. Call :meth:`finish` at the end of the body.
+    Feed the body as it arrives; each call returns the payload bytes received so far,
+    whatever the chunk sizes the client chose (a chunk is never held whole in memory).
+    When the request declared ``STREAMING-AWS4-HMAC-SHA256-PAYLOAD`` (or its
+    ``-TRAILER`` variant), each chunk's signature, chained to the previous one from the
+    request's seed signature, is verified as the chunk ends: a wrong one raises before
+    any byte after that chunk is returned, and the consumer must not keep what it was
+    given before (:class:`~lakefs_core.gateway.body.RequestBody` releases the last bytes
+    only once the whole body is verified, so a store write aborts). Trailing headers
+    (checksums) are collected in :attr:`trailers`; their own signature is not checked.
+    Call :meth:`finish` at the end of the body.
 
     Args:
         signed: The verified request the body belongs to.
@@ -435,7 +463,7 @@ class AwsChunkedDecoder:
         self._state = "header"
         self._remaining = 0
         self._chunk_signature: str | None = None
-        self._chunk = bytearray()
+        self._chunk_hash = hashlib.sha256()
         self.trailers: dict[str, str] = {}
         self.decoded_length = 0
 
@@ -445,7 +473,7 @@ class AwsChunkedDecoder:
         return self._state == "done"
 
     def feed(self, data: bytes) -> bytes:
-        """Consume body bytes; return the newly completed, verified payload bytes."""
+        """Consume body bytes; return the payload bytes they carried."""
         self._buffer += data
         out = bytearray()
         while True:
@@ -456,8 +484,11 @@ class AwsChunkedDecoder:
                 self._start_chunk(line)
             elif self._state == "data":
                 take = min(self._remaining, len(self._buffer))
-                self._chunk += self._buffer[:take]
+                data = bytes(self._buffer[:take])
                 del self._buffer[:take]
+                self._chunk_hash.update(data)
+                self.decoded_length += take
+                out += data
                 self._remaining -= take
                 if self._remaining:
                     break
@@ -468,7 +499,7 @@ class AwsChunkedDecoder:
                 if self._buffer[:2] != b"\r\n":
                     raise ValidationError("aws-chunked: chunk data not followed by CRLF")
                 del self._buffer[:2]
-                out += self._complete_chunk()
+                self._verify_chunk(self._chunk_hash.hexdigest())
                 self._state = "header"
             elif self._state == "trailer":
                 line = self._take_line()
@@ -519,29 +550,22 @@ class AwsChunkedDecoder:
         if name.strip() == "chunk-signature" and _HEX_SHA256.match(value.strip()):
             self._chunk_signature = value.strip().lower()
         self._remaining = size
-        self._chunk = bytearray()
+        self._chunk_hash = hashlib.sha256()
         if size == 0:
-            self._verify_chunk(b"")
+            self._verify_chunk(EMPTY_SHA256)
             # trailer lines (if any) follow; an empty line ends the body either way
             self._state = "trailer"
         else:
             self._state = "data"
 
-    def _complete_chunk(self) -> bytes:
-        data = bytes(self._chunk)
-        self._verify_chunk(data)
-        self._chunk = bytearray()
-        self.decoded_length += len(data)
-        return data
-
-    def _verify_chunk(self, data: bytes) -> None:
+    def _verify_chunk(self, data_sha256: str) -> None:
         if not self._verify:
             return
         if self._chunk_signature is None:
             raise SignatureMismatchError("aws-chunked: chunk without a signature")
         chunk_to_sign = "\n".join([
             "AWS4-HMAC-SHA256-PAYLOAD", self._signed.amz_date, self._signed.scope,
-            self._previous, EMPTY_SHA256, hashlib.sha256(data).hexdigest(),
+            self._previous, EMPTY_SHA256, data_sha256,
         ])
         expected = sign(self._signed.signing_key, chunk_to_sign)
         if not hmac.compare_digest(expected, self._chunk_signature):

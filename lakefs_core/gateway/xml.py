@@ -57,11 +57,14 @@ def _owner(parent: ET.Element, tag: str = "Owner") -> None:
 
 
 # --- responses ------------------------------------------------------------------------
-def error_document(code: str, message: str, resource: str, request_id: str) -> bytes:
-    """``<Error>`` with code, message, resource and request id."""
+def error_document(code: str, message: str, resource: str, request_id: str, *,
+                   extra: Iterable[tuple[str, str]] = ()) -> bytes:
+    """``<Error>`` with code, message, any ``extra`` elements, resource and request id."""
     root = ET.Element("Error")
     _add(root, "Code", code)
     _add(root, "Message", message)
+    for name, value in extra:
+        _add(root, name, value)
     _add(root, "Resource", resource)
     _add(root, "RequestId", request_id)
     return _serialize(root)

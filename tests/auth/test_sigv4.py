@@ -163,11 +163,14 @@ def test_aws_example_chunked_upload() -> None:
     assert signed.streaming and signed.payload_digest is None
     assert sigv4.decode_aws_chunked(body, signed) == b"a" * 66560
 
-    # fed in odd pieces, the decoder returns each chunk once it is verified
+    # fed in odd pieces, the decoder passes the payload on as it arrives (a chunk is
+    # never held whole) and verifies each chunk's signature as the chunk ends
     decoder = sigv4.AwsChunkedDecoder(signed)
-    out = b"".join(decoder.feed(body[i:i + 777]) for i in range(0, len(body), 777))
+    pieces = [decoder.feed(body[i:i + 777]) for i in range(0, len(body), 777)]
     decoder.finish()
-    assert out == b"a" * 66560 and decoder.done and decoder.decoded_length == 66560
+    assert b"".join(pieces) == b"a" * 66560 and decoder.done
+    assert decoder.decoded_length == 66560
+    assert max(len(p) for p in pieces) <= 777 and sum(1 for p in pieces if p) > 80
 
     tampered = body.replace(b"a" * 1024, b"a" * 1023 + b"b")
     with pytest.raises(SignatureMismatchError):

@@ -11,20 +11,22 @@ refused with 400.
 from __future__ import annotations
 
 import email.utils
+import functools
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-import anyio.from_thread
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
-from starlette.requests import ClientDisconnect
 
 from lakefs_core.api.errors import error_response
+from lakefs_core.api.guard import BODY_STATE
 from lakefs_core.api.routes import (
     AfterQuery,
     AmountQuery,
@@ -45,6 +47,7 @@ from lakefs_core.errors import (
 )
 from lakefs_core.graveler.model import AddressType, Entry, Repository
 from lakefs_core.graveler.refs import validate_path
+from lakefs_core.protocol.bodies import BodyReader, has_body
 from lakefs_core.protocol.http import (
     ReadOutcome,
     WriteConditions,
@@ -312,33 +315,41 @@ async def upload_object(
         async with request.form(max_files=1, max_fields=16) as form:
             content = form.get("content")
             if isinstance(content, str):  # a part sent without a file name
-                return await run_in_threadpool(
+                return await _transfer(request, functools.partial(
                     _store_object, services, repository, branch, path, [content.encode()],
-                    DEFAULT_CONTENT_TYPE, metadata, conditions)
+                    DEFAULT_CONTENT_TYPE, metadata, conditions))
             if not isinstance(content, UploadFile):
                 raise ValidationError("multipart upload needs a field named 'content'")
-            return await run_in_threadpool(
+            return await _transfer(request, functools.partial(
                 _store_object, services, repository, branch, path, _read_file(content.file),
-                _content_type(content.content_type), metadata, conditions)
+                _content_type(content.content_type), metadata, conditions))
 
-    stream = request.stream()
+    body = request.scope.get("state", {}).get(BODY_STATE)
+    if not isinstance(body, BodyReader):  # no body announced: an empty object
+        body = BodyReader(request.receive, expect_body=has_body(request.scope["headers"]),
+                          timeout=services.config.http.request_body_timeout.total_seconds())
+    # the first piece arrives before a thread is taken: a slow sender holds none
+    await body.prefetch()
 
     def chunks() -> Iterator[bytes]:
-        # runs in a worker thread: pull each chunk from the event loop as the store
+        # runs in a worker thread: pull each piece from the event loop as the store
         # asks for it, so the body is never held whole in memory
-        while True:
-            try:
-                chunk = anyio.from_thread.run(stream.__anext__)
-            except StopAsyncIteration:
-                return
-            except ClientDisconnect:
-                raise ValidationError("client disconnected during upload") from None
+        more = True
+        while more:
+            chunk, more = body.pull()
             if chunk:
                 yield chunk
 
-    return await run_in_threadpool(
+    return await _transfer(request, functools.partial(
         _store_object, services, repository, branch, path, chunks(),
-        _content_type(content_type_header), metadata, conditions)
+        _content_type(content_type_header), metadata, conditions))
+
+
+async def _transfer(request: Request, store: Callable[[], ObjectStats]) -> ObjectStats:
+    """Run ``store`` in a thread of the data-transfer pool, apart from the API's: a
+    slow upload never holds a thread that other API calls need."""
+    limiter: anyio.CapacityLimiter = request.app.state.transfer_limiter
+    return await anyio.to_thread.run_sync(store, limiter=limiter)
 
 
 def _preflight_upload(services: Services, repository: str, branch: str, path: str,
