@@ -8,10 +8,13 @@ One sidecar runs beside each region's server. It plays both roles of replication
   once (the fast path), through their servers' ``/service/replication/`` proxy;
 - **destination side** (mirrors whose destination is this region): the mirrors
   manager creates and deletes mirror repositories as the table's state says; a
-  pool of ``validator.num_workers`` workers follows each active mirror under a lease
-  (see :mod:`replication.mirroring`), every ``commit_sensor.process_branches_duration``
-  at the latest, at once on an event, and every ``recheck_interval`` while pieces of
-  a commit are still missing.
+  pool of workers follows each active mirror under a lease (see
+  :mod:`replication.mirroring`): every ``commit_sensor.process_branches_duration``
+  at the latest and at once on an event (new source heads), at the validation runs
+  (every ``validator.run_interval``) for heads waiting out a cooldown, and every
+  ``validator.missing_recheck_interval`` while pieces of a commit are missing. At
+  most ``commit_sensor.branches_scanner_concurrency_limit`` workers read sources at
+  once, and at most ``validator.num_workers`` validate at once.
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ class Sidecar:
         self._source_stores: dict[str, BlockStores] = {}
         self._counting: dict[str, CountingStore] = {}
         builtin = config.object_replication.builtin
+        validator = config.validator
         self.copier = (BuiltinCopier(self.blockstores.for_storage_id(""),
                                      concurrency=builtin.concurrency, retries=builtin.retries)
                        if config.object_replication.mode == "builtin" else None)
@@ -122,9 +126,17 @@ class Sidecar:
             builtin=self.copier,
             branch_page_size=config.commit_sensor.list_branch_page_size,
             log_page_size=config.commit_sensor.log_commit_page_size,
-            recheck_interval=config.validator.missing_recheck_interval.total_seconds(),
-            cooldown_on_missing=config.validator.cooldown_on_missing.total_seconds(),
+            run_interval=validator.run_interval.total_seconds(),
+            cooldown_on_missing=validator.cooldown_on_missing.total_seconds(),
+            cooldown_on_error=validator.cooldown_on_error.total_seconds(),
+            recheck_interval=validator.missing_recheck_interval.total_seconds(),
+            scan_slots=threading.BoundedSemaphore(
+                config.commit_sensor.branches_scanner_concurrency_limit),
+            validation_slots=threading.BoundedSemaphore(validator.num_workers),
         )
+        #: rounds run at once: enough for every scan and every validation allowed
+        self.workers = max(validator.num_workers,
+                           config.commit_sensor.branches_scanner_concurrency_limit)
         self.sense_interval = config.commit_sensor.process_branches_duration.total_seconds()
         self.manage_interval = (
             config.mirrors_manager.process_mirrors_interval_duration.total_seconds())
@@ -135,8 +147,6 @@ class Sidecar:
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
-        self._scan_slots = threading.BoundedSemaphore(
-            config.commit_sensor.branches_scanner_concurrency_limit)
         self._leases: dict[str, Lease] = {}
         self._again: set[str] = set()
         self._cond = threading.Condition()
@@ -183,8 +193,7 @@ class Sidecar:
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop)]
-        targets += [(f"validator-{i}", self._worker_loop)
-                    for i in range(self.config.validator.num_workers)]
+        targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         for name, target in targets:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -280,8 +289,7 @@ class Sidecar:
             follower = MirrorFollower(self.ctx, mirror)
             self._followers[mirror_id] = follower
         try:
-            with self._scan_slots:  # commit_sensor.branches_scanner_concurrency_limit
-                result = follower.process()
+            result = follower.process()
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.last_errors[mirror_id] = str(e)
