@@ -50,6 +50,7 @@ from lakefs_core.settings import (
     plain_dict,
 )
 from mirrors_db.config import MirrorsDatabaseConfig
+from mirrors_db.models import MAX_PAGE_SIZE
 
 __all__ = [
     "REPLICATION_CONFIG_FILE_ENV",
@@ -237,7 +238,7 @@ class ReplicationConfig(PrefixedSettings):
     refstore_database: DatabaseConfig | None = Field(
         default=None, description="None: the lakeFS installation's own database"
     )
-    list_mirrors_page_size: int = Field(default=1000, ge=1)
+    list_mirrors_page_size: int = Field(default=1000, ge=1, le=MAX_PAGE_SIZE)
     list_repositories_page_size: int = Field(default=1000, ge=1)
     commit_sensor: CommitSensorConfig = Field(default_factory=CommitSensorConfig)
     mirrors_manager: MirrorsManagerConfig = Field(default_factory=MirrorsManagerConfig)
@@ -254,6 +255,13 @@ class ReplicationConfig(PrefixedSettings):
                 "name only the other regions",
             )
         check_blockstore_sections(self.blockstore, self.blockstores, required=True)
+        mirrors = self.mirrors_database
+        if ("list_mirrors_page_size" in mirrors.model_fields_set
+                and mirrors.list_mirrors_page_size != self.list_mirrors_page_size):
+            raise FieldValueError(
+                "mirrors_database.list_mirrors_page_size",
+                "differs from list_mirrors_page_size; set list_mirrors_page_size at the "
+                "top level only")
         if self.regional_endpoint is None:
             if not self.organization_name:
                 raise FieldValueError(

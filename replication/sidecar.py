@@ -428,8 +428,9 @@ class Sidecar:
         for repo in repos:
             token: str | None = None
             while True:
-                page = self.table.list_mirrors_by_source(self.org, self.region, repo,
-                                                         page_token=token)
+                page = self.table.list_mirrors_by_source(
+                    self.org, self.region, repo, page_token=token,
+                    page_size=self.config.list_mirrors_page_size)
                 for mirror in page.mirrors:
                     if mirror.state in (MirrorState.ACTIVE, MirrorState.CREATING):
                         self._notify_pool.submit(self._forward, mirror, repo)
