@@ -7,7 +7,8 @@ One sidecar runs beside each region's server. It plays both roles of replication
   server reports a branch or tag move, it tells the destination regions' sidecars at
   once (the fast path), through their servers' ``/service/replication/`` proxy;
 - **destination side** (mirrors whose destination is this region): the mirrors
-  manager creates and deletes mirror repositories as the table's state says; a
+  manager creates and deletes mirror repositories as the table's state says (and
+  deletes those of deleted mirrors that a replica re-created from a stale view); a
   pool of workers follows each active mirror under a lease (see
   :mod:`replication.mirroring`): every ``commit_sensor.process_branches_duration``
   at the latest and at once on an event (new source heads), at the validation runs
@@ -38,7 +39,12 @@ from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore
 from mirrors_db import open_mirrors_table
-from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
+from mirrors_db.errors import (
+    LeaseHeldError,
+    MirrorNotFoundError,
+    MirrorsDatabaseError,
+    VersionConflictError,
+)
 from mirrors_db.models import (
     Lease,
     Mirror,
@@ -328,9 +334,15 @@ class Sidecar:
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
+        next_sweep = 0.0
         while not self._stop.is_set():
             try:
                 self.reconcile()
+                if time.monotonic() >= next_sweep:  # not on every wake: it lists them all
+                    next_sweep = time.monotonic() + self.manage_interval
+                    self.sweep_repositories()
+            except (LakeFSError, httpx.HTTPError) as e:
+                log.warning("mirrors manager round: %s", e)
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("mirrors manager round failed")
             self._manager_wake.wait(timeout=self.manage_interval)
@@ -364,6 +376,41 @@ class Sidecar:
         for gone in set(self._mirrors) - seen:
             self._mirrors.pop(gone, None)
             self._followers.pop(gone, None)
+
+    def sweep_repositories(self) -> list[str]:
+        """Delete this region's mirror repositories whose mirror is deleted.
+
+        A replica acting on a stale listing of the table (a DynamoDB index lags its
+        writes) can create a mirror's repository after another replica deleted it.
+        This region's repositories are listed through its lakeFS API
+        (``list_repositories_page_size`` a page); a mirror repository whose mirror row
+        is ``deleted`` is deleted. One whose row is missing is only reported: the
+        table may not be the one the mirror was created in.
+
+        Returns:
+            The repositories deleted.
+        """
+        deleted = []
+        listing = self.client_for(self.region).list_repositories(
+            self.config.list_repositories_page_size)
+        for repo in listing:
+            name = str(repo.get("id", ""))
+            marking = self.mirrors.marking(name) if repo.get("read_only") else None
+            if marking is None or marking.detached:
+                continue
+            try:
+                mirror = self.table.get_mirror(self.org, marking.mirror_id)
+            except MirrorNotFoundError:
+                log.warning("repository %s is mirror %s's, which the mirrors table does not "
+                            "know; left alone", name, marking.mirror_id,
+                            extra={"repository": name, "mirror": marking.mirror_id})
+                continue
+            if (mirror.state is MirrorState.DELETED
+                    and self.mirrors.delete_repository(name, mirror.id)):
+                log.info("deleted the repository of a deleted mirror",
+                         extra={"repository": name, "mirror": mirror.id})
+                deleted.append(name)
+        return deleted
 
     def _manage(self, mirror: Mirror) -> Mirror:
         try:

@@ -1,5 +1,5 @@
 """Page sizes of the sidecar's own listings: list_mirrors_page_size (the mirrors
-table)."""
+table) and list_repositories_page_size (its region's repositories)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,21 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from lakefs_core.graveler.model import MirrorMarking
 from lakefs_testing.regions import (
+    MIRRORS,
     ORG,
+    Region,
+    create_mirror,
+    create_source,
     two_regions,
 )
+from lakefs_testing.waiting import wait_for
 from mirrors_db import open_mirrors_table
-from mirrors_db.models import MirrorSpec
+from mirrors_db.models import MirrorSpec, MirrorState
 from replication.config import load_replication_config
 from replication.sidecar import Sidecar
+from tests.replication.proxy import recording_proxy
 from tests.replication.settings import configure
 
 
@@ -58,3 +65,56 @@ def test_mirrors_of_a_repository_are_listed_by_list_mirrors_page_size(
                 sidecar.stop()
     assert told == 3
     assert len(selects) >= 3  # one mirror a page
+
+
+@contextmanager
+def deleted_mirrors_left_behind(tmp: Path, mirrors: dict[str, Any]
+                                ) -> Iterator[tuple[Region, list[str], str]]:
+    """Regions whose west holds repositories of deleted mirrors, as a replica acting on a
+    stale view of the table leaves them: deleted, then created again. West's sidecar is
+    stopped. Yields (west, those repositories, a mirror repository the table lost)."""
+    with two_regions(tmp, mirrors, interval="1s") as (east, west):
+        ids = {}
+        for i in range(4):
+            create_source(east, f"src{i}")
+            ids[f"src{i}"] = create_mirror(east, f"src{i}", f"src{i}-mirror",
+                                           f"local://src{i}-mirror")["id"]
+        with west.client() as c:
+            assert c.post("/api/v1/repositories", json={
+                "name": "plain", "storage_namespace": "local://plain",
+                "read_only": True}).status_code == 201
+            wait_for(lambda: all(c.get(f"/api/v1/repositories/{s}-mirror").status_code == 200
+                                 for s in ids), 30, what="mirror repositories")
+            for src, mirror_id in ids.items():
+                assert c.delete(f"{MIRRORS}/{src}/mirrors/{mirror_id}").status_code == 204
+            wait_for(lambda: all(c.get(f"/api/v1/repositories/{s}-mirror").status_code == 404
+                                 for s in ids), 30, what="mirror repositories deleted")
+        sidecar = west.sidecars[0].sidecar
+        wait_for(lambda: all(sidecar.table.get_mirror(ORG, i).state is MirrorState.DELETED
+                             for i in ids.values()), 30, what="mirrors deleted")
+        west.stop_sidecars()
+        for src, mirror_id in ids.items():  # what a stale replica's mirrors manager does
+            sidecar.mirrors.create_repository(f"{src}-mirror", f"local://{src}-mirror", "main",
+                                              MirrorMarking(mirror_id, "east", src))
+        with open_mirrors_table(mirrors) as table:
+            table.delete_mirror(ORG, ids["src0"])
+        yield west, [f"src{i}-mirror" for i in (1, 2, 3)], "src0-mirror"
+
+
+def test_repositories_of_deleted_mirrors_are_found_a_page_at_a_time(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with deleted_mirrors_left_behind(tmp_path, sqlite_mirrors) as (west, left, lost), \
+            recording_proxy(west.server.endpoint) as proxy:
+        configure(west, list_repositories_page_size=1, regional_endpoint=proxy.url)
+        west.start_sidecar()
+        with west.client() as c:
+            def status(repo: str) -> int:
+                return c.get(f"/api/v1/repositories/{repo}").status_code
+
+            wait_for(lambda: all(status(r) == 404 for r in left), 30,
+                     what="repositories of deleted mirrors deleted")
+            assert status(lost) == 200  # its mirror is unknown to the table: left alone
+            assert status("plain") == 200  # read-only, but no mirror's
+        listings = proxy.requests("GET", "/api/v1/repositories")
+        assert len(listings) >= 5  # five repositories, one a page
+        assert {tuple(s.query["amount"]) for s in listings} == {("1",)}
