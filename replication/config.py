@@ -156,7 +156,8 @@ class MirrorsManagerConfig(ConfigModel):
 
     Attributes:
         process_mirrors_interval_duration: the mirrors manager acts on the mirrors
-            table at least this often (its change feed wakes it sooner).
+            table at least this often (its change feed wakes it sooner), and lists
+            this region's repositories this often for those of deleted mirrors.
     """
 
     process_mirrors_interval_duration: Interval = timedelta(seconds=20)
