@@ -163,6 +163,8 @@ class Sidecar:
         #: one pooled client for requests to the other regions' servers
         self.http = httpx.Client(timeout=5.0)
         self.last_errors: dict[str, str] = {}
+        #: mirror repositories here whose mirror the table does not know (reported)
+        self._unknown_mirror_repositories: set[str] = set()
 
     # ----------------------------------------------------------------- plumbing
     def client_for(self, region: str) -> SourceClient:
@@ -401,9 +403,11 @@ class Sidecar:
             try:
                 mirror = self.table.get_mirror(self.org, marking.mirror_id)
             except MirrorNotFoundError:
-                log.warning("repository %s is mirror %s's, which the mirrors table does not "
-                            "know; left alone", name, marking.mirror_id,
-                            extra={"repository": name, "mirror": marking.mirror_id})
+                if name not in self._unknown_mirror_repositories:  # once, not every round
+                    self._unknown_mirror_repositories.add(name)
+                    log.warning("repository %s is mirror %s's, which the mirrors table does "
+                                "not know; left alone", name, marking.mirror_id,
+                                extra={"repository": name, "mirror": marking.mirror_id})
                 continue
             if (mirror.state is MirrorState.DELETED
                     and self.mirrors.delete_repository(name, mirror.id)):

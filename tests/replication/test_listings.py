@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from lakefs_core.graveler.model import MirrorMarking
@@ -102,7 +103,8 @@ def deleted_mirrors_left_behind(tmp: Path, mirrors: dict[str, Any]
 
 
 def test_repositories_of_deleted_mirrors_are_found_a_page_at_a_time(
-        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+        tmp_path: Path, sqlite_mirrors: dict[str, Any],
+        caplog: pytest.LogCaptureFixture) -> None:
     with deleted_mirrors_left_behind(tmp_path, sqlite_mirrors) as (west, left, lost), \
             recording_proxy(west.server.endpoint) as proxy:
         configure(west, list_repositories_page_size=1, regional_endpoint=proxy.url)
@@ -118,3 +120,9 @@ def test_repositories_of_deleted_mirrors_are_found_a_page_at_a_time(
         listings = proxy.requests("GET", "/api/v1/repositories")
         assert len(listings) >= 5  # five repositories, one a page
         assert {tuple(s.query["amount"]) for s in listings} == {("1",)}
+        # the lost one is reported once, not at every listing (one a second here)
+        wait_for(lambda: len(proxy.requests("GET", "/api/v1/repositories")) >= 3 * 5, 30,
+                 what="three listings")
+        reports = [r for r in caplog.records
+                   if r.name == "replication.sidecar" and lost in r.getMessage()]
+        assert len(reports) == 1 and "does not know" in reports[0].getMessage()
