@@ -1,7 +1,8 @@
-"""What the destination sidecar asks of a source, seen at a proxy in front of the
-source server: page sizes (commit_sensor.list_branch_page_size, log_commit_page_size)
-and how many mirrors are read (branches_scanner_concurrency_limit) and validated
-(validator.num_workers) at once."""
+"""The commit sensor's settings. How often a source is read without events
+(process_branches_duration); and, seen at a proxy in front of the source server, the
+page sizes (list_branch_page_size, log_commit_page_size) and how many mirrors are
+read (branches_scanner_concurrency_limit) and validated (validator.num_workers) at
+once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from lakefs_core.ref_events import RefEventNotifier
 from lakefs_testing.regions import (
     Region,
     commit,
@@ -24,6 +28,32 @@ from tests.replication.proxy import RecordingProxy, recording_proxy
 from tests.replication.settings import configure, stays_false
 
 NEVER = "1h"
+
+
+@pytest.mark.parametrize(("interval", "advances"), [("300ms", True), (NEVER, False)])
+def test_without_events_a_source_is_read_every_process_branches_duration(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any], interval: str, advances: bool) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=False) as (east, west):
+        configure(west, commit_sensor={"process_branches_duration": interval},
+                  mirrors_manager={"process_mirrors_interval_duration": NEVER})
+        east.start_sidecar()
+        west.start_sidecar()
+        create_source(east)
+        upload(east, "src", "main", "a", b"1")
+        c1 = commit(east, "src", "main", "c1")
+        create_mirror(east)
+        wait_for(lambda: mirror_head(west, "src-mirror", "main") == c1, 30,
+                 what="the mirror's first round")
+        # the source's server no longer tells of branch moves: only the sensor sees them
+        listeners = east.graveler.ref_listeners
+        listeners[:] = [f for f in listeners if not isinstance(f, RefEventNotifier)]
+        upload(east, "src", "main", "b", b"2")
+        c2 = commit(east, "src", "main", "c2")
+        if advances:
+            wait_for(lambda: mirror_head(west, "src-mirror", "main") == c2, 30,
+                     what="c2 sensed and promoted")
+        else:
+            assert stays_false(lambda: mirror_head(west, "src-mirror", "main") == c2, 2.0)
 
 
 @contextmanager
