@@ -35,6 +35,7 @@ from pydantic import (
 )
 
 from mirrors_db.errors import MirrorsDatabaseConfigError
+from mirrors_db.models import MAX_PAGE_SIZE
 
 DEFAULT_SQLITE_PATH = "~/lakefs/mirrors.db"
 DEFAULT_LIST_MIRRORS_PAGE_SIZE = 1000
@@ -116,7 +117,8 @@ class MirrorsDatabaseConfig(_Section):
     dynamodb: DynamoDBMirrorsConfig | None = None
     postgres: PostgresMirrorsConfig | None = None
     sqlite: SQLiteMirrorsConfig = SQLiteMirrorsConfig()
-    list_mirrors_page_size: int = Field(default=DEFAULT_LIST_MIRRORS_PAGE_SIZE, ge=1, le=10_000)
+    list_mirrors_page_size: int = Field(default=DEFAULT_LIST_MIRRORS_PAGE_SIZE, ge=1,
+                                        le=MAX_PAGE_SIZE)
 
     @field_validator("type", mode="before")
     @classmethod

@@ -31,6 +31,8 @@ Clock = Callable[[], datetime]
 #: enough for a PostgreSQL NOTIFY payload and a DynamoDB item).
 MAX_ERROR_LENGTH = 2000
 MAX_ID_LENGTH = 256
+#: the largest page of a mirror listing
+MAX_PAGE_SIZE = 10_000
 MAX_NAMESPACE_LENGTH = 1024
 
 
@@ -326,11 +328,12 @@ def check_branch_key(organization_id: str, mirror_id: str, branch: str) -> None:
 
 
 def check_page_size(page_size: int) -> None:
-    """Page sizes are 1..10000."""
+    """Page sizes are 1..MAX_PAGE_SIZE."""
     if isinstance(page_size, bool) or not isinstance(page_size, int) or not (
-        1 <= page_size <= 10_000
+        1 <= page_size <= MAX_PAGE_SIZE
     ):
-        raise InvalidMirrorArgumentError(f"page size must be 1..10000, got {page_size!r}")
+        raise InvalidMirrorArgumentError(
+            f"page size must be 1..{MAX_PAGE_SIZE}, got {page_size!r}")
 
 
 def clip_error(error: str) -> str:

@@ -50,6 +50,7 @@ from lakefs_core.settings import (
     plain_dict,
 )
 from mirrors_db.config import MirrorsDatabaseConfig
+from mirrors_db.models import MAX_PAGE_SIZE
 
 __all__ = [
     "REPLICATION_CONFIG_FILE_ENV",
@@ -134,7 +135,15 @@ class ReplicationAuthConfig(ConfigModel):
 
 # --- workers -------------------------------------------------------------------------
 class CommitSensorConfig(ConfigModel):
-    """How source branches are scanned for new heads."""
+    """How source branches are scanned for new heads.
+
+    Attributes:
+        process_branches_duration: every mirror's source branches and tags are read at
+            least this often (ref events from the source region wake a mirror sooner).
+        branches_scanner_concurrency_limit: mirrors whose source is read at once.
+        list_branch_page_size: page size when listing a source's branches and tags.
+        log_commit_page_size: page size when reading a source's commit log.
+    """
 
     process_branches_duration: Interval = timedelta(minutes=1)
     branches_scanner_concurrency_limit: int = Field(default=10, ge=1)
@@ -143,22 +152,41 @@ class CommitSensorConfig(ConfigModel):
 
 
 class MirrorsManagerConfig(ConfigModel):
-    """How often mirror repositories are reconciled (created / deleted)."""
+    """How often mirror repositories are reconciled (created / deleted).
+
+    Attributes:
+        process_mirrors_interval_duration: the mirrors manager acts on the mirrors
+            table at least this often (its change feed wakes it sooner), and lists
+            this region's repositories this often for those of deleted mirrors.
+    """
 
     process_mirrors_interval_duration: Interval = timedelta(seconds=20)
 
 
 class ValidatorConfig(ConfigModel):
-    """How destination commits are validated before a mirror branch moves."""
+    """How destination commits are validated before a mirror branch moves.
+
+    A new source head is validated as soon as it is seen. A head whose validation
+    found pieces missing, or failed, is validated again after its cooldown, at the
+    first validation run from then on.
+
+    Attributes:
+        run_interval: validation runs are this far apart.
+        num_workers: validations at once.
+        cooldown_on_missing: after a validation finds pieces missing, the least time
+            before that commit is validated again.
+        cooldown_on_error: after a validation fails (the destination store answers
+            with an error), the least time before it is tried again.
+        missing_recheck_interval: extension; while pieces are missing, they are
+            rechecked this often, in order, stopping at the first still missing
+            (about one request each time), and the commit is validated at once when
+            all have arrived, whatever its cooldown. ``0`` turns the rechecks off.
+    """
 
     run_interval: Interval = timedelta(minutes=1)
     num_workers: int = Field(default=3, ge=1)
     cooldown_on_missing: Duration = timedelta(minutes=1)
     cooldown_on_error: Duration = timedelta(minutes=1)
-    #: extension: while pieces of a commit are missing they are re-checked this often,
-    #: in order, stopping at the first still missing (about one request per round), so
-    #: a mirror advances soon after the last piece arrives; every cooldown_on_missing
-    #: the commit is validated from scratch again.
     missing_recheck_interval: Duration = timedelta(milliseconds=500)
 
 
@@ -211,7 +239,7 @@ class ReplicationConfig(PrefixedSettings):
     refstore_database: DatabaseConfig | None = Field(
         default=None, description="None: the lakeFS installation's own database"
     )
-    list_mirrors_page_size: int = Field(default=1000, ge=1)
+    list_mirrors_page_size: int = Field(default=1000, ge=1, le=MAX_PAGE_SIZE)
     list_repositories_page_size: int = Field(default=1000, ge=1)
     commit_sensor: CommitSensorConfig = Field(default_factory=CommitSensorConfig)
     mirrors_manager: MirrorsManagerConfig = Field(default_factory=MirrorsManagerConfig)
@@ -228,6 +256,13 @@ class ReplicationConfig(PrefixedSettings):
                 "name only the other regions",
             )
         check_blockstore_sections(self.blockstore, self.blockstores, required=True)
+        mirrors = self.mirrors_database
+        if ("list_mirrors_page_size" in mirrors.model_fields_set
+                and mirrors.list_mirrors_page_size != self.list_mirrors_page_size):
+            raise FieldValueError(
+                "mirrors_database.list_mirrors_page_size",
+                "differs from list_mirrors_page_size; set list_mirrors_page_size at the "
+                "top level only")
         if self.regional_endpoint is None:
             if not self.organization_name:
                 raise FieldValueError(

@@ -20,12 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from lakefs_core.errors import BranchChangedError, CommitNotFoundError, ValidationError
+from lakefs_core.errors import (
+    BranchChangedError,
+    CommitNotFoundError,
+    LakeFSError,
+    ValidationError,
+)
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import CommitRecord
 from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
@@ -52,16 +59,27 @@ class RefProgress:
     target: str
     seen_at: float
     commits: list[CommitRecord] | None = None
+    #: the pieces the last validation found missing, narrowed by rechecks
     missing: list[MissingItem] = field(default_factory=list)
-    next_check: float = 0.0
-    checks: int = 0
-    #: when the missing list was last derived by a full validation
-    full_at: float = 0.0
+    #: set when the last validation found pieces missing or failed: the head is
+    #: validated again at the first validation run from then on (its cooldown)
+    retry_at: float | None = None
+    #: when the missing pieces are rechecked next (``recheck_interval``)
+    next_recheck: float = 0.0
 
 
 @dataclass
 class MirrorContext:
-    """What processing a mirror needs from the sidecar."""
+    """What processing a mirror needs from the sidecar.
+
+    The validation schedule (seconds on the monotonic clock): a new source head is
+    validated as soon as it is seen. A head whose validation found pieces missing is
+    validated again after ``cooldown_on_missing``, one whose validation failed after
+    ``cooldown_on_error``, each at the first validation run from then on; runs are
+    every ``run_interval`` from ``runs_from``. Meanwhile the pieces found missing are
+    rechecked every ``recheck_interval`` (0: never), and once all of them have
+    arrived the head is validated at once.
+    """
 
     organization_id: str
     table: MirrorsTable
@@ -73,9 +91,22 @@ class MirrorContext:
     builtin: BuiltinCopier | None
     branch_page_size: int = 1000
     log_page_size: int = 1000
-    recheck_interval: float = 0.5
+    run_interval: float = 60.0
+    runs_from: float = field(default_factory=time.monotonic)
     cooldown_on_missing: float = 60.0
+    cooldown_on_error: float = 60.0
+    recheck_interval: float = 0.5
+    #: held while reading a source's branches, tags and commit log
+    scan_slots: AbstractContextManager[object] = field(default_factory=contextlib.nullcontext)
+    #: held while validating (reading, and for ``builtin`` filling, the destination)
+    validation_slots: AbstractContextManager[object] = field(
+        default_factory=contextlib.nullcontext)
     mirror_tags: bool = True
+
+    def validation_run_at(self, t: float) -> float:
+        """The first validation run at or after ``t``."""
+        runs = max(0, math.ceil((t - self.runs_from) / self.run_interval))
+        return self.runs_from + runs * self.run_interval
 
 
 class MirrorFollower:
@@ -100,8 +131,9 @@ class MirrorFollower:
         m = self.mirror
         client = self.ctx.source_client(m.source_region)
         repo = m.name
-        source_branches = {r.name: r.commit_id for r in
-                           client.list_branches(m.source_repository, self.ctx.branch_page_size)}
+        with self.ctx.scan_slots:
+            branches = client.list_branches(m.source_repository, self.ctx.branch_page_size)
+        source_branches = {r.name: r.commit_id for r in branches}
         mirror_branches = self.ctx.mirrors.branches(repo)
         progress = {p.branch: p for p in
                     self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)}
@@ -126,14 +158,15 @@ class MirrorFollower:
             self._drop_progress(progress[name])
         if self.ctx.mirror_tags:
             try:
-                source_tags = {r.name: r.commit_id for r in
-                               client.list_tags(m.source_repository, self.ctx.branch_page_size)}
+                with self.ctx.scan_slots:
+                    tags = client.list_tags(m.source_repository, self.ctx.branch_page_size)
             except SourceForbiddenError as e:
                 self._forbidden(e)
                 notices.append(f"tags are not mirrored: the replication user may not list "
                                f"them; add {e.action} to its policy")
                 self.notice = "; ".join(notices)
                 return min(due) if due else None
+            source_tags = {r.name: r.commit_id for r in tags}
             mirror_tags = self.ctx.mirrors.tags(repo)
             for name, head in source_tags.items():
                 when = self._follow(client, name, head, mirror_tags.get(name), None,
@@ -177,20 +210,28 @@ class MirrorFollower:
         now = time.monotonic()
         st = self.refs.get(key)
         if st is None or st.target != head:
-            st = RefProgress(target=head, seen_at=now)
+            st = RefProgress(target=head, seen_at=now)  # a new head is validated at once
             self.refs[key] = st
             if not is_tag:
                 seen = row.source_head_seen_at if row and row.source_head == head else None
                 row = self._record(row, name, source_head=head, pending_commit=head,
                                    source_head_seen_at=seen or _utcnow(), error="")
-        if st.missing and now < st.next_check:
-            return st.next_check
+        run_due = recheck_due = False
+        if st.retry_at is not None:  # waiting: pieces were missing, or validation failed
+            run_due = now >= self.ctx.validation_run_at(st.retry_at)
+            recheck_due = self._rechecking(st) and now >= st.next_recheck
+            if not (run_due or recheck_due):
+                if not is_tag:
+                    self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.seen_at)
+                return self._next_visit(st)
         repo = self.mirror.name
         mirrors = self.ctx.mirrors
         if st.commits is None:
-            st.commits = client.new_commits(
-                self.mirror.source_repository, head,
-                known=lambda c: mirrors.has_commit(repo, c), page_size=self.ctx.log_page_size)
+            with self.ctx.scan_slots:
+                st.commits = client.new_commits(
+                    self.mirror.source_repository, head,
+                    known=lambda c: mirrors.has_commit(repo, c),
+                    page_size=self.ctx.log_page_size)
         target = st.commits[-1] if st.commits else CommitRecord(
             head, mirrors.get_commit(repo, head))
         if target.id != head:
@@ -199,18 +240,22 @@ class MirrorFollower:
             self.ctx.metrics.pending_commits.labels(*labels).set(len(st.commits))
             self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.seen_at)
         if not mirrors.is_present(repo, head):
-            missing = self._validate(st, target, mirror_head)
+            try:
+                with self.ctx.validation_slots, self._counting_requests():
+                    missing: list[MissingItem] = []
+                    if recheck_due and not run_due:
+                        # cheap: only what was missing; all arrived -> validate at once
+                        missing = self._recheck(st.missing, target)
+                    validated = not missing
+                    if validated:
+                        missing = self._validate(target, mirror_head)
+            except SourceError:
+                raise  # the source's part: the round fails, as when sensing
+            except (LakeFSError, OSError) as e:
+                return self._validation_failed(st, name, row, e, is_tag=is_tag)
             if missing:
-                st.checks += 1
-                st.missing = missing
-                # missing pieces are re-checked often but cheaply (see recheck())
-                st.next_check = now + self.ctx.recheck_interval
-                n_obj = sum(1 for i in missing if i.kind is MissingKind.OBJECT)
-                if not is_tag:
-                    self.ctx.metrics.missing_objects.labels(*labels).set(n_obj)
-                    self._record(row, name, missing_ranges=len(missing) - n_obj,
-                                 missing_objects=n_obj, error="")
-                return st.next_check
+                return self._waiting(st, name, row, missing, validated=validated,
+                                     is_tag=is_tag)
         self._promote(st, name, mirror_head, is_tag=is_tag)
         self.refs.pop(key, None)
         if not is_tag:
@@ -222,32 +267,73 @@ class MirrorFollower:
                          missing_objects=0, error="")
         return None
 
-    def _validate(self, st: RefProgress, target: CommitRecord,
-                  mirror_head: str | None) -> list[MissingItem]:
+    # ---------------------------------------------------------------- validation
+    def _rechecking(self, st: RefProgress) -> bool:
+        return self.ctx.recheck_interval > 0 and bool(st.missing)
+
+    def _next_visit(self, st: RefProgress) -> float:
+        """When a waiting ref wants a look again: its next validation or recheck."""
+        assert st.retry_at is not None
+        at = self.ctx.validation_run_at(st.retry_at)
+        return min(at, st.next_recheck) if self._rechecking(st) else at
+
+    def _waiting(self, st: RefProgress, name: str, row: MirrorBranch | None,
+                 missing: list[MissingItem], *, validated: bool, is_tag: bool) -> float:
+        """Pieces are missing: validate again ``cooldown_on_missing`` after the last
+        validation (a recheck is no validation and leaves the cooldown as it was)."""
+        now = time.monotonic()
+        if validated:
+            st.retry_at = now + self.ctx.cooldown_on_missing
+        st.missing = missing
+        st.next_recheck = now + self.ctx.recheck_interval
+        n_obj = sum(1 for i in missing if i.kind is MissingKind.OBJECT)
+        if not is_tag:
+            self.ctx.metrics.missing_objects.labels(self.mirror.name, name).set(n_obj)
+            self._record(row, name, missing_ranges=len(missing) - n_obj,
+                         missing_objects=n_obj, error="")
+        return self._next_visit(st)
+
+    def _validation_failed(self, st: RefProgress, name: str, row: MirrorBranch | None,
+                           error: Exception, *, is_tag: bool) -> float:
+        """Validate again from scratch after ``cooldown_on_error``."""
+        st.retry_at = time.monotonic() + self.ctx.cooldown_on_error
+        st.missing = []
+        self.ctx.metrics.errors.labels(self.mirror.name).inc()
+        log.warning("mirror %s: validation of %s failed: %s", self.mirror.id, st.target, error,
+                    extra={"mirror": self.mirror.id, "ref": name, "commit": st.target})
+        if not is_tag:
+            self._record(row, name, error=f"validation failed: {error}")
+        return self._next_visit(st)
+
+    @contextlib.contextmanager
+    def _counting_requests(self) -> Iterator[None]:
         before = self.store.requests
         try:
-            if st.missing and time.monotonic() - st.full_at > self.ctx.cooldown_on_missing:
-                st.missing = []  # validate from scratch now and then
-            if st.missing:
-                st.missing = self.validator.recheck(st.missing)
-                if st.missing:
-                    self._copy(st.missing, target)
-                    st.missing = self.validator.recheck(st.missing)
-                    if st.missing:
-                        return st.missing
-            base = self._base_metarange(mirror_head)
-            st.full_at = time.monotonic()
-            result = self.validator.validate(target.commit.metarange_id, base)
-            rounds = 0
-            while result.missing and self.ctx.builtin is not None and rounds < 3:
-                # ranges first, then the objects they list: a few rounds at most
-                self._copy(result.missing, target)
-                result = self.validator.validate(target.commit.metarange_id, base)
-                rounds += 1
-            return result.missing
+            yield
         finally:
             self.ctx.metrics.validation_requests.labels(self.mirror.name).inc(
                 self.store.requests - before)
+
+    def _recheck(self, missing: list[MissingItem], target: CommitRecord) -> list[MissingItem]:
+        """The pieces of ``missing`` still missing (in order, from the first still missing;
+        ``builtin`` copies them first)."""
+        missing = self.validator.recheck(missing)
+        if missing and self.ctx.builtin is not None:
+            self._copy(missing, target)
+            missing = self.validator.recheck(missing)
+        return missing
+
+    def _validate(self, target: CommitRecord, mirror_head: str | None) -> list[MissingItem]:
+        """Validate the commit against the destination; what it still misses."""
+        base = self._base_metarange(mirror_head)
+        result = self.validator.validate(target.commit.metarange_id, base)
+        rounds = 0
+        while result.missing and self.ctx.builtin is not None and rounds < 3:
+            # ranges first, then the objects they list: a few rounds at most
+            self._copy(result.missing, target)
+            result = self.validator.validate(target.commit.metarange_id, base)
+            rounds += 1
+        return result.missing
 
     def _copy(self, missing: list[MissingItem], target: CommitRecord) -> None:
         if self.ctx.builtin is None:

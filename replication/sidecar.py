@@ -7,11 +7,15 @@ One sidecar runs beside each region's server. It plays both roles of replication
   server reports a branch or tag move, it tells the destination regions' sidecars at
   once (the fast path), through their servers' ``/service/replication/`` proxy;
 - **destination side** (mirrors whose destination is this region): the mirrors
-  manager creates and deletes mirror repositories as the table's state says; a
-  pool of ``validator.num_workers`` workers follows each active mirror under a lease
-  (see :mod:`replication.mirroring`), every ``commit_sensor.process_branches_duration``
-  at the latest, at once on an event, and every ``recheck_interval`` while pieces of
-  a commit are still missing.
+  manager creates and deletes mirror repositories as the table's state says (and
+  deletes those of deleted mirrors that a replica re-created from a stale view); a
+  pool of workers follows each active mirror under a lease (see
+  :mod:`replication.mirroring`): every ``commit_sensor.process_branches_duration``
+  at the latest and at once on an event (new source heads), at the validation runs
+  (every ``validator.run_interval``) for heads waiting out a cooldown, and every
+  ``validator.missing_recheck_interval`` while pieces of a commit are missing. At
+  most ``commit_sensor.branches_scanner_concurrency_limit`` workers read sources at
+  once, and at most ``validator.num_workers`` validate at once.
 """
 
 from __future__ import annotations
@@ -35,7 +39,12 @@ from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore
 from mirrors_db import open_mirrors_table
-from mirrors_db.errors import LeaseHeldError, MirrorsDatabaseError, VersionConflictError
+from mirrors_db.errors import (
+    LeaseHeldError,
+    MirrorNotFoundError,
+    MirrorsDatabaseError,
+    VersionConflictError,
+)
 from mirrors_db.models import (
     Lease,
     Mirror,
@@ -112,6 +121,7 @@ class Sidecar:
         self._source_stores: dict[str, BlockStores] = {}
         self._counting: dict[str, CountingStore] = {}
         builtin = config.object_replication.builtin
+        validator = config.validator
         self.copier = (BuiltinCopier(self.blockstores.for_storage_id(""),
                                      concurrency=builtin.concurrency, retries=builtin.retries)
                        if config.object_replication.mode == "builtin" else None)
@@ -122,9 +132,17 @@ class Sidecar:
             builtin=self.copier,
             branch_page_size=config.commit_sensor.list_branch_page_size,
             log_page_size=config.commit_sensor.log_commit_page_size,
-            recheck_interval=config.validator.missing_recheck_interval.total_seconds(),
-            cooldown_on_missing=config.validator.cooldown_on_missing.total_seconds(),
+            run_interval=validator.run_interval.total_seconds(),
+            cooldown_on_missing=validator.cooldown_on_missing.total_seconds(),
+            cooldown_on_error=validator.cooldown_on_error.total_seconds(),
+            recheck_interval=validator.missing_recheck_interval.total_seconds(),
+            scan_slots=threading.BoundedSemaphore(
+                config.commit_sensor.branches_scanner_concurrency_limit),
+            validation_slots=threading.BoundedSemaphore(validator.num_workers),
         )
+        #: rounds run at once: enough for every scan and every validation allowed
+        self.workers = max(validator.num_workers,
+                           config.commit_sensor.branches_scanner_concurrency_limit)
         self.sense_interval = config.commit_sensor.process_branches_duration.total_seconds()
         self.manage_interval = (
             config.mirrors_manager.process_mirrors_interval_duration.total_seconds())
@@ -135,8 +153,6 @@ class Sidecar:
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
-        self._scan_slots = threading.BoundedSemaphore(
-            config.commit_sensor.branches_scanner_concurrency_limit)
         self._leases: dict[str, Lease] = {}
         self._again: set[str] = set()
         self._cond = threading.Condition()
@@ -147,6 +163,8 @@ class Sidecar:
         #: one pooled client for requests to the other regions' servers
         self.http = httpx.Client(timeout=5.0)
         self.last_errors: dict[str, str] = {}
+        #: mirror repositories here whose mirror the table does not know (reported)
+        self._unknown_mirror_repositories: set[str] = set()
 
     # ----------------------------------------------------------------- plumbing
     def client_for(self, region: str) -> SourceClient:
@@ -183,8 +201,7 @@ class Sidecar:
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop)]
-        targets += [(f"validator-{i}", self._worker_loop)
-                    for i in range(self.config.validator.num_workers)]
+        targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         for name, target in targets:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -280,8 +297,7 @@ class Sidecar:
             follower = MirrorFollower(self.ctx, mirror)
             self._followers[mirror_id] = follower
         try:
-            with self._scan_slots:  # commit_sensor.branches_scanner_concurrency_limit
-                result = follower.process()
+            result = follower.process()
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.last_errors[mirror_id] = str(e)
@@ -320,9 +336,15 @@ class Sidecar:
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
+        next_sweep = 0.0
         while not self._stop.is_set():
             try:
                 self.reconcile()
+                if time.monotonic() >= next_sweep:  # not on every wake: it lists them all
+                    next_sweep = time.monotonic() + self.manage_interval
+                    self.sweep_repositories()
+            except (LakeFSError, httpx.HTTPError) as e:
+                log.warning("mirrors manager round: %s", e)
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("mirrors manager round failed")
             self._manager_wake.wait(timeout=self.manage_interval)
@@ -356,6 +378,43 @@ class Sidecar:
         for gone in set(self._mirrors) - seen:
             self._mirrors.pop(gone, None)
             self._followers.pop(gone, None)
+
+    def sweep_repositories(self) -> list[str]:
+        """Delete this region's mirror repositories whose mirror is deleted.
+
+        A replica acting on a stale listing of the table (a DynamoDB index lags its
+        writes) can create a mirror's repository after another replica deleted it.
+        This region's repositories are listed through its lakeFS API
+        (``list_repositories_page_size`` a page); a mirror repository whose mirror row
+        is ``deleted`` is deleted. One whose row is missing is only reported: the
+        table may not be the one the mirror was created in.
+
+        Returns:
+            The repositories deleted.
+        """
+        deleted = []
+        listing = self.client_for(self.region).list_repositories(
+            self.config.list_repositories_page_size)
+        for repo in listing:
+            name = str(repo.get("id", ""))
+            marking = self.mirrors.marking(name) if repo.get("read_only") else None
+            if marking is None or marking.detached:
+                continue
+            try:
+                mirror = self.table.get_mirror(self.org, marking.mirror_id)
+            except MirrorNotFoundError:
+                if name not in self._unknown_mirror_repositories:  # once, not every round
+                    self._unknown_mirror_repositories.add(name)
+                    log.warning("repository %s is mirror %s's, which the mirrors table does "
+                                "not know; left alone", name, marking.mirror_id,
+                                extra={"repository": name, "mirror": marking.mirror_id})
+                continue
+            if (mirror.state is MirrorState.DELETED
+                    and self.mirrors.delete_repository(name, mirror.id)):
+                log.info("deleted the repository of a deleted mirror",
+                         extra={"repository": name, "mirror": mirror.id})
+                deleted.append(name)
+        return deleted
 
     def _manage(self, mirror: Mirror) -> Mirror:
         try:
@@ -420,8 +479,9 @@ class Sidecar:
         for repo in repos:
             token: str | None = None
             while True:
-                page = self.table.list_mirrors_by_source(self.org, self.region, repo,
-                                                         page_token=token)
+                page = self.table.list_mirrors_by_source(
+                    self.org, self.region, repo, page_token=token,
+                    page_size=self.config.list_mirrors_page_size)
                 for mirror in page.mirrors:
                     if mirror.state in (MirrorState.ACTIVE, MirrorState.CREATING):
                         self._notify_pool.submit(self._forward, mirror, repo)

@@ -120,6 +120,11 @@ class SourceClient:
                                 params={k: v for k, v in params.items() if v is not None})
 
     # --- repositories and refs ---------------------------------------------------------
+    def list_repositories(self, page_size: int = 1000) -> Iterator[dict]:
+        """Every repository (the API's Repository JSON), ``page_size`` a page."""
+        return self._pages("/repositories", page_size,
+                           what=f"{rbac.LIST_REPOSITORIES} on {rbac.ALL}")
+
     def get_repository(self, repo: str) -> dict:
         return dict(self._get(f"/repositories/{repo}",
                               what=_needs(rbac.READ_REPOSITORY, repo)).json())

@@ -639,6 +639,12 @@ def test_empty_replication_config_names_every_required_field(tmp_path: Path) -> 
         ),
         ({"validator": {"num_workers": 0}}, "validator.num_workers", "greater than or equal"),
         ({"validator": {"run_interval": "0s"}}, "validator.run_interval", "greater than zero"),
+        ({"list_mirrors_page_size": 10_001}, "list_mirrors_page_size", "less than or equal"),
+        (
+            {"mirrors_database": {"type": "sqlite", "list_mirrors_page_size": 5}},
+            "mirrors_database.list_mirrors_page_size",
+            "set list_mirrors_page_size at the top level only",
+        ),
         (
             {"commit_sensor": {"process_branches_duration": "often"}},
             "commit_sensor.process_branches_duration",
