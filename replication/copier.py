@@ -15,12 +15,17 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from tenacity import Retrying, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    Retrying,
+    retry_if_not_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.graveler.model import AddressType
 from lakefs_core.graveler.presence import MissingItem, MissingKind
-from replication.source import SourceClient
+from replication.source import SourceClient, SourceForbiddenError
 
 log = logging.getLogger("replication.copier")
 
@@ -41,6 +46,9 @@ class CopySource:
 class CopyReport:
     copied: int = 0
     failed: int = 0
+    #: the first read the replication user was refused (401/403): no retry helps, the
+    #: mirror cannot advance until its policy changes, so the caller reports it
+    denied: SourceForbiddenError | None = None
 
 
 class BuiltinCopier:
@@ -56,26 +64,34 @@ class BuiltinCopier:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def copy(self, source: CopySource, items: Sequence[MissingItem]) -> CopyReport:
-        """Copy every item; failures are counted, never raised (validation decides)."""
+        """Copy every item; failures are counted, never raised (validation decides).
+
+        A refused read (401/403) is not retried: it is counted as failed and the first
+        one is in :attr:`CopyReport.denied`.
+        """
         report = CopyReport()
-        for ok in self._pool.map(lambda item: self._copy_one(source, item), items):
-            if ok:
+        for outcome in self._pool.map(lambda item: self._copy_one(source, item), items):
+            if outcome is None:
                 report.copied += 1
-            else:
-                report.failed += 1
+                continue
+            report.failed += 1
+            if isinstance(outcome, SourceForbiddenError) and report.denied is None:
+                report.denied = outcome
         return report
 
-    def _copy_one(self, source: CopySource, item: MissingItem) -> bool:
+    def _copy_one(self, source: CopySource, item: MissingItem) -> Exception | None:
+        """None once copied, else the last error."""
         try:
             for attempt in Retrying(stop=stop_after_attempt(self.retries + 1),
                                     wait=wait_random_exponential(multiplier=0.05, max=2),
+                                    retry=retry_if_not_exception_type(SourceForbiddenError),
                                     reraise=True):
                 with attempt:
                     self._transfer(source, item)
         except Exception as e:  # noqa: BLE001 - reported, validation retries later
             log.warning("copy of %s %s failed: %s", item.kind.value, item.key, e)
-            return False
-        return True
+            return e
+        return None
 
     def _transfer(self, source: CopySource, item: MissingItem) -> None:
         if item.kind is MissingKind.OBJECT:

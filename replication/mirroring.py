@@ -169,8 +169,13 @@ class MirrorFollower:
             source_tags = {r.name: r.commit_id for r in tags}
             mirror_tags = self.ctx.mirrors.tags(repo)
             for name, head in source_tags.items():
-                when = self._follow(client, name, head, mirror_tags.get(name), None,
-                                    is_tag=True)
+                try:
+                    when = self._follow(client, name, head, mirror_tags.get(name), None,
+                                        is_tag=True)
+                except SourceForbiddenError as e:
+                    self._forbidden(e)
+                    notices.append(f"tag {name!r}: {e.request} needs {e.action}")
+                    continue
                 if when is not None:
                     due.append(when)
             for name in set(mirror_tags) - set(source_tags):
@@ -346,6 +351,10 @@ class MirrorFollower:
             source = replace(source, commit_id=target.id)
         report = self.ctx.builtin.copy(source, missing)
         self.ctx.metrics.copied_objects.labels(self.mirror.name).inc(report.copied)
+        if report.denied is not None:
+            # the copier may not read what the mirror needs: the branch reports it
+            # (status, permission metric) like any refused source request
+            raise report.denied
 
     def _base_metarange(self, mirror_head: str | None) -> str | None:
         """A metarange proven present in the destination, close to the target."""

@@ -161,3 +161,42 @@ def test_new_commits_by_id_when_the_log_is_forbidden(server: LiveServer) -> None
     for rec in by_id:  # every commit after its parents
         assert all(p in seen for p in rec.commit.parents), rec.id
         seen.add(rec.id)
+
+
+def test_a_copy_the_user_may_not_read_shows_in_the_status(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    """The builtin copier reads objects through the source's API: object ARNs are not
+    the repository's, so the seed's narrow policy alone cannot copy. The refusal is not
+    retried in silence: the branch's status names the request and the permission, the
+    metric counts it; with the object statement added the mirror follows."""
+    policy = narrow_replication_policy("src", "src-mirror", "local://src-mirror")
+    with two_regions(tmp_path, sqlite_mirrors, mode="builtin", interval="1s",
+                     user=replicator(policy)) as (east, west):
+        create_source(east)
+        upload(east, "src", "main", "a.txt", b"one")
+        c1 = commit(east, "src", "main", "first")
+        mirror = create_mirror(east)
+        needs = "fs:ReadObject on arn:lakefs:fs:::repository/src/object/a.txt"
+
+        def branch_error() -> str:
+            branches = status(west, mirror["id"])["branches"]
+            return next((b["error"] for b in branches
+                         if b["branch"] == "main" and needs in b["error"]), "")
+
+        error = wait_for(branch_error, 60, what="the refused copy in the branch's status")
+        assert "permission denied" in error and "403" in error
+        assert "GET /api/v1/repositories/src/refs/" in error
+        assert mirror_head(west, "src-mirror", "main") != c1
+        assert permission_errors(west, needs) >= 1
+        # the statement a builtin-copier deployment adds: the mirror follows
+        extra = {"action": ["fs:ReadObject"], "effect": "allow",
+                 "resource": "arn:lakefs:fs:::repository/src/object/*"}
+        granted = {**policy, "statement": [*policy["statement"], extra]}
+        with east.client() as c:
+            assert c.put(f"/api/v1/auth/policies/{policy['id']}",
+                         json=granted).status_code == 200
+        wait_for(lambda: mirror_head(west, "src-mirror", "main") == c1, 60,
+                 what="promotion once the copier may read")
+        assert wait_for(lambda: not any(b["error"] for b in status(west, mirror["id"])["branches"]
+                                        if b["branch"] == "main"), 30,
+                        what="the error cleared")
