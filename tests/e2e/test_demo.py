@@ -61,7 +61,16 @@ def test_demo_runs_end_to_end_and_leaves_nothing_behind() -> None:
 def test_keep_running_until_ctrl_c(tmp_path: Path) -> None:
     """--keep-running restarts the source and waits; Ctrl-C stops every process."""
     data = tmp_path / "demo-data"
-    proc = _demo("--keep-running", "--data-dir", str(data))
+    with _demo("--keep-running", "--data-dir", str(data)) as proc:
+        try:
+            _keep_running_then_interrupt(proc, data)
+        finally:  # on a failure too: no demo left running, no pipe left open
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=60)
+
+
+def _keep_running_then_interrupt(proc: subprocess.Popen[str], data: Path) -> None:
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + 300
@@ -77,14 +86,14 @@ def test_keep_running_until_ctrl_c(tmp_path: Path) -> None:
     pids = _pids(out)
     assert len(pids) == 6 and sum(not _gone(p) for p in pids) == 4  # two replaced
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
+    rest, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, rest
     assert "interrupted: stopped every process" in rest
     assert all(_gone(p) for p in pids)
     # --data-dir is kept, with the logs, and a second run reuses it
     assert (data / "east" / "server.log").exists() and (data / "secret_key").exists()
-    again = _demo("--data-dir", str(data))
-    out2, _ = again.communicate(timeout=300)
+    with _demo("--data-dir", str(data)) as again:
+        out2, _ = again.communicate(timeout=300)
     assert again.returncode == 0, out2
     assert "exists already" in out2 and "all 25 objects identical" in out2
 
