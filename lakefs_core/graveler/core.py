@@ -71,6 +71,18 @@ def all_pages(fetch: Callable[[str, int], Sequence[_T]], key: Callable[[_T], str
         after = key(page[-1])
 
 
+def all_branches(refstore: RefStore, repo_id: str) -> Iterator[Branch]:
+    """Every branch of a repository, by name."""
+    return all_pages(lambda after, n: refstore.list_branches(repo_id, after=after, amount=n),
+                     lambda b: b.name)
+
+
+def all_commits(refstore: RefStore, repo_id: str) -> Iterator[CommitRecord]:
+    """Every commit record of a repository, by id."""
+    return all_pages(lambda after, n: refstore.list_commits(repo_id, after=after, amount=n),
+                     lambda c: c.id)
+
+
 class EngineCore:
     """The versioning engine over a refstore and one or more blockstores.
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import NonEmptyRepositoryError, NotFoundError, ValidationError
-from lakefs_core.graveler.core import all_pages, new_token
+from lakefs_core.graveler.core import all_branches, all_commits, all_pages, new_token
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID
 from lakefs_core.graveler.encoding import commit_id as commit_id_of
 from lakefs_core.graveler.graveler import Graveler
@@ -124,8 +124,8 @@ class RefsDumpService:
         tags = [ref_entry(t.name, t.commit_id, TAG_TYPE) for t in self._tags(repo_id)]
         branches = [ref_entry(b.name, b.commit_id, BRANCH_TYPE,
                               self._refstore.is_branch_hidden(repo_id, b.name))
-                    for b in self._branches(repo_id) if b.commit_id]
-        commits = (commit_entry(rec) for rec in self._commits(repo_id))
+                    for b in all_branches(self._refstore, repo_id) if b.commit_id]
+        commits = (commit_entry(rec) for rec in all_commits(self._refstore, repo_id))
         refs = RefsDump(
             commits_metarange_id=ranges.apply(EMPTY_METARANGE_ID, commits).metarange_id,
             tags_metarange_id=ranges.apply(EMPTY_METARANGE_ID, tags).metarange_id,
@@ -149,7 +149,7 @@ class RefsDumpService:
         repo = self._graveler.writable_repository(repo_id)
         if (self._refstore.list_commits(repo_id, amount=1)
                 or self._refstore.list_tags(repo_id, amount=1)
-                or any(b.commit_id for b in self._branches(repo_id))):
+                or any(b.commit_id for b in all_branches(self._refstore, repo_id))):
             raise NonEmptyRepositoryError(NOT_BARE_MESSAGE)
         return repo
 
@@ -233,18 +233,7 @@ class RefsDumpService:
             raise NotFoundError(f"{kind} task {task_id!r} not found")
         return task
 
-    # --- listings ---------------------------------------------------------------------------
-    def _branches(self, repo_id: str) -> Iterator[Branch]:
-        return all_pages(lambda after, n: self._refstore.list_branches(repo_id, after=after,
-                                                                       amount=n),
-                         lambda b: b.name)
-
     def _tags(self, repo_id: str) -> Iterator[Tag]:
         return all_pages(lambda after, n: self._refstore.list_tags(repo_id, after=after,
                                                                    amount=n),
                          lambda t: t.name)
-
-    def _commits(self, repo_id: str) -> Iterator[CommitRecord]:
-        return all_pages(lambda after, n: self._refstore.list_commits(repo_id, after=after,
-                                                                      amount=n),
-                         lambda c: c.id)

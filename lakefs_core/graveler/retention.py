@@ -26,9 +26,9 @@ from typing import Protocol
 
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import NotFoundError, ValidationError
-from lakefs_core.graveler.core import all_pages
+from lakefs_core.graveler.core import all_branches, all_commits
 from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.graveler.model import Branch, Commit, CommitRecord, GarbageCollectionRules
+from lakefs_core.graveler.model import Commit, GarbageCollectionRules
 from lakefs_core.graveler.refs import validate_branch_name
 
 #: objects younger than this are never collected: a write may be about to stage them
@@ -217,8 +217,8 @@ class GarbageCollectionService:
         repo = self._graveler.writable_repository(repo_id)
         rules = self.get_rules(repo_id)
         # branches first: a commit made meanwhile is found by the commit listing
-        heads = {b.name: b.commit_id for b in self._all_branches(repo_id) if b.commit_id}
-        commits = {rec.id: rec.commit for rec in self._all_commits(repo_id)}
+        heads = {b.name: b.commit_id for b in all_branches(self._refstore, repo_id) if b.commit_id}
+        commits = {rec.id: rec.commit for rec in all_commits(self._refstore, repo_id)}
         now = self._graveler.clock()
         split = garbage_collection_commits(heads, commits, rules, now)
         run_id = f"{_YEAR_4000 - int(now):011d}{secrets.token_hex(6)}"
@@ -228,16 +228,6 @@ class GarbageCollectionService:
                            addresses_location=join_address(repo.storage_namespace,
                                                            ADDRESSES_PREFIX),
                            commits=split)
-
-    def _all_branches(self, repo_id: str) -> Iterator[Branch]:
-        return all_pages(lambda after, n: self._refstore.list_branches(repo_id, after=after,
-                                                                       amount=n),
-                         lambda b: b.name)
-
-    def _all_commits(self, repo_id: str) -> Iterator[CommitRecord]:
-        return all_pages(lambda after, n: self._refstore.list_commits(repo_id, after=after,
-                                                                      amount=n),
-                         lambda c: c.id)
 
 
 __all__ = [

@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import lakefs
@@ -19,8 +18,7 @@ from lakefs.client import Client
 from lakefs_core.auth.builtin import FS_READ_ALL
 from lakefs_core.graveler.dump import MANIFEST_KEY
 from lakefs_testing.live_server import LiveServer, live_server
-from tests.api.sdk_support import sdk_client
-from tests.api.test_retention import user_client
+from tests.api.sdk_support import sdk_client, user_client
 
 _names = itertools.count()
 
@@ -34,21 +32,6 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="module")
 def admin(srv: LiveServer) -> Client:
     return sdk_client(srv)
-
-
-@pytest.fixture
-def s3_server(tmp_path: Path, moto_endpoint: str, unique_name: str) -> Iterator[LiveServer]:
-    import boto3
-
-    env = {"LAKEFS_BLOCKSTORE_TYPE": "s3", "LAKEFS_BLOCKSTORE_S3_ENDPOINT": moto_endpoint,
-           "LAKEFS_BLOCKSTORE_S3_FORCE_PATH_STYLE": "true",
-           "LAKEFS_BLOCKSTORE_S3_REGION": "us-east-1",
-           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_ACCESS_KEY_ID": "testing",
-           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_SECRET_ACCESS_KEY": "testing"}
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
-        Bucket=unique_name)
-    with live_server(str(tmp_path / "s3-server"), env) as s:
-        yield s
 
 
 def populated(admin: Client, name: str, namespace: str) -> lakefs.Repository:

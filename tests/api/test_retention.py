@@ -9,7 +9,6 @@ import itertools
 import time
 from collections.abc import Iterator
 
-import httpx
 import lakefs
 import lakefs_sdk
 import pytest
@@ -18,7 +17,7 @@ from lakefs_sdk import GarbageCollectionRule, GarbageCollectionRules
 
 from lakefs_core.auth.builtin import FS_READ_ALL, FS_READ_WRITE_ALL, REPO_MANAGEMENT_READ_ALL
 from lakefs_testing.live_server import LiveServer, live_server
-from tests.api.sdk_support import sdk_client
+from tests.api.sdk_support import sdk_client, user_client
 
 _names = itertools.count()
 _DAY = 86_400
@@ -46,16 +45,6 @@ def rules(default: int, **branches: int) -> GarbageCollectionRules:
         default_retention_days=default,
         branches=[GarbageCollectionRule(branch_id=b, retention_days=d)
                   for b, d in branches.items()])
-
-
-def user_client(srv: LiveServer, *policies: str) -> httpx.Client:
-    auth = srv.services.auth
-    name = f"user-{next(_names)}"
-    auth.create_user(name)
-    for policy in policies:
-        auth.attach_policy_to_user(name, policy)
-    cred = auth.create_credentials(name)
-    return srv.client(cred.access_key_id, cred.secret)
 
 
 def test_rules_are_set_read_and_deleted(admin: Client, repo: lakefs.Repository) -> None:
