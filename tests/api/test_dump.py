@@ -48,6 +48,8 @@ def populated(admin: Client, name: str, namespace: str) -> lakefs.Repository:
     admin.sdk_client.refs_api.merge_into_branch(name, "dev", "main")
     repo.tag("v1").create("main~1")
     repo.tag("v2").create("dev")
+    admin.sdk_client.branches_api.create_branch(
+        name, lakefs_sdk.BranchCreation(name="hidden", source="dev", hidden=True))
     return repo
 
 
@@ -56,6 +58,7 @@ def refs_state(admin: Client, repo: str) -> dict[str, Any]:
     r = lakefs.Repository(repo, client=admin)
     return {
         "branches": {b.id: b.get_commit().id for b in r.branches()},
+        "all_branches": heads(admin, repo, show_hidden=True),
         "tags": {t.id: t.get_commit().id for t in r.tags()},
         "log": [(c.id, c.message, c.parents, c.metadata, c.creation_date, c.meta_range_id)
                 for c in r.branch("main").log()],
@@ -76,9 +79,9 @@ def wait_done(get_status: Any) -> Any:
         time.sleep(0.05)
 
 
-def heads(admin: Client, repo: str) -> dict[str, str]:
-    return {r.id: r.commit_id
-            for r in admin.sdk_client.branches_api.list_branches(repo).results}
+def heads(admin: Client, repo: str, show_hidden: bool = False) -> dict[str, str]:
+    return {r.id: r.commit_id for r in admin.sdk_client.branches_api.list_branches(
+        repo, show_hidden=show_hidden).results}
 
 
 def bare(admin: Client, name: str, namespace: str) -> None:
@@ -113,6 +116,7 @@ def test_dump_then_restore_into_a_bare_repository_gives_back_every_ref(
     done = wait_done(lambda: repos.restore_status(name, restore.id))
     assert (done.done, done.error) == (True, None)
     assert refs_state(admin, name) == before
+    assert "hidden" in before["all_branches"] and "hidden" not in before["branches"]
     # the restored repository is an ordinary one: it takes new commits
     lakefs.Repository(name, client=admin).branch("main").object("c.txt").upload(b"new")
     assert lakefs.Repository(name, client=admin).branch("main").commit("after").get_commit(

@@ -16,6 +16,8 @@ from lakefs.client import Client
 from lakefs_sdk import GarbageCollectionRule, GarbageCollectionRules
 
 from lakefs_core.auth.builtin import FS_READ_ALL, FS_READ_WRITE_ALL, REPO_MANAGEMENT_READ_ALL
+from lakefs_core.graveler.mirror import MirrorService
+from lakefs_core.graveler.model import MirrorMarking
 from lakefs_testing.live_server import LiveServer, live_server
 from tests.api.sdk_support import sdk_client, user_client
 
@@ -159,6 +161,22 @@ def test_a_read_only_repository_keeps_its_rules_unset(srv: LiveServer, admin: Cl
         admin.sdk_client.internal_api.prepare_garbage_collection_commits(name)
     with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
         api.get_gc_rules(name)
+
+
+def test_a_mirror_refuses_rules_until_detached(srv: LiveServer, admin: Client) -> None:
+    name = f"gc-mirror-{next(_names)}"
+    mirrors = MirrorService(srv.services.graveler)
+    mirrors.create_repository(name, f"local://{name}", "main",
+                              MirrorMarking("m-1", "east", "source"))
+    api = admin.sdk_client.repositories_api
+    with pytest.raises(lakefs_sdk.exceptions.ForbiddenException, match="read-only"):
+        api.set_gc_rules(name, rules(1))
+    with pytest.raises(lakefs_sdk.exceptions.ForbiddenException, match="read-only"):
+        admin.sdk_client.internal_api.restore_refs(name, lakefs_sdk.RefsRestore(
+            commits_meta_range_id="c", tags_meta_range_id="t", branches_meta_range_id="b"))
+    mirrors.detach(name)  # an ordinary repository now: its owners set its rules
+    api.set_gc_rules(name, rules(1))
+    assert api.get_gc_rules(name) == rules(1)
 
 
 def test_rules_need_retention_permissions(srv: LiveServer, admin: Client,
