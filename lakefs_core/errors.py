@@ -33,6 +33,10 @@ class IncompleteBodyError(ValidationError):
     """The client went away before its request body ended."""
 
 
+class NonEmptyRepositoryError(ValidationError):
+    """A restore's target repository already has commits, tags or branch heads."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 

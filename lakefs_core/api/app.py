@@ -39,6 +39,8 @@ ROUTE_MODULES = (
     "tags",
     "objects",
     "auth",
+    "retention",
+    "dump",
     "replication_support",
 )
 

@@ -16,7 +16,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from cachetools import LRUCache
 from tenacity import (
@@ -53,6 +54,33 @@ INITIAL_COMMIT_MESSAGE = "Repository created"
 def new_token() -> str:
     """A fresh staging token."""
     return uuid.uuid4().hex
+
+
+_T = TypeVar("_T")
+
+
+def all_pages(fetch: Callable[[str, int], Sequence[_T]], key: Callable[[_T], str],
+              page_size: int = 1000) -> Iterator[_T]:
+    """Every item of a listing read page by page: ``fetch(after, amount)``, sorted by ``key``."""
+    after = ""
+    while True:
+        page = fetch(after, page_size)
+        yield from page
+        if len(page) < page_size:
+            return
+        after = key(page[-1])
+
+
+def all_branches(refstore: RefStore, repo_id: str) -> Iterator[Branch]:
+    """Every branch of a repository, by name."""
+    return all_pages(lambda after, n: refstore.list_branches(repo_id, after=after, amount=n),
+                     lambda b: b.name)
+
+
+def all_commits(refstore: RefStore, repo_id: str) -> Iterator[CommitRecord]:
+    """Every commit record of a repository, by id."""
+    return all_pages(lambda after, n: refstore.list_commits(repo_id, after=after, amount=n),
+                     lambda c: c.id)
 
 
 class EngineCore:
@@ -129,6 +157,14 @@ class EngineCore:
         _refuse_read_only(repo)
         return repo
 
+    def writable_repository(self, repo_id: str) -> Repository:
+        """The repository, if it may be written (a mirror may not).
+
+        Raises:
+            RepositoryNotFoundError, ReadOnlyRepositoryError.
+        """
+        return self._writable_repo(repo_id)
+
     def get_branch_protection_rules(self, repo_id: str) -> list[str]:
         """Branch name patterns (fnmatch style, e.g. ``main``, ``release-*``)."""
         self.refstore.get_repository(repo_id)
@@ -170,6 +206,14 @@ class EngineCore:
     def mirror_marking(self, repo_id: str) -> MirrorMarking | None:
         """What makes the repository a mirror; None for other repositories."""
         return self.refstore.get_mirror_marking(repo_id)
+
+    def put_commit_record(self, repo_id: str, rec: CommitRecord) -> None:
+        """Store a commit record made or restored here (not a mirror's replicated one)."""
+        self._put_local_commit(repo_id, rec.id, rec.commit)
+
+    def notify_ref_moved(self, repo_id: str, ref: str) -> None:
+        """Tell the ref listeners that a branch or tag was set outside the usual operations."""
+        self._notify(repo_id, ref)
 
     def _put_local_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
         """Store a commit made here; in a detached mirror it is present by construction."""

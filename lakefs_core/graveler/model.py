@@ -126,6 +126,51 @@ class MirrorMarking:
     detached: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class GarbageCollectionRules:
+    """How long each branch of a repository keeps the commits it replaced, in days.
+
+    Branches without a rule of their own keep them ``default_retention_days``.
+    """
+
+    default_retention_days: int
+    branch_retention_days: Mapping[str, int] = field(default_factory=dict)
+
+    def days_for(self, branch: str) -> int:
+        return self.branch_retention_days.get(branch, self.default_retention_days)
+
+
+@dataclass(frozen=True, slots=True)
+class RefsDump:
+    """Where a dump of a repository's refs is: one metarange per kind of ref."""
+
+    commits_metarange_id: str
+    tags_metarange_id: str
+    branches_metarange_id: str
+
+
+class TaskKind(StrEnum):
+    """The long-running repository operations whose progress is recorded."""
+
+    DUMP = "dump"
+    RESTORE = "restore"
+
+
+@dataclass(frozen=True, slots=True)
+class RepositoryTask:
+    """A dump or restore of a repository's refs, as far as it has come.
+
+    ``refs`` is the dump a finished dump task wrote (or the one a restore reads).
+    """
+
+    id: str
+    kind: TaskKind
+    done: bool
+    update_time: float
+    error: str = ""
+    refs: RefsDump | None = None
+
+
 class DiffType(StrEnum):
     ADDED = "added"
     REMOVED = "removed"

@@ -15,9 +15,12 @@ from lakefs_core.errors import BranchNotFoundError
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
+    CommitRecord,
     EntryRecord,
+    GarbageCollectionRules,
     MirrorMarking,
     Repository,
+    RepositoryTask,
     Tag,
 )
 
@@ -88,6 +91,27 @@ class RefStore(ABC):
     @abstractmethod
     def set_branch_hidden(self, repo_id: str, name: str, hidden: bool) -> None:
         """Mark a branch hidden, or not (deleting a branch clears its mark)."""
+
+    # --- garbage collection rules ---------------------------------------------------
+    @abstractmethod
+    def get_gc_rules(self, repo_id: str) -> GarbageCollectionRules | None:
+        """The repository's garbage collection rules; None when none are set."""
+
+    @abstractmethod
+    def set_gc_rules(self, repo_id: str, rules: GarbageCollectionRules | None) -> None:
+        """Replace the repository's rules (None removes them). Raises RepositoryNotFoundError."""
+
+    # --- dump and restore tasks --------------------------------------------------------
+    @abstractmethod
+    def put_task(self, repo_id: str, task: RepositoryTask) -> None:
+        """Record a task's progress, replacing its earlier record.
+
+        Raises RepositoryNotFoundError.
+        """
+
+    @abstractmethod
+    def get_task(self, repo_id: str, task_id: str) -> RepositoryTask | None:
+        """A task of the repository; None if unknown."""
 
     # --- mirrors ------------------------------------------------------------------
     @abstractmethod
@@ -196,6 +220,11 @@ class RefStore(ABC):
     @abstractmethod
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:
         """Raises CommitNotFoundError."""
+
+    @abstractmethod
+    def list_commits(self, repo_id: str, after: str = "",
+                     amount: int = 1000) -> list[CommitRecord]:
+        """Every commit record of the repository with id > ``after``, sorted by id."""
 
     @abstractmethod
     def find_commit_ids(self, repo_id: str, prefix: str, limit: int = 2) -> list[str]:

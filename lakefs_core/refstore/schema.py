@@ -85,6 +85,36 @@ present_commits = Table(
     Column("commit_id", _key(), primary_key=True),
 )
 
+#: a repository's garbage collection rules (lakeFS's GarbageCollectionRules) ...
+gc_rules = Table(
+    "gc_rules", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("default_retention_days", Integer, nullable=False),
+)
+
+#: ... and the retention of the branches that have a rule of their own
+gc_branch_rules = Table(
+    "gc_branch_rules", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("branch", _key(), primary_key=True),
+    Column("retention_days", Integer, nullable=False),
+)
+
+#: dumps and restores of a repository's refs (see :class:`RepositoryTask`)
+repository_tasks = Table(
+    "repository_tasks", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("id", _key(), primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("done", Boolean, nullable=False),
+    Column("update_time", Double, nullable=False),
+    Column("error", Text, nullable=False),
+    # the dump written (dump) or read (restore); NULL until known
+    Column("commits_metarange_id", Text),
+    Column("tags_metarange_id", Text),
+    Column("branches_metarange_id", Text),
+)
+
 branches = Table(
     "branches", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
@@ -135,4 +165,5 @@ staged_entries = Table(
 
 #: the tables holding a repository's rows, deleted with it (children first)
 REPO_CHILDREN = (staged_entries, present_commits, commits, tags, hidden_branches, branches,
-                 branch_protection, mirror_markings, repository_metadata)
+                 branch_protection, mirror_markings, repository_metadata, gc_branch_rules,
+                 gc_rules, repository_tasks)

@@ -59,10 +59,15 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
+    CommitRecord,
     EntryRecord,
+    GarbageCollectionRules,
     MirrorMarking,
+    RefsDump,
     Repository,
+    RepositoryTask,
     Tag,
+    TaskKind,
 )
 from lakefs_core.refstore.base import RefStore
 from lakefs_core.refstore.migrations import migrate_settings
@@ -93,11 +98,14 @@ from lakefs_core.refstore.schema import (
     branch_protection,
     branches,
     commits,
+    gc_branch_rules,
+    gc_rules,
     hidden_branches,
     mirror_markings,
     present_commits,
     repositories,
     repository_metadata,
+    repository_tasks,
     schema,
     staged_entries,
     tags,
@@ -186,6 +194,18 @@ _TRANSIENT_RETRY = Retrying(
 
 
 # --- the store ------------------------------------------------------------------------
+def _commit_of(row: Row[Any]) -> Commit:
+    return Commit(
+        parents=tuple(json.loads(row.parents)),
+        metarange_id=row.metarange_id,
+        message=row.message,
+        committer=row.committer,
+        creation_date=row.creation_date,
+        metadata=json.loads(row.metadata),
+        generation=row.generation,
+    )
+
+
 class SQLRefStore(RefStore):
     """A :class:`RefStore` on SQLite or PostgreSQL through SQLAlchemy Core.
 
@@ -474,6 +494,61 @@ class SQLRefStore(RefStore):
                                                   hidden_branches.c.name == name)
         self._write(lambda conn: conn.execute(stmt), repo_fk=repo_id)
 
+    # --- garbage collection rules ---------------------------------------------------------
+    def get_gc_rules(self, repo_id: str) -> GarbageCollectionRules | None:
+        """The repository's garbage collection rules; None when none are set."""
+        def work(conn: Connection) -> GarbageCollectionRules | None:
+            default = conn.execute(select(gc_rules.c.default_retention_days).where(
+                gc_rules.c.repo == repo_id)).scalar()
+            if default is None:
+                return None
+            branch_rows = conn.execute(
+                select(gc_branch_rules.c.branch, gc_branch_rules.c.retention_days)
+                .where(gc_branch_rules.c.repo == repo_id).order_by(gc_branch_rules.c.branch))
+            return GarbageCollectionRules(default, {b: d for b, d in branch_rows})
+
+        return self._read(work)
+
+    def set_gc_rules(self, repo_id: str, rules: GarbageCollectionRules | None) -> None:
+        """Replace the repository's rules (None removes them), in one transaction."""
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id)
+            conn.execute(gc_branch_rules.delete().where(gc_branch_rules.c.repo == repo_id))
+            conn.execute(gc_rules.delete().where(gc_rules.c.repo == repo_id))
+            if rules is None:
+                return
+            conn.execute(gc_rules.insert().values(
+                repo=repo_id, default_retention_days=rules.default_retention_days))
+            if rules.branch_retention_days:
+                conn.execute(gc_branch_rules.insert(), [
+                    {"repo": repo_id, "branch": b, "retention_days": d}
+                    for b, d in rules.branch_retention_days.items()])
+
+        self._write(work, repo_fk=repo_id)
+
+    # --- dump and restore tasks ------------------------------------------------------------
+    def put_task(self, repo_id: str, task: RepositoryTask) -> None:
+        """Record a task's progress. Raises RepositoryNotFoundError."""
+        refs = task.refs
+        row = {"repo": repo_id, "id": task.id, "kind": str(task.kind), "done": task.done,
+               "update_time": task.update_time, "error": task.error,
+               "commits_metarange_id": refs.commits_metarange_id if refs else None,
+               "tags_metarange_id": refs.tags_metarange_id if refs else None,
+               "branches_metarange_id": refs.branches_metarange_id if refs else None}
+        self._write(lambda conn: self._upsert(conn, repository_tasks, [row]), repo_fk=repo_id)
+
+    def get_task(self, repo_id: str, task_id: str) -> RepositoryTask | None:
+        row = self._read(lambda conn: conn.execute(select(repository_tasks).where(
+            repository_tasks.c.repo == repo_id, repository_tasks.c.id == task_id)).first())
+        if row is None:
+            return None
+        refs = None
+        if row.commits_metarange_id is not None:
+            refs = RefsDump(row.commits_metarange_id, row.tags_metarange_id,
+                            row.branches_metarange_id)
+        return RepositoryTask(id=row.id, kind=TaskKind(row.kind), done=row.done,
+                              update_time=row.update_time, error=row.error, refs=refs)
+
     # --- mirrors ------------------------------------------------------------------------
     def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:
         """The repository's mirror marking; None for other repositories (or none)."""
@@ -655,15 +730,17 @@ class SQLRefStore(RefStore):
             commits.c.repo == repo_id, commits.c.commit_id == commit_id)).first())
         if row is None:
             raise CommitNotFoundError(f"commit {commit_id!r} not found")
-        return Commit(
-            parents=tuple(json.loads(row.parents)),
-            metarange_id=row.metarange_id,
-            message=row.message,
-            committer=row.committer,
-            creation_date=row.creation_date,
-            metadata=json.loads(row.metadata),
-            generation=row.generation,
-        )
+        return _commit_of(row)
+
+    def list_commits(self, repo_id: str, after: str = "",
+                     amount: int = 1000) -> list[CommitRecord]:
+        """Commit records with id > ``after``, sorted by id."""
+        _check_amount(amount)
+        stmt = (select(commits)
+                .where(commits.c.repo == repo_id, *_key_range(commits.c.commit_id, "", after))
+                .order_by(commits.c.commit_id).limit(amount))
+        rows = self._read(lambda conn: _fetch_all(conn, stmt))
+        return [CommitRecord(row.commit_id, _commit_of(row)) for row in rows]
 
     def find_commit_ids(self, repo_id: str, prefix: str, limit: int = 2) -> list[str]:
         """Up to ``limit`` commit ids starting with ``prefix``, sorted."""

@@ -116,6 +116,33 @@ class LakeFSClient:
         return [(r["id"], r["commit_id"]) for r in self._pages(
             f"/repositories/{repository}/tags", f"tags of {repository}")]
 
+    # --- garbage collection ----------------------------------------------------------
+    def get_gc_rules(self, repository: str) -> tuple[int, dict[str, int]] | None:
+        """The repository's ``(default_retention_days, {branch: days})``; None if unset."""
+        try:
+            data = self._request("GET", f"/repositories/{repository}/settings/gc_rules",
+                                 f"gc rules of {repository}").json()
+        except errors.NotFoundError:
+            return None
+        return (int(data["default_retention_days"]),
+                {r["branch_id"]: int(r["retention_days"]) for r in data["branches"]})
+
+    def prepare_gc_commits(self, repository: str) -> dict[str, Any]:
+        """Have the server write a run's commits CSV (lakeFS's prepare_commits).
+
+        Raises:
+            NotFoundError: no such repository, or it has no rules.
+        """
+        data: dict[str, Any] = self._request(
+            "POST", f"/repositories/{repository}/gc/prepare_commits",
+            f"prepare gc commits of {repository}", ok=(201,), retry=False).json()
+        return data
+
+    def gc_grace_period(self) -> float:
+        """Seconds during which a new object is never collected (the server's config)."""
+        return float(self._request("GET", "/config/garbage-collection",
+                                   "garbage collection config").json()["grace_period"])
+
     def get_branch_head(self, repository: str, branch: str) -> str:
         """Raises: NotFoundError (no such branch)."""
         return str(self._request("GET", f"/repositories/{repository}/branches/{branch}",

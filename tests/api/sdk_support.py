@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import httpx
 import lakefs
 
 from lakefs_testing.live_server import LiveServer
+
+_users = itertools.count()
 
 
 def sdk_client(server: LiveServer) -> lakefs.Client:
@@ -19,6 +23,17 @@ def viewer_client(server: LiveServer, name: str = "viewer") -> httpx.Client:
     auth = server.services.auth
     auth.create_user(name)
     auth.add_user_to_group(name, "Viewers")
+    cred = auth.create_credentials(name)
+    return server.client(cred.access_key_id, cred.secret)
+
+
+def user_client(server: LiveServer, *policies: str) -> httpx.Client:
+    """An API client of a new user with ``policies`` attached directly."""
+    auth = server.services.auth
+    name = f"user-{next(_users)}"
+    auth.create_user(name)
+    for policy in policies:
+        auth.attach_policy_to_user(name, policy)
     cred = auth.create_credentials(name)
     return server.client(cred.access_key_id, cred.secret)
 

@@ -7,7 +7,6 @@ import hashlib
 import itertools
 import tracemalloc
 from collections.abc import Iterator
-from pathlib import Path
 
 import boto3
 import httpx
@@ -462,22 +461,6 @@ def test_upload_and_download_stream_without_buffering_the_object(
     # both directions hold a few chunks at a time, never the object
     assert upload_peak < size // 3, upload_peak
     assert download_peak < size // 3, download_peak
-
-
-@pytest.fixture
-def s3_server(tmp_path: Path, moto_endpoint: str, unique_name: str) -> Iterator[LiveServer]:
-    import boto3
-
-    env = {"LAKEFS_BLOCKSTORE_TYPE": "s3", "LAKEFS_BLOCKSTORE_S3_ENDPOINT": moto_endpoint,
-           "LAKEFS_BLOCKSTORE_S3_FORCE_PATH_STYLE": "true",
-           "LAKEFS_BLOCKSTORE_S3_REGION": "us-east-1",
-           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_ACCESS_KEY_ID": "testing",
-           "LAKEFS_BLOCKSTORE_S3_CREDENTIALS_SECRET_ACCESS_KEY": "testing"}
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(
-        Bucket=unique_name)
-    with live_server(str(tmp_path / "s3-server"), env) as s:
-        s.services.config.storage_config.default_namespace_prefix = f"s3://{unique_name}/"
-        yield s
 
 
 def test_objects_on_an_s3_blockstore(s3_server: LiveServer, unique_name: str) -> None:

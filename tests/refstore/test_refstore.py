@@ -27,11 +27,16 @@ from lakefs_core.graveler.model import (
     AddressType,
     Branch,
     Commit,
+    CommitRecord,
     Entry,
     EntryRecord,
+    GarbageCollectionRules,
     MirrorMarking,
+    RefsDump,
     Repository,
+    RepositoryTask,
     Tag,
+    TaskKind,
 )
 from lakefs_core.refstore.sql import SQLRefStore, prefix_end
 
@@ -133,6 +138,8 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
         store.set_mirror_marking(repo_id, MirrorMarking("m1", "east", "src"))
         store.mark_commit_present(repo_id, "c1")
         store.set_repository_metadata(repo_id, {"k": "v"})
+        store.set_gc_rules(repo_id, GarbageCollectionRules(3, {"dev": 1}))
+        store.put_task(repo_id, RepositoryTask("t", TaskKind.DUMP, True, 1.0))
 
     store.delete_repository("doomed")
 
@@ -147,6 +154,8 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
     assert not store.is_branch_hidden("doomed", "dev")
     assert store.get_mirror_marking("doomed") is None
     assert not store.is_commit_present("doomed", "c1")
+    assert store.get_gc_rules("doomed") is None
+    assert store.get_task("doomed", "t") is None
     # the same id can be used again, from scratch
     new_repo(store, "doomed")
     assert store.get_repository_metadata("doomed") == {}
@@ -161,6 +170,8 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
     assert store.get_mirror_marking("kept") == MirrorMarking("m1", "east", "src")
     assert store.is_commit_present("kept", "c1")
     assert store.get_repository_metadata("kept") == {"k": "v"}
+    assert store.get_gc_rules("kept") == GarbageCollectionRules(3, {"dev": 1})
+    assert store.get_task("kept", "t") == RepositoryTask("t", TaskKind.DUMP, True, 1.0)
 
     with pytest.raises(RepositoryNotFoundError):
         store.delete_repository("never-was")
@@ -441,6 +452,52 @@ def test_tags(store: SQLRefStore) -> None:
 
 
 # --- commits ------------------------------------------------------------------------------------
+def test_garbage_collection_rules(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    new_repo(store, "r2")
+    assert store.get_gc_rules("r1") is None
+    store.set_gc_rules("r1", GarbageCollectionRules(21, {"main": 28, "dev": 0, "ä": 2}))
+    assert store.get_gc_rules("r1") == GarbageCollectionRules(21, {"main": 28, "dev": 0,
+                                                                   "ä": 2})
+    store.set_gc_rules("r1", GarbageCollectionRules(7))  # replaces, branch rules too
+    assert store.get_gc_rules("r1") == GarbageCollectionRules(7, {})
+    assert store.get_gc_rules("r2") is None
+    store.set_gc_rules("r1", None)
+    assert store.get_gc_rules("r1") is None
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_gc_rules("nope", GarbageCollectionRules(1))
+    assert store.get_gc_rules("nope") is None
+
+
+def test_repository_tasks(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    started = RepositoryTask("t1", TaskKind.RESTORE, False, 1.5, refs=RefsDump("c", "t", "b"))
+    store.put_task("r1", started)
+    assert store.get_task("r1", "t1") == started
+    finished = RepositoryTask("t1", TaskKind.RESTORE, True, 2.5, error="broken",
+                              refs=RefsDump("c", "t", "b"))
+    store.put_task("r1", finished)
+    assert store.get_task("r1", "t1") == finished
+    store.put_task("r1", RepositoryTask("t2", TaskKind.DUMP, False, 3.0))
+    assert store.get_task("r1", "t2") == RepositoryTask("t2", TaskKind.DUMP, False, 3.0)
+    assert store.get_task("r1", "t3") is None and store.get_task("r2", "t1") is None
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_task("nope", started)
+
+
+def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
+    ids = sorted(f"{n:03d}" for n in range(7))
+    for n, commit_id in enumerate(reversed(ids)):
+        store.put_commit("r1", commit_id, commit(str(n)))
+    store.put_commit("r2", "000", commit())
+    first = store.list_commits("r1", amount=3)
+    assert [c.id for c in first] == ids[:3]
+    assert first[0] == CommitRecord("000", commit("6"))
+    assert [c.id for c in store.list_commits("r1", after=ids[2], amount=3)] == ids[3:6]
+    assert [c.id for c in store.list_commits("r1", after=ids[5])] == ids[6:]
+    assert store.list_commits("r3") == []
+
+
 def test_commit_round_trip(store: SQLRefStore) -> None:
     record = commit("first line\nsecond: ünïcödé ✓", parents=("a" * 64, "b" * 64),
                     metadata={"z": "1", "a": "", "κλειδί": "τιμή", "quote": '"{}"'},

@@ -139,3 +139,57 @@ def test_gc_refuses_a_read_only_repository(spark: SparkSession, server: LiveServ
                           StorageOptions.from_options(opts))
     with pytest.raises(ReadOnlyRepositoryError, match="read-only"):
         gc.run("gc-ro", dry_run=False, min_age_seconds=0)
+
+
+def _dated_commit(server: LiveServer, repo: str, date: int) -> str:
+    with server.client() as c:
+        r = c.post(f"/repositories/{repo}/branches/main/commits",
+                   json={"message": "dated", "date": date})
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+
+def test_rules_set_through_the_api_decide_what_gc_deletes(
+        spark: SparkSession, server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = "gc-rules"
+    create_repo(server, repo)
+    opts = lakefs_options(server, repo)
+    root = opts["blockstore_root"]
+    now = int(time.time())
+    upload(server, repo, "main", "a", b"a-v1")
+    c1 = _dated_commit(server, repo, now - 10 * DAY)
+    old = _address(server, repo, c1, "a")
+    upload(server, repo, "main", "a", b"a-v2")  # c2 replaced c1 five days ago
+    _dated_commit(server, repo, now - 5 * DAY)
+    gc = GarbageCollector(spark, ServerOptions.from_options(opts),
+                          StorageOptions.from_options(opts))
+    rules_url = f"/repositories/{repo}/settings/gc_rules"
+
+    def set_rules(main_days: int) -> None:
+        with server.client() as c:
+            r = c.put(rules_url, json={"default_retention_days": 0,
+                                       "branches": [{"branch_id": "main",
+                                                     "retention_days": main_days}]})
+            assert r.status_code == 204, r.text
+
+    # no rules: 21 days everywhere, so c1 (replaced 5 days ago) is kept
+    assert gc.run(repo, min_age_seconds=0).garbage == []
+    set_rules(7)
+    report = gc.run(repo, min_age_seconds=0)
+    assert report.garbage == [] and c1 in report.retained_commits
+    set_rules(3)
+    report = gc.run(repo, min_age_seconds=0)
+    assert report.garbage == [old] and c1 in report.expired_commits
+    # each run had the server write its commits CSV, as lakeFS's prepare_commits does
+    runs = list((_local_file(root, f"local://{repo}/_lakefs/retention/gc/commits")).iterdir())
+    assert len(runs) == 2 and all((r / "commits.csv").exists() for r in runs)
+    # the command line takes the repository's rules too
+    argv = [f"--option={k}={v}" for k, v in opts.items()]
+    assert gc_main([*argv, repo, "--min-age-hours=0", "--delete"], spark=spark) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["garbage"] == [old] and printed["deleted"] == 1
+    assert not _local_file(root, old).exists()
+    with server.client() as c:
+        assert c.get(f"/repositories/{repo}/refs/main/objects",
+                     params={"path": "a"}).content == b"a-v2"
+        assert c.delete(rules_url).status_code == 204
