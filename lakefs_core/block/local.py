@@ -179,9 +179,11 @@ class LocalBlockStore(BlockStore):
             base_rel, _, name_prefix = rel.rpartition("/")
             base_path = os.path.join(self.root, *[p for p in base_rel.split("/") if p])
             base_address = SCHEME + (base_rel + "/" if base_rel else "")
+        # below an allowed directory every file is allowed; beside one, each is checked
+        check = external is not None and not self._allowed(base_path)
         for address, path in _walk_sorted(base_path, base_address, name_prefix):
-            if external is not None and not self._allowed(path):
-                continue  # beside an allowed directory, not in it
+            if check and not self._allowed(path):
+                continue
             try:
                 st = os.stat(path)
                 etag = _etag(path, st)
