@@ -93,10 +93,6 @@ class LocalBlockStore(BlockStore):
             path += os.sep
         return path
 
-    def _address(self, path: str) -> str:
-        rel = os.path.relpath(path, self.root).replace(os.sep, "/")
-        return SCHEME + rel
-
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
         path = self._path(address)
         if path.endswith(os.sep):

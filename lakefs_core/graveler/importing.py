@@ -131,8 +131,11 @@ def _source_records(store: BlockStore, source: ImportPath) -> Iterator[EntryReco
 def import_records(store: BlockStore, paths: Sequence[ImportPath]) -> Iterator[EntryRecord]:
     """Every source's records merged by destination path; a path imported by several
     sources takes the last source's object."""
-    streams = [((rec.path, -i, rec) for rec in _source_records(store, p))
-               for i, p in enumerate(paths)]
+    def keyed(rank: int, source: ImportPath) -> Iterator[tuple[str, int, EntryRecord]]:
+        for rec in _source_records(store, source):
+            yield rec.path, -rank, rec
+
+    streams = [keyed(i, p) for i, p in enumerate(paths)]
     last: str | None = None
     for path, _, rec in heapq.merge(*streams, key=lambda t: (t[0], t[1])):
         if path != last:
@@ -276,7 +279,7 @@ class Importer:
             log.info("import completed", extra={**fields, "commit": rec.id,
                                                 "objects": run.state.ingested})
         except _Stopped:
-            if run.state.live:  # stopped here (shutdown), not canceled through the row
+            if run.state.live:  # a shutdown (a cancellation already ended the row)
                 self._finish(run, error=INTERRUPTED)
             log.info("import stopped", extra=fields)
         except LakeFSError as e:
