@@ -216,6 +216,11 @@ class Importer:
         if run is not None:
             run.stop.set()
 
+    def running(self) -> list[str]:
+        """Ids of the imports running in this process."""
+        with self._lock:
+            return list(self._runs)
+
     def close(self, timeout: float = 10.0) -> None:
         """Stop the running imports (they end with an error) and wait for them."""
         with self._lock:

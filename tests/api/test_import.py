@@ -137,22 +137,21 @@ def test_a_running_import_shows_progress_and_cancel_leaves_the_branch(
     head = main.get_commit().id
     mgr = main.import_data(commit_message="never lands").prefix(f"local://{src}/", "x/")
     mgr.start()
+    api = sdk_client(local).sdk_client.import_api
     deadline = time.monotonic() + 30
-    status = mgr._client.sdk_client.import_api.import_status(repo.id, "main", mgr.import_id)
+    status = api.import_status(repo.id, "main", mgr.import_id)
     while (status.ingested_objects or 0) < 512:
         assert time.monotonic() < deadline, status
         assert not status.completed and status.error is None
         time.sleep(0.02)
-        status = mgr._client.sdk_client.import_api.import_status(repo.id, "main",
-                                                                 mgr.import_id)
-    assert not status.completed
+        status = api.import_status(repo.id, "main", mgr.import_id)
+    assert not status.completed  # blocked on the pipe, 512 of 600 files counted
 
     mgr.cancel()
     with open(fifo, "wb") as pipe:  # let the listing go on: the import sees the cancel
         pipe.write(b"p")
-    api = sdk_client(local).sdk_client.import_api
     deadline = time.monotonic() + 30
-    while local.services.imports._runs:
+    while mgr.import_id in local.services.imports.running():
         assert time.monotonic() < deadline
         time.sleep(0.02)
     final = api.import_status(repo.id, "main", mgr.import_id)
