@@ -74,6 +74,11 @@ class RangeNotFoundError(NotFoundError):
     """A range or metarange file is missing from the storage namespace."""
 
 
+class ImportNotFoundError(NotFoundError):
+    def __init__(self, message: str = "import not found") -> None:
+        super().__init__(message)
+
+
 class StorageNotFoundError(NotFoundError):
     """No blockstore is configured with this storage id."""
 

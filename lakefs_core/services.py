@@ -8,7 +8,7 @@ one database and one store serve the same repositories.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
@@ -17,6 +17,7 @@ from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
 from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.importing import Importer
 from lakefs_core.ref_events import RefEventNotifier
 from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
@@ -35,8 +36,14 @@ class Services:
     #: authentication and authorization (auth's public interface)
     access: AuthService
     notifier: RefEventNotifier | None = None
+    #: zero-copy imports running in this process
+    imports: Importer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.imports = Importer(self.graveler)
 
     def close(self) -> None:
+        self.imports.close()
         if self.notifier is not None:
             self.notifier.close()
         self.auth.close()

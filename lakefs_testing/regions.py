@@ -9,6 +9,7 @@ commit, create a mirror).
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -145,12 +146,14 @@ def narrow_replication_policy(source: str, mirror: str, namespace: str) -> dict[
 def replication_config(region: str, root: Path, other: str, other_endpoint: str,
                        own_endpoint: str, port: int, mirrors_database: dict[str, Any],
                        mode: str, other_root: Path, interval: str,
-                       credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET)
-                       ) -> dict[str, Any]:
+                       credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET),
+                       external_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
         builtin["source_blockstores"] = {
-            other: {"type": "local", "local": {"path": str(other_root / "blockstore")}}}
+            other: {"type": "local", "local": {
+                "path": str(other_root / "blockstore"),
+                "allowed_external_prefixes": list(external_prefixes)}}}
     return {
         "region": region,
         "organization_id": ORG,
@@ -159,7 +162,9 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "listen_address": f"127.0.0.1:{port}",
         "mirrors_database": mirrors_database,
         "refstore_database": {"type": "local", "local": {"path": str(root / "metadata.db")}},
-        "blockstore": {"type": "local", "local": {"path": str(root / "blockstore")}},
+        "blockstore": {"type": "local", "local": {
+            "path": str(root / "blockstore"),
+            "allowed_external_prefixes": list(external_prefixes)}},
         "auth": {"encrypt": {"secret_key": SECRET_KEY}},
         "source_lakefs": {"access_key_id": credentials[0], "secret_access_key": credentials[1]},
         "commit_sensor": {"process_branches_duration": interval},
@@ -174,10 +179,13 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
 @contextlib.contextmanager
 def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "builtin",
                 interval: str = "2s", sidecars: bool = True,
-                user: ReplicationUser | None = None) -> Iterator[tuple[Region, Region]]:
+                user: ReplicationUser | None = None,
+                external_prefixes: tuple[str, ...] = ()) -> Iterator[tuple[Region, Region]]:
     """Regions "east" (source) and "west" (destination), servers and sidecars running.
 
     The sidecars act as ``user`` (created in both regions) if given, else as the admin.
+    ``external_prefixes``: directories both regions may import from and read imported
+    files in (``blockstore.local.allowed_external_prefixes``).
     """
     credentials = ((user.access_key_id, user.secret_access_key) if user is not None
                    else (ADMIN_KEY, ADMIN_SECRET))
@@ -193,12 +201,16 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": SECRET_KEY,
                 "LAKEFS_REPLICATION_ENDPOINT": f"http://127.0.0.1:{sidecar_ports[n]}",
             }
+            if external_prefixes:
+                env["LAKEFS_BLOCKSTORE_LOCAL_IMPORT_ENABLED"] = "true"
+                env["LAKEFS_BLOCKSTORE_LOCAL_ALLOWED_EXTERNAL_PREFIXES"] = json.dumps(
+                    list(external_prefixes))
             server = stack.enter_context(live_server(str(roots[n]), env,
                                                      port=server_ports[n]))
             cfg = replication_config(
                 n, roots[n], other, f"http://127.0.0.1:{server_ports[other]}",
                 f"http://127.0.0.1:{server_ports[n]}", sidecar_ports[n], mirrors_database,
-                mode, roots[other], interval, credentials)
+                mode, roots[other], interval, credentials, external_prefixes)
             path = roots[n] / "replication.yaml"
             path.write_text(yaml.safe_dump(cfg))
             regions[n] = Region(n, roots[n], server, sidecar_ports[n], path)

@@ -34,7 +34,7 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.mirror import MirrorService
-from lakefs_core.graveler.model import CommitRecord
+from lakefs_core.graveler.model import AddressType, CommitRecord
 from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
@@ -349,6 +349,10 @@ class MirrorFollower:
                                 self.ctx.source_client(self.mirror.source_region))
         else:
             source = replace(source, commit_id=target.id)
+        # An imported object keeps its absolute address, outside the mirror's namespace:
+        # the copier may put it there when nothing is there, never over another object
+        # (the destination's own data at that address); such a commit waits, reported.
+        missing = [m for m in missing if not _foreign_object(m)]
         report = self.ctx.builtin.copy(source, missing)
         self.ctx.metrics.copied_objects.labels(self.mirror.name).inc(report.copied)
         if report.denied is not None:
@@ -435,3 +439,9 @@ class MirrorFollower:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _foreign_object(item: MissingItem) -> bool:
+    """An imported object whose address holds a different object in the destination."""
+    return (item.kind is MissingKind.OBJECT and item.entry is not None
+            and item.entry.address_type is AddressType.FULL and item.reason != "missing")

@@ -34,6 +34,8 @@ class BlockStore(ABC):
     type: str
     #: the URI scheme of the addresses this store serves ("local", "s3")
     scheme: str
+    #: whether objects of this store may be imported (zero-copy) into repositories
+    import_enabled: bool = True
 
     @abstractmethod
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:

@@ -1,4 +1,9 @@
-"""Local filesystem blockstore: ``local://<name>/<key>`` lives at ``<root>/<name>/<key>``."""
+"""Local filesystem blockstore: ``local://<name>/<key>`` lives at ``<root>/<name>/<key>``.
+
+``local:///<absolute path>`` (an empty name) is a file anywhere on the machine, as
+lakeFS's local adapter names imported files: readable only under the root or under
+one of ``blockstore.local.allowed_external_prefixes``.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ from typing import BinaryIO
 
 from lakefs_core.block.base import BlockStore, ObjectStat
 from lakefs_core.block.config import BlockstoreConfig, LocalConfig
-from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
+from lakefs_core.errors import ForbiddenError, ObjectNotFoundError, StorageError, ValidationError
 
 SCHEME = "local://"
+#: addresses of files named by absolute path (imported files)
+EXTERNAL_SCHEME = SCHEME + "/"
 _TMP_PREFIX = ".tmp-"
 #: extended attribute caching "<md5>:<size>:<mtime_ns>" of a file, so stat and list
 #: need not re-read it; ignored when stale and skipped where xattrs are unsupported
@@ -33,18 +40,50 @@ class LocalBlockStore(BlockStore):
 
     Args:
         root: the directory that holds every ``local://`` name.
+        allowed_external_prefixes: filesystem paths outside ``root`` whose files
+            ``local:///<absolute path>`` addresses may name.
+        import_enabled: whether data may be imported from this store (zero-copy).
     """
 
     type = "local"
     scheme = "local"
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, allowed_external_prefixes: Iterable[str] = (),
+                 import_enabled: bool = False) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
+        self.allowed_external_prefixes = tuple(allowed_external_prefixes)
+        self.import_enabled = import_enabled
         os.makedirs(self.root, exist_ok=True)
+
+    def external_path(self, address: str) -> str | None:
+        """The filesystem path of a ``local:///<absolute path>`` address; None for others.
+
+        Raises:
+            ValidationError: the path is not absolute and normalised.
+            ForbiddenError: the path is neither under the root nor under an allowed
+                external prefix.
+        """
+        if not address.startswith(EXTERNAL_SCHEME):
+            return None
+        path = address[len(SCHEME):]
+        trimmed = path.rstrip("/") or "/"
+        if os.path.normpath(trimmed) != trimmed or "\\" in path:
+            raise ValidationError(f"invalid local path: {address!r}")
+        if not self._allowed(path):
+            raise ForbiddenError(
+                f"{path} is not under blockstore.local.path or "
+                "blockstore.local.allowed_external_prefixes")
+        return path
+
+    def _allowed(self, path: str) -> bool:
+        return any(_under(path, p) for p in (self.root, *self.allowed_external_prefixes))
 
     def _path(self, address: str) -> str:
         if not address.startswith(SCHEME):
             raise ValidationError(f"not a local address: {address!r}")
+        external = self.external_path(address)
+        if external is not None:
+            return external
         rel = address[len(SCHEME):]
         parts = [p for p in rel.split("/") if p]
         if not parts or any(p in (".", "..") for p in parts):
@@ -53,10 +92,6 @@ class LocalBlockStore(BlockStore):
         if rel.endswith("/"):
             path += os.sep
         return path
-
-    def _address(self, path: str) -> str:
-        rel = os.path.relpath(path, self.root).replace(os.sep, "/")
-        return SCHEME + rel
 
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
         path = self._path(address)
@@ -123,30 +158,36 @@ class LocalBlockStore(BlockStore):
             os.unlink(self._path(address))
 
     def list(self, prefix: str) -> Iterator[ObjectStat]:
+        """Objects under ``prefix`` in address order, streamed: one directory's names
+        are held at a time, never the whole listing."""
         if not prefix.startswith(SCHEME):
             raise ValidationError(f"not a local address: {prefix!r}")
-        rel = prefix[len(SCHEME):]
-        if not rel or any(p in (".", "..") for p in rel.split("/")):
-            raise ValidationError(f"invalid local address: {prefix!r}")
-        # walk only the deepest directory that covers the prefix
-        base_rel = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        base = os.path.join(self.root, *[p for p in base_rel.split("/") if p])
-        found: list[str] = []
-        for dirpath, _dirs, files in os.walk(base):
-            for name in files:
-                if name.startswith(_TMP_PREFIX):
-                    continue
-                addr = self._address(os.path.join(dirpath, name))
-                if addr.startswith(prefix):
-                    found.append(addr)
-        for addr in sorted(found):
-            path = self._path(addr)
+        external = self.external_path(prefix)
+        if external is not None:
+            base_path, name_prefix = external.rsplit("/", 1)
+            base_path = base_path or "/"
+            base_address = SCHEME + base_path.rstrip("/") + "/"
+        else:
+            rel = prefix[len(SCHEME):]
+            if not rel or any(p in (".", "..") for p in rel.split("/")):
+                raise ValidationError(f"invalid local address: {prefix!r}")
+            # walk only the deepest directory that covers the prefix
+            base_rel, _, name_prefix = rel.rpartition("/")
+            base_path = os.path.join(self.root, *[p for p in base_rel.split("/") if p])
+            base_address = SCHEME + (base_rel + "/" if base_rel else "")
+        # below an allowed directory every file is allowed; beside one, each is checked
+        check = external is not None and not self._allowed(base_path)
+        for address, path in _walk_sorted(base_path, base_address, name_prefix):
+            if check and not self._allowed(path):
+                continue
             try:
                 st = os.stat(path)
                 etag = _etag(path, st)
             except FileNotFoundError:
                 continue  # deleted while listing
-            yield ObjectStat(address=addr, size=st.st_size, etag=etag, mtime=st.st_mtime)
+            except OSError as e:
+                raise StorageError(f"local list {prefix}: {e}") from e
+            yield ObjectStat(address=address, size=st.st_size, etag=etag, mtime=st.st_mtime)
 
     def copy(self, src: str, dst: str) -> ObjectStat:
         self._path(dst)  # a bad destination fails before the source is opened
@@ -162,7 +203,45 @@ class LocalBlockStore(BlockStore):
 
 def from_config(config: BlockstoreConfig) -> LocalBlockStore:
     """Build a local store from a ``blockstore`` section of type ``local``."""
-    return LocalBlockStore((config.local or LocalConfig()).path)
+    local = config.local or LocalConfig()
+    return LocalBlockStore(local.path, allowed_external_prefixes=local.allowed_external_prefixes,
+                           import_enabled=local.import_enabled)
+
+
+def _under(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (a prefix at a path boundary)."""
+    directory = directory.rstrip("/")
+    return path == directory or path.startswith(directory + "/")
+
+
+def _walk_sorted(directory: str, address: str, name_prefix: str = ""
+                 ) -> Iterator[tuple[str, str]]:
+    """(address, path) of the files below ``directory`` whose names start with
+    ``name_prefix`` (first level only), in address order: a directory sorts as its
+    name followed by ``/``, as its files' addresses do."""
+    keyed: list[tuple[str, bool, str]] = []
+    try:
+        with os.scandir(directory) as it:
+            for item in it:
+                if not item.name.startswith(name_prefix):
+                    continue
+                try:
+                    is_dir = item.is_dir(follow_symlinks=True)
+                except OSError:
+                    continue
+                if not is_dir and item.name.startswith(_TMP_PREFIX):
+                    continue
+                keyed.append((item.name + "/" if is_dir else item.name, is_dir, item.path))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError as e:
+        raise StorageError(f"local list {address}: {e}") from e
+    keyed.sort()
+    for name, is_dir, path in keyed:
+        if is_dir:
+            yield from _walk_sorted(path, address + name)
+        else:
+            yield address + name, path
 
 
 def _copy_hashing(chunks: Iterable[bytes], out: BinaryIO) -> str:

@@ -10,7 +10,8 @@ died) is taken over and its changes committed by the next commit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from enum import StrEnum
 
@@ -27,6 +28,7 @@ from lakefs_core.graveler.model import (
     Commit,
     CommitRecord,
     Difference,
+    EntryRecord,
     Repository,
 )
 from lakefs_core.graveler.refs import (
@@ -125,6 +127,48 @@ class CommitEngine(StagingEngine):
                             creation_date=creation_date if creation_date is not None
                             else self._now(),
                             metadata=dict(metadata or {}), generation=head.generation + 1)
+            return self._land(repo_id, branch, commit)
+
+        return self._retrying()(attempt)
+
+    def commit_import(self, repo_id: str, branch_name: str, source_metarange: str,
+                      replaced_prefixes: Sequence[str], message: str, committer: str, *,
+                      metadata: Mapping[str, str] | None = None,
+                      before_commit: Callable[[], None] | None = None) -> CommitRecord:
+        """Commit imported entries onto the branch: one commit over its head.
+
+        The branch keeps its content, except that every path under
+        ``replaced_prefixes`` is replaced by the import (paths there that the import
+        lacks are removed) and the import's paths are set. Only the ranges the import
+        touches are rewritten.
+
+        Args:
+            source_metarange: the imported entries (a metarange of this repository).
+            replaced_prefixes: the destinations of imported prefixes.
+            before_commit: called once the commit is ready, just before the branch
+                moves (again if the branch moved meanwhile); raising stops the import.
+
+        Raises:
+            DirtyBranchError: the branch has uncommitted changes.
+            ReadOnlyRepositoryError / ProtectedBranchError: writes refused.
+        """
+        repo = self._check_direct_write(repo_id, branch_name)
+        ranges = self.ranges_for(repo)
+        prefixes = sorted(set(replaced_prefixes))
+
+        def attempt() -> CommitRecord:
+            branch = self.refstore.get_branch(repo_id, branch_name)
+            if self.has_uncommitted(repo_id, branch):
+                raise DirtyBranchError()
+            head = self.get_commit(repo_id, branch.commit_id).commit
+            replaced = [ranges.iterate(head.metarange_id, prefix=p) for p in prefixes]
+            changes = _replace_with(ranges.iterate(source_metarange), replaced)
+            result = ranges.apply(head.metarange_id, changes)
+            commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
+                            message=message, committer=committer, creation_date=self._now(),
+                            metadata=dict(metadata or {}), generation=head.generation + 1)
+            if before_commit is not None:
+                before_commit()
             return self._land(repo_id, branch, commit)
 
         return self._retrying()(attempt)
@@ -296,3 +340,25 @@ class CommitEngine(StagingEngine):
         moved = self._retrying()(attempt)
         self._notify(repo_id, branch_name)
         return moved
+
+
+def _replace_with(imported: Iterator[EntryRecord],
+                  replaced: Iterable[Iterator[EntryRecord]]) -> Iterator[EntryRecord]:
+    """Changes that set every imported record and delete every replaced path that the
+    import lacks, sorted by path (replaced streams may overlap)."""
+    old = heapq.merge(*replaced, key=lambda r: r.path)
+    new = next(imported, None)
+    gone = next(old, None)
+    while new is not None or gone is not None:
+        if gone is None or (new is not None and new.path <= gone.path):
+            assert new is not None
+            if gone is not None and gone.path == new.path:
+                gone = next(old, None)
+                continue  # the same path may come again from an overlapping prefix
+            yield new
+            new = next(imported, None)
+        else:
+            path = gone.path
+            yield EntryRecord(path, None)
+            while gone is not None and gone.path == path:
+                gone = next(old, None)

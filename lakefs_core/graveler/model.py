@@ -171,6 +171,29 @@ class RepositoryTask:
     refs: RefsDump | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ImportState:
+    """An import's row: its progress and how it ended.
+
+    Live while neither ``completed`` nor ``error``; ``committing`` once it started to
+    move its branch (it can no longer be canceled then).
+    """
+
+    id: str
+    branch: str
+    updated_at: float
+    ingested: int = 0
+    metarange_id: str = ""
+    commit_id: str = ""
+    completed: bool = False
+    committing: bool = False
+    error: str = ""
+
+    @property
+    def live(self) -> bool:
+        return not self.completed and not self.error
+
+
 class DiffType(StrEnum):
     ADDED = "added"
     REMOVED = "removed"

@@ -18,6 +18,7 @@ from lakefs_core.graveler.model import (
     CommitRecord,
     EntryRecord,
     GarbageCollectionRules,
+    ImportState,
     MirrorMarking,
     Repository,
     RepositoryTask,
@@ -129,6 +130,29 @@ class RefStore(ABC):
     @abstractmethod
     def is_commit_present(self, repo_id: str, commit_id: str) -> bool:
         """Whether :meth:`mark_commit_present` recorded the commit."""
+
+    # --- imports ----------------------------------------------------------------
+    @abstractmethod
+    def create_import(self, repo_id: str, state: ImportState) -> None:
+        """Record a new import. Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def get_import(self, repo_id: str, import_id: str) -> ImportState:
+        """Raises ImportNotFoundError."""
+
+    @abstractmethod
+    def update_import(self, repo_id: str, state: ImportState) -> bool:
+        """Replace a live import's row; False (and nothing written) if it is no longer
+        live (canceled, failed or completed)."""
+
+    @abstractmethod
+    def cancel_import(self, repo_id: str, import_id: str, error: str) -> None:
+        """End a live import that is not committing with ``error``.
+
+        Raises:
+            ImportNotFoundError: no such import.
+            ConflictError: it completed, failed, was canceled or is committing.
+        """
 
     # --- branches --------------------------------------------------------------
     @abstractmethod

@@ -115,6 +115,21 @@ repository_tasks = Table(
     Column("branches_metarange_id", Text),
 )
 
+#: zero-copy imports: progress and outcome (see :class:`ImportState`)
+imports = Table(
+    "imports", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("id", _key(), primary_key=True),
+    Column("branch", Text, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Column("ingested", BigInteger, nullable=False),
+    Column("metarange_id", Text, nullable=False),
+    Column("commit_id", Text, nullable=False),
+    Column("completed", Boolean, nullable=False),
+    Column("committing", Boolean, nullable=False),
+    Column("error", Text, nullable=False),
+)
+
 branches = Table(
     "branches", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
@@ -164,6 +179,6 @@ staged_entries = Table(
 )
 
 #: the tables holding a repository's rows, deleted with it (children first)
-REPO_CHILDREN = (staged_entries, present_commits, commits, tags, hidden_branches, branches,
-                 branch_protection, mirror_markings, repository_metadata, gc_branch_rules,
-                 gc_rules, repository_tasks)
+REPO_CHILDREN = (imports, staged_entries, present_commits, commits, tags, hidden_branches,
+                 branches, branch_protection, mirror_markings, repository_metadata,
+                 gc_branch_rules, gc_rules, repository_tasks)

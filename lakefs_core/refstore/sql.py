@@ -49,7 +49,9 @@ from lakefs_core.errors import (
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    ConflictError,
     DatabaseError,
+    ImportNotFoundError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -62,6 +64,7 @@ from lakefs_core.graveler.model import (
     CommitRecord,
     EntryRecord,
     GarbageCollectionRules,
+    ImportState,
     MirrorMarking,
     RefsDump,
     Repository,
@@ -101,6 +104,7 @@ from lakefs_core.refstore.schema import (
     gc_branch_rules,
     gc_rules,
     hidden_branches,
+    imports,
     mirror_markings,
     present_commits,
     repositories,
@@ -572,6 +576,54 @@ class SQLRefStore(RefStore):
         params = {"repo": repo_id, "commit_id": commit_id}
         return self._read(lambda conn: conn.execute(SELECT_PRESENT, params).first()) is not None
 
+    # --- imports ----------------------------------------------------------------------
+    def create_import(self, repo_id: str, state: ImportState) -> None:
+        row = {"repo": repo_id, **_import_row(state)}
+        self._write(lambda conn: conn.execute(imports.insert().values(**row)), repo_fk=repo_id)
+
+    def _import_key(self, repo_id: str, import_id: str) -> tuple[ColumnElement[bool], ...]:
+        return imports.c.repo == repo_id, imports.c.id == import_id
+
+    def get_import(self, repo_id: str, import_id: str) -> ImportState:
+        stmt = select(imports).where(*self._import_key(repo_id, import_id))
+        row = self._read(lambda conn: conn.execute(stmt).first())
+        if row is None:
+            raise ImportNotFoundError()
+        return _import_state(row)
+
+    def update_import(self, repo_id: str, state: ImportState) -> bool:
+        values = _import_row(state)
+        del values["id"]
+        stmt = (imports.update()
+                .where(*self._import_key(repo_id, state.id), imports.c.completed.is_(False),
+                       imports.c.error == "")
+                .values(**values).execution_options(preserve_rowcount=True))
+        return bool(self._write(lambda conn: conn.execute(stmt).rowcount))
+
+    def cancel_import(self, repo_id: str, import_id: str, error: str) -> None:
+        def work(conn: Connection) -> None:
+            row = conn.execute(select(imports).where(
+                *self._import_key(repo_id, import_id))).first()
+            if row is None:
+                raise ImportNotFoundError()
+            state = _import_state(row)
+            if state.completed:
+                raise ConflictError("cannot cancel: the import is completed")
+            if state.error:
+                raise ConflictError(f"cannot cancel: the import ended: {state.error}")
+            if state.committing:
+                raise ConflictError("cannot cancel: the import is committing")
+            done = conn.execute(
+                imports.update()
+                .where(*self._import_key(repo_id, import_id), imports.c.completed.is_(False),
+                       imports.c.committing.is_(False), imports.c.error == "")
+                .values(error=error, updated_at=time.time())
+                .execution_options(preserve_rowcount=True)).rowcount
+            if not done:
+                raise ConflictError("cannot cancel import: it changed meanwhile")
+
+        self._write(work)
+
     # --- branches ---------------------------------------------------------------------
     def create_branch(self, repo_id: str, branch: Branch) -> None:
         """Raises BranchExistsError, RepositoryNotFoundError."""
@@ -800,3 +852,17 @@ class SQLRefStore(RefStore):
         """Whether anything (entry or tombstone) is staged under ``token``."""
         stmt = select(staged_entries.c.path).where(*self._staged_key(repo_id, token)).limit(1)
         return self._read(lambda conn: conn.execute(stmt).first()) is not None
+
+
+def _import_row(state: ImportState) -> dict[str, Any]:
+    return {"id": state.id, "branch": state.branch, "updated_at": state.updated_at,
+            "ingested": state.ingested, "metarange_id": state.metarange_id,
+            "commit_id": state.commit_id, "completed": state.completed,
+            "committing": state.committing, "error": state.error}
+
+
+def _import_state(row: Row[Any]) -> ImportState:
+    return ImportState(id=row.id, branch=row.branch, updated_at=row.updated_at,
+                       ingested=row.ingested, metarange_id=row.metarange_id,
+                       commit_id=row.commit_id, completed=row.completed,
+                       committing=row.committing, error=row.error)
