@@ -33,6 +33,11 @@ class IncompleteBodyError(ValidationError):
     """The client went away before its request body ended."""
 
 
+class OperationNotSupportedError(ValidationError):
+    """The blockstore cannot do this (such as pre-signing on the local store): 400, as
+    lakeFS answers for its adapters' unsupported operations."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 
@@ -154,6 +159,11 @@ class ProtectedBranchError(ForbiddenError):
 
 class StorageError(LakeFSError):
     """The object store failed (network, permissions, corrupt data)."""
+
+
+class NotImplementedByServerError(LakeFSError):
+    """An API this server's configuration does not offer (501), such as the pre-signed
+    multipart upload on a store that cannot pre-sign."""
 
 
 # --- authentication and authorization --------------------------------------------
