@@ -38,6 +38,7 @@ ROUTE_MODULES = (
     "refs",
     "tags",
     "objects",
+    "presigned_uploads",
     "auth",
     "replication_support",
 )
