@@ -289,6 +289,12 @@ class S3BlockStore(BlockStore):
 
     def stat(self, address: str) -> ObjectStat:
         bucket, key = split_address(address)
+        head = self._lean.head(bucket, key) if self._lean is not None else None
+        if head is False:
+            raise ObjectNotFoundError(f"object not found: {address}")
+        if isinstance(head, tuple):
+            size, etag, mtime = head
+            return ObjectStat(address=address, size=size, etag=etag, mtime=mtime)
         try:
             resp = self._client.head_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as e:

@@ -1,11 +1,11 @@
-"""Plain S3 object GETs and PUTs as SigV4-signed requests on a urllib3 pool, and
-pre-signed URLs for the same requests.
+"""Plain S3 object GETs, HEADs and PUTs as SigV4-signed requests on a urllib3 pool,
+and pre-signed URLs for the same requests.
 
 boto3 spends several milliseconds of CPU on each request (event hooks, parameter
 validation, response parsing), more than the transfer of a 1 MiB object itself.
-:class:`S3ObjectRequests` sends the two requests on the data path (GetObject,
-whole or one range, and a single-request PutObject) directly: sign, send, read.
-It only handles success. Every other answer (an error status, a redirect to
+:class:`S3ObjectRequests` sends the requests on the data path (GetObject, whole
+or one range, HeadObject and a single-request PutObject) directly: sign, send, read.
+It only handles success (and a HeadObject's 404). Every other answer (an error status, a redirect to
 another region, a dropped connection) returns None, and the caller repeats the
 operation through boto3, which owns retries, redirects and error codes.
 
@@ -16,6 +16,7 @@ signing, ``UNSIGNED-PAYLOAD``) that a client without credentials sends itself.
 from __future__ import annotations
 
 import base64
+import email.utils
 import hashlib
 import re
 import threading
@@ -248,6 +249,25 @@ class S3ObjectRequests:
         if response is None or response.status not in ((200,) if first is None else (206,)):
             return None
         return bytes(response.data)
+
+    def head(self, bucket: str, key: str) -> tuple[int, str, float] | bool | None:
+        """HeadObject: ``(size, etag without quotes, mtime)``; False when S3 answers
+        404 (no such object, or no such bucket: a HEAD answer has no body to tell
+        which); None for any other answer."""
+        response = self._send("HEAD", bucket, key, None, {}, preload=True)
+        if response is not None and response.status == 404:
+            return False
+        if response is None or response.status != 200:
+            return None
+        size, etag = response.headers.get("content-length"), response.headers.get("etag")
+        modified = response.headers.get("last-modified")
+        if size is None or not etag or not modified:
+            return None
+        try:
+            mtime = email.utils.parsedate_to_datetime(modified).timestamp()
+        except (TypeError, ValueError):
+            return None
+        return int(size), etag.strip('"'), mtime
 
     def open(self, bucket: str, key: str) -> Any:
         """A streaming GetObject response (urllib3), or None if not answered with 200."""

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from unittest import mock
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from botocore.auth import S3SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from lakefs_core.block import LocalBlockStore, S3BlockStore, S3Config, S3Credentials
 from lakefs_core.block.base import PresignMode, PresignSupport
+from lakefs_core.block.s3_requests import S3ObjectRequests, uri_encode_key
 from lakefs_core.errors import NotFoundError, OperationNotSupportedError, ValidationError
 from lakefs_testing.live_server import LiveServer, live_server
 
@@ -27,6 +34,23 @@ MIB = 1 << 20
 def bucket(s3_blockstore: S3BlockStore, unique_name: str) -> str:
     s3_blockstore.client.create_bucket(Bucket=unique_name)
     return unique_name
+
+
+@pytest.mark.parametrize("key", ["plain/key.bin", "with space/and+plus=equals&amp;",
+                                 "unicode/zürich-東京.txt", "percent%20literal/~(x)!*'"])
+@pytest.mark.parametrize("token", [None, "session/token+x"])
+def test_signature_is_botocores(key: str, token: str | None) -> None:
+    """The URL botocore would pre-sign for the same request, signature included."""
+    now = datetime(2026, 11, 22, 4, 5, 6, tzinfo=UTC)
+    credentials = Credentials("AKIDEXAMPLE", "secret/key+x", token)
+    ours = S3ObjectRequests("http://s3.example:9000", "eu-west-1", credentials,
+                            path_style=True).presign("GET", "bucket", key, 900, now)
+    request = AWSRequest(method="GET",
+                         url=f"http://s3.example:9000/bucket/{uri_encode_key(key)}")
+    with mock.patch("botocore.auth.get_current_datetime", return_value=now.replace(tzinfo=None)):
+        S3SigV4QueryAuth(credentials, "s3", "eu-west-1", expires=900).add_auth(request)
+    assert parse_qs(urlsplit(ours).query) == parse_qs(urlsplit(request.url).query)
+    assert urlsplit(ours).path == urlsplit(request.url).path
 
 
 def test_get_and_put_urls_work_with_plain_http(s3_blockstore: S3BlockStore,
