@@ -5,6 +5,7 @@ store, which cannot pre-sign."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,3 +246,38 @@ def test_local_store_answers_presign_as_lakefs(tmp_path: Path) -> None:
             obj.upload(b"forced", pre_sign=True)
         assert refused.value.status == 400
         assert obj.reader().read() == b"through the server"
+
+
+def test_each_store_of_a_multi_store_server_presigns_by_its_own_config(
+        tmp_path: Path, moto_endpoint: str, bucket: str) -> None:
+    s3_store = {"id": "s3-store", "type": "s3", "s3": {
+        "endpoint": moto_endpoint, "force_path_style": True, "region": "us-east-1",
+        "pre_signed_expiry": "2m", "disable_pre_signed_ui": False,
+        "credentials": {"access_key_id": "testing", "secret_access_key": "testing"}}}
+    disk = {"id": "disk", "type": "local", "backward_compatible": True}
+    env = {"LAKEFS_BLOCKSTORES_SIGNING_SECRET_KEY": "sign",
+           "LAKEFS_BLOCKSTORES_STORES": json.dumps([disk, s3_store])}
+    with live_server(str(tmp_path / "multi"), env) as multi, multi.client() as http:
+        config = http.get("/config").json()
+        flags = {c["blockstore_id"]: (c["pre_sign_support"], c["pre_sign_support_ui"],
+                                      c["pre_sign_multipart_upload"])
+                 for c in config["storage_config_list"]}
+        assert flags == {"disk": (False, False, False), "s3-store": (True, True, True)}
+        assert config["storage_config"]["blockstore_id"] == "disk"
+        for name, namespace, store in (("on-s3", f"s3://{bucket}/multi", "s3-store"),
+                                       ("on-disk", "local://on-disk", "disk")):
+            created = http.post("/repositories", json={
+                "name": name, "storage_namespace": namespace, "storage_id": store})
+            assert created.status_code == 201, created.text
+        sdk = Client(host=multi.endpoint, username=multi.access_key_id,
+                     password=multi.secret_access_key)
+        for name in ("on-s3", "on-disk"):
+            # pre_sign unset: the SDK asks the repository's store
+            lakefs.Repository(name, client=sdk).branch("main").object("x").upload(b"x" * 10)
+        stat = http.get("/repositories/on-s3/refs/main/objects/stat",
+                        params={"path": "x", "presign": "true"}).json()
+        assert "X-Amz-Expires=120" in stat["physical_address"]
+        assert httpx.get(stat["physical_address"]).content == b"x" * 10
+        refused = http.get("/repositories/on-disk/refs/main/objects/stat",
+                           params={"path": "x", "presign": "true"})
+        assert refused.status_code == 400
