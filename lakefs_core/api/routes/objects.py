@@ -382,6 +382,7 @@ _OBJECT_RESPONSES: dict[int | str, dict[str, Any]] = {
     206: {"content": {"application/octet-stream": {"schema": {"type": "string",
                                                                "format": "binary"}}},
           "description": "partial object content"},
+    302: {"description": "presign=true: the object's pre-signed URL is in Location"},
     304: {"description": "the object's ETag matches If-None-Match"},
     416: {"description": "requested range not satisfiable"},
 }
