@@ -14,8 +14,11 @@ and the server process's CPU time per MiB moved (user + system, read from
 ``/proc/<pid>/stat``), then the throughput ratio pre-signed / proxied.
 
 moto on loopback is slower than S3 and shares the machine's cores with everything
-else, so the ratio understates what direct transfers gain against a real store; the
-CPU per MiB is what the server saves either way.
+else, so the throughput ratio says little about a real store. The server's CPU is
+the figure that carries over: a pre-signed transfer costs it a fixed amount per
+object (the SDK's pre-signed upload makes three calls: it reads the repository for
+its storage id, asks ``staging/backing``, then links), a proxied one an amount per
+byte; ``--size-mib`` shows where the two cross.
 """
 
 from __future__ import annotations
