@@ -146,7 +146,7 @@ def _gateway_store(srv: LiveServer, expiry: str) -> S3BlockStore:
 
 
 def test_urls_carry_a_valid_signature_and_expire(gateway: LiveServer) -> None:
-    store = _gateway_store(gateway, "1s")
+    store, short_lived = _gateway_store(gateway, "10m"), _gateway_store(gateway, "1s")
     try:
         read = store.presign("s3://signed/main/dir/file.txt", PresignMode.READ)
         resp = httpx.get(read.url)
@@ -156,12 +156,15 @@ def test_urls_carry_a_valid_signature_and_expire(gateway: LiveServer) -> None:
         write = store.presign("s3://signed/main/dir/new.txt", PresignMode.WRITE)
         assert httpx.put(write.url, content=b"through a URL").status_code == 200
 
+        read = short_lived.presign("s3://signed/main/dir/file.txt", PresignMode.READ)
+        write = short_lived.presign("s3://signed/main/dir/new.txt", PresignMode.WRITE)
         time.sleep(max(0.0, read.expiry + 1.1 - time.time()))
         expired = httpx.get(read.url)
         assert expired.status_code == 403 and b"expired" in expired.content
         assert httpx.put(write.url, content=b"too late").status_code == 403
     finally:
         store.close()
+        short_lived.close()
     with gateway.client() as http:
         got = http.get("/repositories/signed/refs/main/objects",
                        params={"path": "dir/new.txt"})
