@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from lakefs_core.block.base import BlockStore, join_address
+from lakefs_core.block.base import BlockStore, PresignedURL, PresignMode, join_address
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 
@@ -48,6 +48,14 @@ class Catalog:
         if entry.address_type is AddressType.FULL:
             return entry.address
         return join_address(repo.storage_namespace, entry.address)
+
+    def presign_read(self, repo: Repository, entry: Entry) -> PresignedURL:
+        """A pre-signed URL that reads the entry's data straight from the store.
+
+        Raises:
+            OperationNotSupportedError: the repository's store cannot pre-sign.
+        """
+        return self.store_of(repo).presign(self.physical_address(repo, entry), PresignMode.READ)
 
     def new_data_address(self) -> str:
         """A fresh relative address for object data (never reused)."""

@@ -37,6 +37,11 @@ class NonEmptyRepositoryError(ValidationError):
     """A restore's target repository already has commits, tags or branch heads."""
 
 
+class OperationNotSupportedError(ValidationError):
+    """The blockstore cannot do this (such as pre-signing on the local store): 400, as
+    lakeFS answers for its adapters' unsupported operations."""
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 
@@ -163,6 +168,11 @@ class ProtectedBranchError(ForbiddenError):
 
 class StorageError(LakeFSError):
     """The object store failed (network, permissions, corrupt data)."""
+
+
+class NotImplementedByServerError(LakeFSError):
+    """An API this server's configuration does not offer (501), such as the pre-signed
+    multipart upload on a store that cannot pre-sign."""
 
 
 # --- authentication and authorization --------------------------------------------

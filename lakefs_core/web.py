@@ -36,6 +36,7 @@ STATUS: list[tuple[type[BaseException], int]] = [
     (errors.AlreadyExistsError, 409),
     (errors.ConflictError, 409),
     (errors.SecretDecryptionError, 500),
+    (errors.NotImplementedByServerError, 501),
     (errors.StorageError, 503),
     (errors.DatabaseError, 503),
 ]

@@ -39,6 +39,7 @@ ROUTE_MODULES = (
     "tags",
     "objects",
     "imports",
+    "presigned_uploads",
     "auth",
     "retention",
     "dump",

@@ -8,8 +8,9 @@ storage namespace is such a URI; objects and ``_lakefs/`` files live below it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,35 @@ class ObjectStat:
     size: int
     etag: str
     mtime: float
+
+
+class PresignMode(StrEnum):
+    """What a pre-signed URL lets its holder do: the HTTP method it is signed for."""
+
+    READ = "GET"
+    WRITE = "PUT"
+
+
+@dataclass(frozen=True, slots=True)
+class PresignedURL:
+    """A URL that reads or writes one object without credentials, until ``expiry``.
+
+    Attributes:
+        url: The signed URL (plain HTTP, no other header needed).
+        expiry: When it stops working, as a Unix time in seconds.
+    """
+
+    url: str
+    expiry: int
+
+
+@dataclass(frozen=True, slots=True)
+class PresignSupport:
+    """Which pre-signed operations a store offers (lakeFS's ``StorageConfig`` flags)."""
+
+    pre_sign_support: bool = False
+    pre_sign_support_ui: bool = False
+    pre_sign_multipart_upload: bool = False
 
 
 def join_address(namespace: str, key: str) -> str:
@@ -91,3 +121,44 @@ class BlockStore(ABC):
     def close(self) -> None:
         """Release connections and other resources (the default holds none)."""
         return None
+
+    # --- pre-signed URLs (clients move the data themselves) ---------------------------
+    def presign_support(self) -> PresignSupport:
+        """What this store can pre-sign (the default: nothing)."""
+        return PresignSupport()
+
+    def presign(self, address: str, mode: PresignMode) -> PresignedURL:
+        """A URL, signed with the store's own credentials, that reads (GET) or writes
+        (PUT) the object at ``address``.
+
+        Raises:
+            OperationNotSupportedError: the store cannot pre-sign.
+        """
+        raise self._not_supported()
+
+    def create_multipart_upload(self, address: str) -> str:
+        """Start a multipart upload to ``address``; its upload id."""
+        raise self._not_supported()
+
+    def presign_upload_part(self, address: str, upload_id: str, part_number: int
+                            ) -> PresignedURL:
+        """A URL that uploads part ``part_number`` (1-based) of an upload with PUT."""
+        raise self._not_supported()
+
+    def complete_multipart_upload(self, address: str, upload_id: str,
+                                  parts: Sequence[tuple[int, str]]) -> ObjectStat:
+        """Join the uploaded ``(part number, etag)`` parts into the object at ``address``.
+
+        Raises:
+            ValidationError: the parts do not match what was uploaded.
+        """
+        raise self._not_supported()
+
+    def abort_multipart_upload(self, address: str, upload_id: str) -> None:
+        """Discard an unfinished multipart upload and its parts."""
+        raise self._not_supported()
+
+    def _not_supported(self) -> Exception:
+        from lakefs_core.errors import OperationNotSupportedError
+
+        return OperationNotSupportedError(f"{self.type} adapter: operation not supported")

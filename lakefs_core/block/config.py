@@ -27,10 +27,14 @@ without boto3 installed.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+#: the longest a pre-signed URL may live (S3's own limit: 7 days)
+MAX_PRESIGNED_EXPIRY = timedelta(days=7)
 
 
 class BlockstoreType(StrEnum):
@@ -41,8 +45,8 @@ class BlockstoreType(StrEnum):
 
 
 class _Section(BaseModel):
-    # lakeFS configs carry options for features we do not implement (pre-signed
-    # URLs, server-side encryption, ...); accept them rather than refuse to start.
+    # lakeFS configs carry options for features we do not implement (server-side
+    # encryption, web identity, ...); accept them rather than refuse to start.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
@@ -84,6 +88,15 @@ class S3Config(_Section):
             signed requests on a plain HTTP pool instead of through boto3's request
             pipeline (several milliseconds of CPU less per request); any answer but
             success is repeated through boto3. Off: every request goes through boto3.
+        pre_signed_expiry: how long a pre-signed URL lives (``15m``; at most 7 days).
+        pre_signed_endpoint: the endpoint pre-signed URLs name, when clients reach the
+            store by another address than the server does (a VPC endpoint, say);
+            None: ``endpoint``.
+        disable_pre_signed: offer no pre-signed URLs (clients move data through the
+            server).
+        disable_pre_signed_ui: tell the web UI not to use pre-signed URLs (the
+            default, as lakeFS: the bucket needs CORS rules first).
+        disable_pre_signed_multipart: offer no pre-signed multipart uploads.
     """
 
     region: str = "us-east-1"
@@ -97,6 +110,22 @@ class S3Config(_Section):
     multipart_part_size: int = Field(default=8 << 20, ge=5 << 20)
     list_page_size: int = Field(default=1000, ge=1, le=1000)
     lean_requests: bool = True
+    pre_signed_expiry: timedelta = timedelta(minutes=15)
+    pre_signed_endpoint: str | None = None
+    disable_pre_signed: bool = False
+    disable_pre_signed_ui: bool = True
+    disable_pre_signed_multipart: bool = False
+
+    @field_validator("pre_signed_expiry", mode="before")
+    @classmethod
+    def _parse_expiry(cls, value: object) -> timedelta:
+        # imported here: the settings framework itself imports this module
+        from lakefs_core.settings.durations import parse_duration
+
+        expiry = parse_duration(value)
+        if not timedelta(seconds=1) <= expiry <= MAX_PRESIGNED_EXPIRY:
+            raise ValueError("pre_signed_expiry must be between 1s and 168h (7 days)")
+        return expiry
 
 
 class SigningConfig(_Section):

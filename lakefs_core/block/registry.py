@@ -211,6 +211,17 @@ class BlockStores:
             )
         return self._stores[self._default_id][1]
 
+    def store(self, store_id: str) -> BlockStore:
+        """The store configured with ``store_id`` (``""`` in single-store mode).
+
+        Raises:
+            StorageNotFoundError: no store has that id.
+        """
+        found = self._stores.get(store_id)
+        if found is None:
+            raise StorageNotFoundError(f"blockstore {store_id!r} is not configured")
+        return found[1]
+
     def for_storage_id(self, storage_id: str) -> BlockStore:
         """The store a repository's ``storage_id`` names (``""``: the default store).
 

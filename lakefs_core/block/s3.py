@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import boto3
@@ -20,10 +21,21 @@ import urllib3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lakefs_core.block.base import BlockStore, ObjectStat
+from lakefs_core.block.base import (
+    BlockStore,
+    ObjectStat,
+    PresignedURL,
+    PresignMode,
+    PresignSupport,
+)
 from lakefs_core.block.config import BlockstoreConfig, S3Config
 from lakefs_core.block.s3_requests import S3ObjectRequests, iter_response
-from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
+from lakefs_core.errors import (
+    NotFoundError,
+    ObjectNotFoundError,
+    StorageError,
+    ValidationError,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -101,6 +113,16 @@ class S3BlockStore(BlockStore):
                 credentials, path_style=self.config.force_path_style,
                 max_connections=self.config.max_pool_connections)
             self._lean = lean if lean.usable else None
+        # pre-signed URLs name the endpoint clients reach, signed with this store's keys
+        self._presigner: S3ObjectRequests | None = None
+        if credentials is not None:
+            try:
+                self._presigner = S3ObjectRequests(
+                    self.config.pre_signed_endpoint or self._client.meta.endpoint_url,
+                    self._client.meta.region_name or "us-east-1", credentials,
+                    path_style=self.config.force_path_style, max_connections=1)
+            except ValueError as e:
+                raise StorageError(f"blockstore.s3.pre_signed_endpoint: {e}") from e
 
     @property
     def client(self) -> S3Client:
@@ -111,6 +133,8 @@ class S3BlockStore(BlockStore):
         self._client.close()
         if self._lean is not None:
             self._lean.close()
+        if self._presigner is not None:
+            self._presigner.close()
 
     # --- writes ---------------------------------------------------------------
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
@@ -265,6 +289,12 @@ class S3BlockStore(BlockStore):
 
     def stat(self, address: str) -> ObjectStat:
         bucket, key = split_address(address)
+        head = self._lean.head(bucket, key) if self._lean is not None else None
+        if head is False:
+            raise ObjectNotFoundError(f"object not found: {address}")
+        if isinstance(head, tuple):
+            size, etag, mtime = head
+            return ObjectStat(address=address, size=size, etag=etag, mtime=mtime)
         try:
             resp = self._client.head_object(Bucket=bucket, Key=key)
         except (ClientError, BotoCoreError) as e:
@@ -291,6 +321,76 @@ class S3BlockStore(BlockStore):
             _raise_storage(e, "list", prefix)
 
 
+    # --- pre-signed URLs ---------------------------------------------------------------
+    def presign_support(self) -> PresignSupport:
+        enabled = self._presigner is not None and not self.config.disable_pre_signed
+        return PresignSupport(
+            pre_sign_support=enabled,
+            pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui,
+            pre_sign_multipart_upload=enabled and not self.config.disable_pre_signed_multipart)
+
+    def presign(self, address: str, mode: PresignMode) -> PresignedURL:
+        if not self.presign_support().pre_sign_support:
+            raise self._not_supported()
+        return self._presign(mode.value, address)
+
+    def _presign(self, method: str, address: str,
+                 query: dict[str, str] | None = None) -> PresignedURL:
+        assert self._presigner is not None
+        bucket, key = split_address(address)
+        expires_in = int(self.config.pre_signed_expiry.total_seconds())
+        now = datetime.now(UTC).replace(microsecond=0)
+        try:
+            url = self._presigner.presign(method, bucket, key, expires_in, now, query)
+        except ValueError as e:
+            raise StorageError(f"s3 presign {address}: {e}") from e
+        return PresignedURL(url=url, expiry=int(now.timestamp()) + expires_in)
+
+    def _check_multipart(self) -> None:
+        if not self.presign_support().pre_sign_multipart_upload:
+            raise self._not_supported()
+
+    def create_multipart_upload(self, address: str) -> str:
+        self._check_multipart()
+        bucket, key = split_address(address)
+        try:
+            upload_id: str = self._client.create_multipart_upload(
+                Bucket=bucket, Key=key)["UploadId"]
+        except (ClientError, BotoCoreError) as e:
+            _raise_storage(e, "create multipart upload", address)
+        return upload_id
+
+    def presign_upload_part(self, address: str, upload_id: str, part_number: int
+                            ) -> PresignedURL:
+        self._check_multipart()
+        if not 1 <= part_number <= _MAX_PARTS:
+            raise ValidationError(f"part number must be between 1 and {_MAX_PARTS}")
+        return self._presign("PUT", address,
+                             {"partNumber": str(part_number), "uploadId": upload_id})
+
+    def complete_multipart_upload(self, address: str, upload_id: str,
+                                  parts: Sequence[tuple[int, str]]) -> ObjectStat:
+        self._check_multipart()
+        bucket, key = split_address(address)
+        completed = [{"PartNumber": number, "ETag": f'"{_etag(etag)}"'}
+                     for number, etag in parts]
+        try:
+            self._client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id,
+                MultipartUpload={"Parts": completed})
+        except (ClientError, BotoCoreError) as e:
+            _raise_multipart(e, "complete", address, upload_id)
+        return self.stat(address)
+
+    def abort_multipart_upload(self, address: str, upload_id: str) -> None:
+        self._check_multipart()
+        bucket, key = split_address(address)
+        try:
+            self._client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        except (ClientError, BotoCoreError) as e:
+            _raise_multipart(e, "abort", address, upload_id)
+
+
 def from_config(config: BlockstoreConfig) -> S3BlockStore:
     """Build an S3 store from a ``blockstore`` section of type ``s3``."""
     return S3BlockStore(config.s3 or S3Config())
@@ -315,3 +415,19 @@ def _raise_storage(e: ClientError | BotoCoreError, op: str, address: str,
     if code in (_READ_NOT_FOUND_CODES if op in ("get", "stat") else _NOT_FOUND_CODES):
         raise ObjectNotFoundError(f"object not found: {not_found or address}") from e
     raise StorageError(f"s3 {op} {address}: {code or type(e).__name__}: {e}") from e
+
+
+#: what S3 answers when the parts named do not make the upload (the client's mistake)
+_BAD_PARTS_CODES = frozenset({"InvalidPart", "InvalidPartOrder", "EntityTooSmall",
+                              "MalformedXML", "InvalidRequest"})
+
+
+def _raise_multipart(e: ClientError | BotoCoreError, op: str, address: str,
+                     upload_id: str) -> NoReturn:
+    code = _code(e)
+    if code == "NoSuchUpload":
+        raise NotFoundError(f"multipart upload {upload_id!r} not found") from e
+    if isinstance(e, ClientError) and code in _BAD_PARTS_CODES:
+        message = e.response.get("Error", {}).get("Message", "")
+        raise ValidationError(f"{op} multipart upload: {code}: {message}") from e
+    _raise_storage(e, f"{op} multipart upload", address)

@@ -1,23 +1,28 @@
-"""Plain S3 object GETs and PUTs as SigV4-signed requests on a urllib3 pool.
+"""Plain S3 object GETs, HEADs and PUTs as SigV4-signed requests on a urllib3 pool,
+and pre-signed URLs for the same requests.
 
 boto3 spends several milliseconds of CPU on each request (event hooks, parameter
 validation, response parsing), more than the transfer of a 1 MiB object itself.
-:class:`S3ObjectRequests` sends the two requests on the data path (GetObject,
-whole or one range, and a single-request PutObject) directly: sign, send, read.
-It only handles success. Every other answer (an error status, a redirect to
+:class:`S3ObjectRequests` sends the requests on the data path (GetObject, whole
+or one range, HeadObject and a single-request PutObject) directly: sign, send, read.
+It only handles success (and a HeadObject's 404). Every other answer (an error status, a redirect to
 another region, a dropped connection) returns None, and the caller repeats the
 operation through boto3, which owns retries, redirects and error codes.
+
+:meth:`S3ObjectRequests.presign` signs the same requests into a URL (SigV4 query
+signing, ``UNSIGNED-PAYLOAD``) that a client without credentials sends itself.
 """
 
 from __future__ import annotations
 
 import base64
+import email.utils
 import hashlib
 import re
 import threading
 import urllib.request
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -29,7 +34,9 @@ from botocore.httpsession import DEFAULT_CA_BUNDLE
 # the protocol's own pieces, shared with the gateway that verifies such signatures
 from lakefs_core.protocol.sigv4 import (
     ALGORITHM,
+    AMZ_DATE_FORMAT,
     UNSIGNED_PAYLOAD,
+    canonical_query,
     credential_scope,
     sign,
     signing_key,
@@ -62,7 +69,7 @@ def sign_headers(method: str, host: str, path: str, query: str, headers: dict[st
     ``path`` is already URI-encoded; ``query`` is the canonical query string.
     """
     access_key, secret = credentials.access_key or "", credentials.secret_key or ""
-    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    amz_date = now.strftime(AMZ_DATE_FORMAT)
     date = amz_date[:8]
     signed = {name.lower(): value.strip() for name, value in headers.items()}
     signed["host"] = host
@@ -77,17 +84,22 @@ def sign_headers(method: str, host: str, path: str, query: str, headers: dict[st
         ";".join(names), payload_hash])
     scope = credential_scope(date, region, "s3")
     to_sign = string_to_sign(amz_date, scope, canonical)
-    cache_key = (secret, scope)
+    signature = sign(_signing_key(secret, date, region, key_cache), to_sign)
+    signed["authorization"] = (f"{ALGORITHM} Credential={access_key}/{scope}, "
+                               f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    return signed
+
+
+def _signing_key(secret: str, date: str, region: str,
+                 key_cache: dict[tuple[str, str], bytes] | None) -> bytes:
+    cache_key = (secret, credential_scope(date, region, "s3"))
     key = key_cache.get(cache_key) if key_cache is not None else None
     if key is None:
         key = signing_key(secret, date, region, "s3")
         if key_cache is not None:
             key_cache.clear()  # one date and region at a time is all that is reused
             key_cache[cache_key] = key
-    signature = sign(key, to_sign)
-    signed["authorization"] = (f"{ALGORITHM} Credential={access_key}/{scope}, "
-                               f"SignedHeaders={';'.join(names)}, Signature={signature}")
-    return signed
+    return key
 
 
 def _proxied(host: str) -> bool:
@@ -167,12 +179,9 @@ class S3ObjectRequests:
         credentials = self._credentials.get_frozen_credentials()
         if not credentials.access_key or not credentials.secret_key:
             return None
-        cache = getattr(self._keys, "cache", None)
-        if cache is None:
-            cache = self._keys.cache = {}
         signed = sign_headers(method, host, path, "", headers, payload_hash,
                               credentials, self._region,
-                              datetime.now(UTC), cache)
+                              datetime.now(UTC), self._key_cache())
         if body is not None:
             signed["content-length"] = str(len(body))
         try:
@@ -182,6 +191,46 @@ class S3ObjectRequests:
                                 preload_content=preload, assert_same_host=False)
         except (urllib3.exceptions.HTTPError, OSError):
             return None
+
+    def _key_cache(self) -> dict[tuple[str, str], bytes]:
+        cache: dict[tuple[str, str], bytes] | None = getattr(self._keys, "cache", None)
+        if cache is None:
+            cache = self._keys.cache = {}
+        return cache
+
+    # --- pre-signed URLs -------------------------------------------------------------
+    def presign(self, method: str, bucket: str, key: str, expires_in: int, now: datetime,
+                query: Mapping[str, str] | None = None) -> str:
+        """A URL that performs ``method`` on the object without credentials of its own,
+        valid for ``expires_in`` seconds from ``now``; ``query`` adds parameters that
+        are signed with it (``partNumber`` and ``uploadId`` of an UploadPart).
+
+        Raises:
+            ValueError: the key cannot be addressed safely in a URL, or there are no
+                credentials to sign with.
+        """
+        target = self._target(bucket, key)
+        if target is None:
+            raise ValueError(f"cannot pre-sign key {key!r}: empty, '.' or '..' segment")
+        _, host, path = target
+        credentials = self._credentials.get_frozen_credentials()
+        if not credentials.access_key or not credentials.secret_key:
+            raise ValueError("no credentials to pre-sign with")
+        amz_date = now.strftime(AMZ_DATE_FORMAT)
+        scope = credential_scope(amz_date[:8], self._region, "s3")
+        params = {**(query or {}), "X-Amz-Algorithm": ALGORITHM,
+                  "X-Amz-Credential": f"{credentials.access_key}/{scope}",
+                  "X-Amz-Date": amz_date, "X-Amz-Expires": str(expires_in),
+                  "X-Amz-SignedHeaders": "host"}
+        if credentials.token:
+            params["X-Amz-Security-Token"] = credentials.token
+        signed_query = canonical_query(params.items())
+        canonical = "\n".join([method, path, signed_query, f"host:{host}\n", "host",
+                               UNSIGNED_PAYLOAD])
+        key_bytes = _signing_key(credentials.secret_key, amz_date[:8], self._region,
+                                 self._key_cache())
+        signature = sign(key_bytes, string_to_sign(amz_date, scope, canonical))
+        return f"{self._scheme}://{host}{path}?{signed_query}&X-Amz-Signature={signature}"
 
     # --- operations ------------------------------------------------------------------
     def put(self, bucket: str, key: str, body: bytes) -> str | None:
@@ -200,6 +249,25 @@ class S3ObjectRequests:
         if response is None or response.status not in ((200,) if first is None else (206,)):
             return None
         return bytes(response.data)
+
+    def head(self, bucket: str, key: str) -> tuple[int, str, float] | bool | None:
+        """HeadObject: ``(size, etag without quotes, mtime)``; False when S3 answers
+        404 (no such object, or no such bucket: a HEAD answer has no body to tell
+        which); None for any other answer."""
+        response = self._send("HEAD", bucket, key, None, {}, preload=True)
+        if response is not None and response.status == 404:
+            return False
+        if response is None or response.status != 200:
+            return None
+        size, etag = response.headers.get("content-length"), response.headers.get("etag")
+        modified = response.headers.get("last-modified")
+        if size is None or not etag or not modified:
+            return None
+        try:
+            mtime = email.utils.parsedate_to_datetime(modified).timestamp()
+        except (TypeError, ValueError):
+            return None
+        return int(size), etag.strip('"'), mtime
 
     def open(self, bucket: str, key: str) -> Any:
         """A streaming GetObject response (urllib3), or None if not answered with 200."""

@@ -105,7 +105,9 @@ def _exercise(operation: Any, mode: GenerationMode, examples: int, srv: LiveServ
         _aim(case, data, seeded)
         response = case.call(base_url=srv.endpoint, session=session, timeout=30)
         findings.calls += 1
-        if response.status_code >= 500:
+        # 501 is an answer, not a failure: an API the store does not offer (lakeFS's
+        # pre-signed multipart upload on the local store)
+        if response.status_code >= 500 and response.status_code != 501:
             findings.server_errors.append({
                 "operation": f"{case.method} {case.path}", "mode": mode.value,
                 "path_parameters": case.path_parameters, "query": case.query,

@@ -187,14 +187,21 @@ def test_store_sends_direct_requests(moto_store: tuple[S3BlockStore, str]) -> No
     store, bucket = moto_store
     assert store._lean is not None
     with mock.patch.object(store._client, "put_object") as put, \
-            mock.patch.object(store._client, "get_object") as get:
+            mock.patch.object(store._client, "get_object") as get, \
+            mock.patch.object(store._client, "head_object") as head:
         stat = store.put(f"s3://{bucket}/k", b"hello")
         assert store.get(f"s3://{bucket}/k") == b"hello"
         assert store.get(f"s3://{bucket}/k", (1, 3)) == b"ell"
         assert b"".join(store.get_stream(f"s3://{bucket}/k")) == b"hello"
+        direct = store.stat(f"s3://{bucket}/k")
+        with pytest.raises(ObjectNotFoundError):
+            store.stat(f"s3://{bucket}/missing")
     put.assert_not_called()
     get.assert_not_called()
-    assert stat.etag == store.stat(f"s3://{bucket}/k").etag
+    head.assert_not_called()
+    described = store.client.head_object(Bucket=bucket, Key="k")
+    assert (direct.size, direct.etag, direct.mtime) == (
+        5, stat.etag, described["LastModified"].timestamp())
 
 
 @pytest.mark.parametrize("key", [*AWKWARD_KEYS, "dots/../in/./key", "double//slash"])

@@ -3,9 +3,13 @@ the staging API (physical addresses written by the client, then linked).
 
 Paths follow lakeFS's ``ObjectsApi`` and ``StagingApi``. Uploads stream: the raw
 body goes to the blockstore chunk by chunk while it arrives (a multipart form is
-spooled to a temporary file first), and reads stream from the store. Presigned URLs
-are not offered (``storage_config.pre_sign_support`` is false), so ``presign=true`` is
-refused with 400.
+spooled to a temporary file first), and reads stream from the store.
+
+With ``presign=true`` the data moves between client and store directly, as in
+lakeFS: get-object answers 302 to a pre-signed URL, stat and list return the URL as
+``physical_address`` (list only for objects the user may read), and
+``staging/backing`` returns a ``presigned_url`` to PUT to before linking. A store
+that cannot pre-sign (the local store) answers 400.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from lakefs_core.api.routes import (
 )
 from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
 from lakefs_core.auth import rbac
-from lakefs_core.block.base import join_address
+from lakefs_core.block.base import PresignMode, join_address
 from lakefs_core.catalog import DEFAULT_CONTENT_TYPE
 from lakefs_core.errors import (
     NotFoundError,
@@ -68,7 +72,6 @@ META_PREFIX = "x-lakefs-meta-"
 #: paths one bulk delete may name (as lakeFS)
 MAX_DELETE_PATHS = 1000
 _READ_CHUNK = 1 << 20
-_NO_PRESIGN = "presigned URLs are not supported by this server (pre_sign_support is false)"
 
 
 # --- shapes -----------------------------------------------------------------------------
@@ -136,14 +139,18 @@ class UnderlyingObjectProperties(BaseModel):
 
 # --- helpers ----------------------------------------------------------------------------
 def object_stats(services: Services, repo: Repository, path: str, entry: Entry,
-                 user_metadata: bool = True) -> ObjectStats:
-    """The API shape of one entry."""
-    return ObjectStats(
+                 user_metadata: bool = True, presign: bool = False) -> ObjectStats:
+    """The API shape of one entry; with ``presign``, its address is a pre-signed URL."""
+    stats = ObjectStats(
         path=path, path_type="object",
         physical_address=services.catalog.physical_address(repo, entry),
         checksum=entry.etag, size_bytes=entry.size, mtime=int(entry.mtime),
         metadata=dict(entry.metadata) if user_metadata else None,
         content_type=entry.content_type or DEFAULT_CONTENT_TYPE)
+    if presign:
+        url = services.catalog.presign_read(repo, entry)
+        stats.physical_address, stats.physical_address_expiry = url.url, url.expiry
+    return stats
 
 
 def _common_prefix(path: str) -> ObjectStats:
@@ -151,12 +158,8 @@ def _common_prefix(path: str) -> ObjectStats:
                        mtime=0)
 
 
-def _refuse_presign(presign: bool | None) -> None:
-    if presign:
-        raise ValidationError(_NO_PRESIGN)
-
-
-def _content_type(value: str | None) -> str:
+def content_type_of(value: str | None) -> str:
+    """A client's content type, checked; the default when none is given."""
     if not value:
         return DEFAULT_CONTENT_TYPE
     if len(value) > 1024 or not value.isascii() or not header_value_safe(value):
@@ -322,7 +325,7 @@ async def upload_object(
                 raise ValidationError("multipart upload needs a field named 'content'")
             return await _transfer(request, functools.partial(
                 _store_object, services, repository, branch, path, _read_file(content.file),
-                _content_type(content.content_type), metadata, conditions))
+                content_type_of(content.content_type), metadata, conditions))
 
     body = request.scope.get("state", {}).get(BODY_STATE)
     if not isinstance(body, BodyReader):  # no body announced: an empty object
@@ -342,7 +345,7 @@ async def upload_object(
 
     return await _transfer(request, functools.partial(
         _store_object, services, repository, branch, path, chunks(),
-        _content_type(content_type_header), metadata, conditions))
+        content_type_of(content_type_header), metadata, conditions))
 
 
 async def _transfer(request: Request, store: Callable[[], ObjectStats]) -> ObjectStats:
@@ -379,6 +382,7 @@ _OBJECT_RESPONSES: dict[int | str, dict[str, Any]] = {
     206: {"content": {"application/octet-stream": {"schema": {"type": "string",
                                                                "format": "binary"}}},
           "description": "partial object content"},
+    302: {"description": "presign=true: the object's pre-signed URL is in Location"},
     304: {"description": "the object's ETag matches If-None-Match"},
     416: {"description": "requested range not satisfiable"},
 }
@@ -396,9 +400,11 @@ def get_object(
     if_none_match: Annotated[str | None, Header()] = None,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Stream an object (or the byte range of ``Range``: 206, or 416 outside it)."""
+    """Stream an object (or the byte range of ``Range``: 206, or 416 outside it); with
+    ``presign=true``, redirect (302) to a pre-signed URL of its data instead."""
     ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
-    _refuse_presign(presign)
+    if presign:
+        return _redirect_to_store(ctx.services, repository, ref, path, if_none_match, if_match)
     try:
         read = _ObjectRead(ctx.services, repository, ref, path, range_header)
     except _Unsatisfiable as e:
@@ -409,6 +415,20 @@ def get_object(
     if outcome is ReadOutcome.PRECONDITION_FAILED:
         return error_response(412, f"If-Match {if_match!r} does not match the object")
     return _raw(read.status, read.headers, read.body())
+
+
+def _redirect_to_store(services: Services, repository: str, ref: str, path: str,
+                       if_none_match: str | None, if_match: str | None) -> Response:
+    repo, entry = services.catalog.stat(repository, ref, path)
+    outcome = read_outcome(if_match, if_none_match, entry.etag)
+    if outcome is ReadOutcome.NOT_MODIFIED:
+        return Response(status_code=304, headers={"etag": quote_etag(entry.etag)})
+    if outcome is ReadOutcome.PRECONDITION_FAILED:
+        return error_response(412, f"If-Match {if_match!r} does not match the object")
+    url = services.catalog.presign_read(repo, entry)
+    # the URL is a credential while it lives: no cache may keep it
+    return Response(status_code=302, headers={"location": url.url,
+                                              "cache-control": "no-store"})
 
 
 @router.head("/repositories/{repository}/refs/{ref}/objects", response_class=Response,
@@ -443,9 +463,8 @@ def stat_object(
     presign: bool | None = None,
 ) -> ObjectStats:
     ctx.check(rbac.READ_OBJECT, object_arn(repository, path))
-    _refuse_presign(presign)
     repo, entry = ctx.services.catalog.stat(repository, ref, path)
-    return object_stats(ctx.services, repo, path, entry, user_metadata)
+    return object_stats(ctx.services, repo, path, entry, user_metadata, bool(presign))
 
 
 @router.get("/repositories/{repository}/refs/{ref}/objects/underlyingProperties",
@@ -476,15 +495,20 @@ def list_objects(
     delimiter: Annotated[str, Query(description="group common prefixes by this")] = "",
     prefix: PrefixQuery = "",
 ) -> ObjectStatsList:
-    """A page of the objects under ``prefix``; with ``delimiter``, directory style."""
+    """A page of the objects under ``prefix``; with ``delimiter``, directory style.
+
+    With ``presign=true``, each object the user may read (``fs:ReadObject``) has a
+    pre-signed URL as its ``physical_address``; the others keep their address.
+    """
     ctx.check(rbac.LIST_OBJECTS, repo_arn(repository))
-    _refuse_presign(presign)
     services = ctx.services
     size = page_size(amount)
     repo = services.graveler.get_repository(repository)
     items, has_more = services.graveler.list_entries(
         repository, ref, prefix=prefix, after=after, amount=size, delimiter=delimiter)
-    results = [object_stats(services, repo, item.path, item.entry, user_metadata)
+    results = [object_stats(services, repo, item.path, item.entry, user_metadata,
+                            bool(presign) and ctx.allowed(rbac.READ_OBJECT,
+                                                          object_arn(repository, item.path)))
                if item.entry is not None else _common_prefix(item.path) for item in items]
     last = results[-1].path if results else ""
     return ObjectStatsList(pagination=pagination(len(results), has_more, last, size),
@@ -605,14 +629,19 @@ def get_physical_address(
     path: Annotated[str, Query(description="relative to the branch")],
     presign: bool | None = None,
 ) -> StagingLocation:
-    """A fresh address under the repository's namespace for the client to write to;
-    then link it with ``PUT`` on the same path."""
+    """A fresh address under the repository's namespace for the client to write to
+    (with ``presign=true``, also a pre-signed URL to PUT the data to); then link it
+    with ``PUT`` on the same path."""
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
-    _refuse_presign(presign)
     validate_path(path)
-    repo = _check_writable_branch(ctx.services, repository, branch)
-    relative = ctx.services.catalog.new_data_address()
-    return StagingLocation(physical_address=join_address(repo.storage_namespace, relative))
+    services = ctx.services
+    repo = _check_writable_branch(services, repository, branch)
+    address = join_address(repo.storage_namespace, services.catalog.new_data_address())
+    location = StagingLocation(physical_address=address)
+    if presign:
+        url = services.catalog.store_of(repo).presign(address, PresignMode.WRITE)
+        location.presigned_url, location.presigned_url_expiry = url.url, url.expiry
+    return location
 
 
 @router.put("/repositories/{repository}/branches/{branch}/staging/backing",
@@ -648,12 +677,8 @@ def _link_written(services: Services, repository: str, branch: str, path: str,
     validate_path(path)
     repo = _check_writable_branch(services, repository, branch)
     address = address or ""
-    namespace = repo.storage_namespace.rstrip("/") + "/"
-    relative = address[len(namespace):] if address.startswith(namespace) else ""
-    if not relative or relative.startswith("_lakefs/") or "/../" in f"/{relative}/":
-        raise ValidationError(
-            f"physical address {address!r} is not in the storage namespace {namespace!r}")
-    content_type = _content_type(content_type)
+    relative = relative_to_namespace(repo, address)
+    content_type = content_type_of(content_type)
     try:
         stat = services.catalog.store_of(repo).stat(address)
     except NotFoundError:
@@ -666,6 +691,20 @@ def _link_written(services: Services, repository: str, branch: str, path: str,
     services.catalog.link(repository, branch, path, entry, if_absent=conditions.if_absent,
                           if_match=conditions.if_match)
     return object_stats(services, repo, path, entry)
+
+
+def relative_to_namespace(repo: Repository, address: str) -> str:
+    """The address of client-written data relative to the repository's namespace.
+
+    Raises:
+        ValidationError: the address is outside the namespace, or inside ``_lakefs/``.
+    """
+    namespace = repo.storage_namespace.rstrip("/") + "/"
+    relative = address[len(namespace):] if address.startswith(namespace) else ""
+    if not relative or relative.startswith("_lakefs/") or "/../" in f"/{relative}/":
+        raise ValidationError(
+            f"physical address {address!r} is not in the storage namespace {namespace!r}")
+    return relative
 
 
 # --- internal API: stage an object, upload preflight --------------------------------------
@@ -715,6 +754,8 @@ def upload_object_preflight(
 __all__ = [
     "ObjectStats",
     "ObjectStatsList",
+    "content_type_of",
     "object_stats",
+    "relative_to_namespace",
     "router",
 ]

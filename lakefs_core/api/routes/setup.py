@@ -91,14 +91,15 @@ class CurrentUser(BaseModel):
 # --- helpers -----------------------------------------------------------------------
 def _storage_config(services: Services, info: StoreInfo) -> StorageConfig:
     example, regex = _NAMESPACE_HINTS.get(info.type, (f"{info.type}://example/", f"^{info.type}://"))
+    presign = services.blockstores.store(info.id).presign_support()
     return StorageConfig(
         blockstore_type=info.type,
         blockstore_namespace_example=example,
         blockstore_namespace_validity_regex=regex,
         default_namespace_prefix=services.config.storage_config.default_namespace_prefix,
-        # object data is always read and written through the server
-        pre_sign_support=False,
-        pre_sign_support_ui=False,
+        pre_sign_support=presign.pre_sign_support,
+        pre_sign_support_ui=presign.pre_sign_support_ui,
+        pre_sign_multipart_upload=presign.pre_sign_multipart_upload,
         import_support=False,
         import_validity_regex=regex,
         blockstore_id=info.id,

@@ -1,0 +1,143 @@
+"""The pre-signed multipart upload (lakeFS's experimental ``staging/pmpu`` API).
+
+A client uploads a large object straight to the store in parts:
+
+1. ``POST .../staging/pmpu?path=&parts=N`` starts a multipart upload at a fresh
+   address in the repository's namespace and answers with the upload id, the
+   address and N pre-signed part URLs (a part URL takes one ``PUT`` of that part);
+2. the client PUTs each part to its URL and keeps the ETag each answer carries;
+3. ``PUT .../staging/pmpu/{uploadId}?path=`` with the address and the
+   ``(part_number, etag)`` list completes the upload and stages the object at
+   ``path`` (``DELETE`` with the address aborts it instead).
+
+Every step needs ``fs:WriteObject`` on the path and a branch that takes direct
+writes (read-only mirror repositories and protected branches refuse). A store that
+offers no pre-signed multipart upload answers 501, as lakeFS does.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel
+
+from lakefs_core.api.routes.objects import (
+    ObjectStats,
+    content_type_of,
+    object_stats,
+    relative_to_namespace,
+)
+from lakefs_core.api.security import Ctx, authenticated, object_arn
+from lakefs_core.auth import rbac
+from lakefs_core.block.base import BlockStore, join_address
+from lakefs_core.errors import NotImplementedByServerError, ValidationError
+from lakefs_core.graveler.model import AddressType, Entry, Repository
+from lakefs_core.graveler.refs import validate_path
+
+router = APIRouter(tags=["experimental"])
+
+#: S3's cap on the parts of one upload (lakeFS's bound on ``parts``)
+MAX_UPLOAD_PARTS = 10_000
+_NOT_SUPPORTED = "presign multipart upload API is not supported"
+
+
+class PresignMultipartUpload(BaseModel):
+    upload_id: str
+    physical_address: str
+    presigned_urls: list[str] | None = None
+
+
+class UploadPart(BaseModel):
+    part_number: int
+    etag: str
+
+
+class CompletePresignMultipartUpload(BaseModel):
+    physical_address: str
+    parts: list[UploadPart]
+    user_metadata: dict[str, str] | None = None
+    content_type: str | None = None
+
+
+class AbortPresignMultipartUpload(BaseModel):
+    physical_address: str
+
+
+def _writable_store(ctx: Ctx, repository: str, branch: str, path: str
+                    ) -> tuple[Repository, BlockStore]:
+    """Authorize a write of ``path``, check the branch takes it and the repository's
+    store offers pre-signed multipart uploads."""
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    validate_path(path)
+    catalog = ctx.services.catalog
+    repo, _ = catalog.writable(repository, branch)
+    store = catalog.store_of(repo)
+    if not store.presign_support().pre_sign_multipart_upload:
+        raise NotImplementedByServerError(_NOT_SUPPORTED)
+    return repo, store
+
+
+@router.post("/repositories/{repository}/branches/{branch}/staging/pmpu", status_code=201,
+             response_model=PresignMultipartUpload, response_model_exclude_none=True,
+             summary="start a multipart upload with pre-signed part URLs")
+def create_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+    parts: Annotated[int | None, Query(description="how many part URLs to pre-sign")] = None,
+) -> PresignMultipartUpload:
+    count = parts or 0
+    if not 0 <= count <= MAX_UPLOAD_PARTS:
+        raise ValidationError(f"parts can be between 0 and {MAX_UPLOAD_PARTS}")
+    repo, store = _writable_store(ctx, repository, branch, path)
+    address = join_address(repo.storage_namespace, ctx.services.catalog.new_data_address())
+    upload_id = store.create_multipart_upload(address)
+    urls = [store.presign_upload_part(address, upload_id, n).url for n in range(1, count + 1)]
+    return PresignMultipartUpload(upload_id=upload_id, physical_address=address,
+                                  presigned_urls=urls or None)
+
+
+@router.put("/repositories/{repository}/branches/{branch}/staging/pmpu/{uploadId}",
+            response_model=ObjectStats, response_model_exclude_none=True,
+            summary="complete a pre-signed multipart upload and stage the object")
+def complete_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    uploadId: str,  # noqa: N803 - lakeFS's path parameter name
+    complete: CompletePresignMultipartUpload,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> ObjectStats:
+    repo, store = _writable_store(ctx, repository, branch, path)
+    if not complete.parts:
+        raise ValidationError("parts are required")
+    relative = relative_to_namespace(repo, complete.physical_address)
+    content_type = content_type_of(complete.content_type)
+    stat = store.complete_multipart_upload(
+        complete.physical_address, uploadId,
+        [(part.part_number, part.etag) for part in complete.parts])
+    entry = Entry(address=relative, size=stat.size, etag=stat.etag, mtime=time.time(),
+                  address_type=AddressType.RELATIVE, content_type=content_type,
+                  metadata=dict(complete.user_metadata or {}))
+    ctx.services.catalog.link(repository, branch, path, entry)
+    return object_stats(ctx.services, repo, path, entry)
+
+
+@router.delete("/repositories/{repository}/branches/{branch}/staging/pmpu/{uploadId}",
+               status_code=204, response_class=Response,
+               summary="abort a pre-signed multipart upload")
+def abort_presign_multipart_upload(
+    repository: str,
+    branch: str,
+    uploadId: str,  # noqa: N803 - lakeFS's path parameter name
+    abort: AbortPresignMultipartUpload,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> Response:
+    repo, store = _writable_store(ctx, repository, branch, path)
+    relative_to_namespace(repo, abort.physical_address)
+    store.abort_multipart_upload(abort.physical_address, uploadId)
+    return Response(status_code=204)
