@@ -72,6 +72,12 @@ def _int(key: str, value: Any) -> int:
         raise ConfigError(f"{key}: {value!r} is not an integer") from None
 
 
+def _expand_home(path: str, env: Mapping[str, str]) -> Path:
+    if path.startswith("~/") and env.get("HOME"):
+        return Path(env["HOME"]) / path[2:]
+    return Path(path).expanduser()
+
+
 def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
                 base_uri: str | None = None) -> LakectlConfig:
     """Read the configuration as lakectl does.
@@ -86,7 +92,7 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
     """
     env = os.environ if env is None else env
     explicit = path or env.get(f"{ENV_PREFIX}CONFIG_FILE")
-    file = Path(explicit or DEFAULT_FILE).expanduser()
+    file = _expand_home(explicit or DEFAULT_FILE, env)
     doc: Mapping[str, Any] = {}
     if file.is_file():
         try:

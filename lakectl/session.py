@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -25,15 +26,18 @@ class Session:
     def __init__(self, config: LakectlConfig) -> None:
         self.config = config
         self._client: RestClient | None = None
+        self._lock = threading.Lock()
 
     @property
     def client(self) -> RestClient:
-        if self._client is None:
-            self._client = RestClient(
-                self.config.server, self.config.access_key_id, self.config.secret_access_key,
-                attempts=self.config.max_attempts if self.config.retries_enabled else 1,
-                timeout=60.0)
-        return self._client
+        with self._lock:  # transfers call from several threads at once
+            if self._client is None:
+                self._client = RestClient(
+                    self.config.server, self.config.access_key_id,
+                    self.config.secret_access_key,
+                    attempts=self.config.max_attempts if self.config.retries_enabled else 1,
+                    timeout=60.0)
+            return self._client
 
     def close(self) -> None:
         if self._client is not None:
