@@ -57,7 +57,7 @@ def _commit_text(c: dict[str, Any], show_meta_range_id: bool) -> str:
     return "\n".join(lines)
 
 
-def _dot(repository: str, commits: list[dict[str, Any]]) -> str:
+def _dot(commits: list[dict[str, Any]]) -> str:
     lines = ["digraph {", '  rankdir="BT"']
     for c in commits:
         label = c.get("message", "").replace('"', '\\"')
@@ -112,7 +112,7 @@ def log(s: Session, ref_uri: str, amount: int, after: str, limit: bool, dot: boo
     if out.json:
         out.page(commits, pagination)
     elif dot:
-        out.echo(_dot(u.repository, commits))
+        out.echo(_dot(commits))
     else:
         for c in commits:
             out.echo(_commit_text(c, show_meta_range_id))

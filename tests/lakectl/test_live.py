@@ -89,6 +89,10 @@ def test_versioning_workflow(cli: CliRunner, server: LiveServer, tmp_path: Path)
         "source": "test", "kind": "csv"}
     no_message = fails(cli, "commit", "lakefs://flow/main")
     assert no_message.stderr.startswith("Commit message empty!")
+    assert "no changes" in fails(cli, "commit", "lakefs://flow/main",
+                                 "--allow-empty-message").stderr
+    ok(cli, "commit", "lakefs://flow/main", "--allow-empty-message", "--allow-empty-commit")
+    head = api(server, "GET", "/repositories/flow/branches/main").json()["commit_id"]
 
     out = ok(cli, "branch", "create", "lakefs://flow/dev", "-s", "lakefs://flow/main").stdout
     assert out == f"Source ref: lakefs://flow/main\ncreated branch 'dev' {head}\n"
@@ -149,6 +153,19 @@ def test_json_output_is_the_servers_objects(cli: CliRunner, server: LiveServer) 
     assert log["pagination"]["has_more"] is False
     repos = json.loads(ok(cli, "repo", "list", "--amount", "1", "-o", "json").stdout)
     assert len(repos["results"]) == 1 and "has_more" in repos["pagination"]
+
+
+def test_terminal_tables_and_dot_graph(cli: CliRunner, server: LiveServer, home: Path) -> None:
+    ok(cli, "repo", "create", "lakefs://views", "local://views")
+    ok(cli, "branch", "create", "lakefs://views/b1", "-s", "lakefs://views/main")
+    terminal = CliRunner(env=environment(server, home, LAKECTL_INTERACTIVE="true"))
+    result = terminal.invoke(lakectl, ["branch", "list", "lakefs://views", "--amount", "1"])
+    assert result.exit_code == 0, result.stderr
+    assert "Branch" in result.stdout and "Commit ID" in result.stdout and "b1" in result.stdout
+    assert 'for more results run with --amount 1 --after "b1"' in result.stdout
+    dot = ok(cli, "log", "--dot", "lakefs://views/main").stdout
+    head = api(server, "GET", "/repositories/views/branches/main").json()["commit_id"]
+    assert dot.startswith("digraph {") and f'"{head}" [shape=note' in dot
 
 
 def test_transfers_show_progress_and_keep_bytes(cli: CliRunner, tmp_path: Path) -> None:
