@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -87,6 +87,22 @@ class Output:
         self.dump({"results": list(results), "pagination": pagination or {
             "has_more": False, "next_offset": "", "results": len(results),
             "max_per_page": len(results)}})
+
+    def show(self, value: Any, text: Callable[[Any], str]) -> None:
+        """One object: as JSON, or as ``text(value)``."""
+        if self.json:
+            self.dump(value)
+        else:
+            self.echo(text(value))
+
+    def listing(self, page: dict[str, Any], headers: Sequence[str],
+                row: Callable[[dict[str, Any]], Sequence[Any]], amount: int) -> None:
+        """One page of a listing: as JSON, or as a table of ``row(result)``."""
+        if self.json:
+            self.page(page["results"], page.get("pagination"))
+        else:
+            self.table(headers, [row(r) for r in page["results"]], page.get("pagination"),
+                       amount)
 
     def table(self, headers: Sequence[str], rows: Iterable[Sequence[Any]],
               pagination: dict[str, Any] | None = None, amount: int = 0) -> None:

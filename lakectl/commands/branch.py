@@ -49,11 +49,7 @@ def list_(s: Session, repository_uri: str, amount: int, after: str, prefix: str,
     u = s.repository_uri(repository_uri)
     out = Output(output_format)
     page = s.page(f"/repositories/{u.repository}/branches", {"prefix": prefix}, amount, after)
-    if out.json:
-        out.page(page["results"], page.get("pagination"))
-        return
-    out.table(["Branch", "Commit ID"], [[b["id"], b["commit_id"]] for b in page["results"]],
-              page.get("pagination"), amount)
+    out.listing(page, ["Branch", "Commit ID"], lambda b: [b["id"], b["commit_id"]], amount)
 
 
 @branch.command("show")
@@ -65,11 +61,7 @@ def show(s: Session, branch_uri: str, output_format: str) -> None:
     u = s.branch_uri(branch_uri)
     out = Output(output_format)
     ref = s.json("GET", f"/repositories/{u.repository}/branches/{u.ref}")
-    if out.json:
-        out.dump(ref)
-        return
-    out.echo(f"Branch: {u}")
-    out.echo(f"Commit ID: {ref['commit_id']}")
+    out.show(ref, lambda r: f"Branch: {u}\nCommit ID: {r['commit_id']}")
 
 
 @branch.command("delete")

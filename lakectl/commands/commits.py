@@ -193,7 +193,4 @@ def merge(s: Session, source_ref: str, destination_ref: str, strategy: str, forc
         if e.status == 409:
             raise Fatal("Conflict found.") from e
         raise
-    if out.json:
-        out.dump(result)
-        return
-    out.echo(f'Merged "{src.ref}" into "{dst.ref}" to get "{result["reference"]}".')
+    out.show(result, lambda r: f'Merged "{src.ref}" into "{dst.ref}" to get "{r["reference"]}".')

@@ -118,10 +118,7 @@ def stat(s: Session, path_uri: str, pre_sign: bool, output_format: str) -> None:
     out = Output(output_format)
     o = s.json("GET", f"/repositories/{u.repository}/refs/{u.ref}/objects/stat",
                params={"path": u.path_or_empty, "user_metadata": "true"})
-    if out.json:
-        out.dump(o)
-    else:
-        out.echo(_stat_text(o))
+    out.show(o, _stat_text)
 
 
 @fs.command("cat")
@@ -190,10 +187,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
                 with f:
                     stats = _upload(s, u, u.path_or_empty, f, os.fstat(f.fileno()).st_size,
                                     content_type, bars)
-        if out.json:
-            out.dump(stats)
-        else:
-            out.echo(_stat_text(stats))
+        out.show(stats, _stat_text)
         return
 
     root = Path(source)

@@ -52,11 +52,7 @@ def create(s: Session, repository_uri: str, name: str, region: str, storage_name
     m = s.client.request("POST", f"{PREFIX}/{u.repository}/mirrors", ok=(201,),
                          json={"name": name, "region": region,
                                "storage_namespace": storage_namespace}).json()
-    if out.json:
-        out.dump(m)
-        return
-    out.echo(f"Mirror '{m['id']}' of {u} created:")
-    out.echo(_mirror_text(m))
+    out.show(m, lambda c: f"Mirror '{c['id']}' of {u} created:\n{_mirror_text(c)}")
 
 
 @mirror.command("list")
@@ -74,13 +70,9 @@ def list_(s: Session, repository_uri: str, amount: int, after: str, output_forma
     if after:
         params["after"] = after
     page = s.client.request("GET", f"{PREFIX}/{u.repository}/mirrors", params=params).json()
-    if out.json:
-        out.page(page["results"], page.get("pagination"))
-        return
-    out.table(["Mirror ID", "Name", "Region", "State", "Storage Namespace", "Error"],
-              [[m["id"], m["name"], m.get("region"), m.get("state"),
-                m.get("storage_namespace"), m.get("error") or ""] for m in page["results"]],
-              page.get("pagination"), amount)
+    out.listing(page, ["Mirror ID", "Name", "Region", "State", "Storage Namespace", "Error"],
+                lambda m: [m["id"], m["name"], m.get("region"), m.get("state"),
+                           m.get("storage_namespace"), m.get("error") or ""], amount)
 
 
 @mirror.command("status")
@@ -121,11 +113,8 @@ def detach(s: Session, repository_uri: str, mirror_id: str, assume_yes: bool,
     flags.confirm(assume_yes, f"Are you sure you want to detach mirror {mirror_id}",
                   "Detach mirror aborted")
     m = s.client.request("POST", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}/detach").json()
-    out = Output(output_format)
-    if out.json:
-        out.dump(m)
-        return
-    out.echo(f"Mirror '{mirror_id}' detached: repository '{m['name']}' is writable")
+    Output(output_format).show(
+        m, lambda d: f"Mirror '{mirror_id}' detached: repository '{d['name']}' is writable")
 
 
 @mirror.command("delete")

@@ -53,14 +53,10 @@ def list_(s: Session, amount: int, after: str, prefix: str, output_format: str) 
     """List repositories"""
     out = Output(output_format)
     page = s.page("/repositories", {"prefix": prefix}, amount, after)
-    if out.json:
-        out.page(page["results"], page.get("pagination"))
-        return
-    out.table(["Repository", "Creation Date", "Default Ref Name", "Storage ID",
-               "Storage Namespace"],
-              [[r["id"], date(r.get("creation_date")), r.get("default_branch"),
-                r.get("storage_id") or "", r.get("storage_namespace")]
-               for r in page["results"]], page.get("pagination"), amount)
+    out.listing(page, ["Repository", "Creation Date", "Default Ref Name", "Storage ID",
+                       "Storage Namespace"],
+                lambda r: [r["id"], date(r.get("creation_date")), r.get("default_branch"),
+                           r.get("storage_id") or "", r.get("storage_namespace")], amount)
 
 
 @repo.command("delete")

@@ -33,10 +33,7 @@ def create(s: Session, tag_uri: str, commit_uri: str, force: bool, output_format
     out = Output(output_format)
     created = s.json("POST", f"/repositories/{u.repository}/tags", ok=(201,),
                      json={"id": u.ref, "ref": commit_ref, "force": force})
-    if out.json:
-        out.dump(created)
-        return
-    out.echo(f"Created tag '{u.ref}' ({created['commit_id']})")
+    out.show(created, lambda t: f"Created tag '{u.ref}' ({t['commit_id']})")
 
 
 @tag.command("list")
@@ -50,11 +47,7 @@ def list_(s: Session, repository_uri: str, amount: int, after: str, prefix: str,
     u = s.repository_uri(repository_uri)
     out = Output(output_format)
     page = s.page(f"/repositories/{u.repository}/tags", {"prefix": prefix}, amount, after)
-    if out.json:
-        out.page(page["results"], page.get("pagination"))
-        return
-    out.table(["Tag", "Commit ID"], [[t["id"], t["commit_id"]] for t in page["results"]],
-              page.get("pagination"), amount)
+    out.listing(page, ["Tag", "Commit ID"], lambda t: [t["id"], t["commit_id"]], amount)
 
 
 @tag.command("show")
@@ -66,10 +59,7 @@ def show(s: Session, tag_uri: str, output_format: str) -> None:
     u = s.ref_uri(tag_uri, "tag URI")
     out = Output(output_format)
     ref = s.json("GET", f"/repositories/{u.repository}/tags/{u.ref}")
-    if out.json:
-        out.dump(ref)
-        return
-    out.echo(f"{ref['id']} {ref['commit_id']}")
+    out.show(ref, lambda r: f"{r['id']} {r['commit_id']}")
 
 
 @tag.command("delete")
