@@ -230,6 +230,14 @@ def _download(s: Session, u: LakeFSURI, path: str, dest: Path, bars: Transfers,
     bars.finish(task)
 
 
+def _inside(root: Path, relative: str) -> Path:
+    """``root/relative``, refusing an object path that would land outside ``root``."""
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root.resolve()):
+        raise Fatal(f"refusing to download {relative!r}: outside {root}")
+    return target
+
+
 @fs.command("download")
 @click.argument("path_uri", metavar="<path URI>")
 @click.argument("destination", metavar="[<destination path>]", required=False, default=".")
@@ -267,13 +275,12 @@ def download(s: Session, path_uri: str, destination: str, recursive: bool, no_pr
     if not objects and remote:
         raise Fatal(f"{u}: no such object or prefix")
     root = Path(destination)
+    targets = [(o["path"], _inside(root, o["path"][len(prefix):])) for o in objects]
     total = sum(int(o.get("size_bytes") or 0) for o in objects)
     with Transfers(not no_progress) as bars:
         overall = bars.bar(f"download {len(objects)} files", total)
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            list(pool.map(lambda o: _download(s, u, o["path"],
-                                              root / o["path"][len(prefix):], bars, overall),
-                          objects))
+            list(pool.map(lambda t: _download(s, u, t[0], t[1], bars, overall), targets))
     click.echo(_summary("Download", downloaded=len(objects)))
 
 
