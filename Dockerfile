@@ -14,6 +14,7 @@ COPY pyproject.toml README.md ./
 COPY lakefs_core ./lakefs_core
 COPY replication ./replication
 COPY mirrors_db ./mirrors_db
+COPY lakectl ./lakectl
 RUN /opt/lakefs-mirror/bin/pip install --upgrade pip \
  && /opt/lakefs-mirror/bin/pip install .
 

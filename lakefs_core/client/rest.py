@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -115,6 +116,28 @@ class RestClient:
         if resp.status_code not in ok:
             raise self._errors(method, path, resp.status_code, message_of(resp), what)
         return resp
+
+    @contextlib.contextmanager
+    def stream(self, method: str, path: str, *, ok: Sequence[int] = (200,), what: str = "",
+               **kwargs: Any) -> Iterator[httpx.Response]:
+        """Send one request (no retry) and yield the response with its body unread.
+
+        For bodies too large to hold in memory either way: an upload from a generator, a
+        download read with ``iter_bytes``.
+
+        Raises:
+            ApiError (or what ``error_factory`` makes): a status not in ``ok``, or no answer.
+        """
+        self.requests += 1
+        try:
+            with self._http.stream(method, path, **kwargs) as resp:
+                if resp.status_code not in ok:
+                    resp.read()
+                    raise self._errors(method, path, resp.status_code, message_of(resp), what)
+                yield resp
+        except httpx.TransportError as e:
+            raise self._errors(method, path, 0, f"server {self.endpoint} unreachable: {e}",
+                               what) from e
 
     def pages(self, path: str, *, params: Mapping[str, Any] | None = None,
               page_size: int = 1000, what: str = "") -> Iterator[dict[str, Any]]:

@@ -1,0 +1,6 @@
+"""``python -m lakectl``."""
+
+from lakectl.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""lakectl's command groups, one module each."""

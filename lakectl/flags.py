@@ -1,0 +1,78 @@
+"""Flags that several lakectl commands share, with lakectl's names and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from lakectl.output import Fatal
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_AMOUNT = 100
+
+
+def pagination(f: F) -> F:
+    """``--amount``, ``--after``, ``--prefix`` of lakectl's list commands."""
+    f = click.option("--prefix", default="", help="filter results by prefix")(f)
+    f = click.option("--after", default="",
+                     help="show results after this value (used for pagination)")(f)
+    return click.option("--amount", type=int, default=DEFAULT_AMOUNT, show_default=True,
+                        help="how many results to return")(f)
+
+
+def yes(f: F) -> F:
+    """``-y/--yes``: no confirmation prompt."""
+    return click.option("-y", "--yes", "assume_yes", is_flag=True,
+                        help="Automatically say yes to all confirmations")(f)
+
+
+def confirm(assume_yes: bool, question: str, aborted: str) -> None:
+    """Ask ``question`` unless ``--yes``; anything but yes (or no terminal) aborts."""
+    if assume_yes:
+        return
+    try:
+        if click.confirm(question, default=False, err=True):
+            return
+    except click.Abort:
+        pass
+    raise Fatal(aborted)
+
+
+def commit_options(*, empty_message_default: bool) -> Callable[[F], F]:
+    """``-m/--message``, ``--meta key=value`` (repeatable or comma-separated) and
+    ``--allow-empty-message``, as lakectl's commit, merge and import."""
+    def decorate(f: F) -> F:
+        f = click.option("--allow-empty-message", is_flag=False, flag_value=True, type=bool,
+                         default=empty_message_default, show_default=True,
+                         help="allow an empty commit message")(f)
+        f = click.option("--meta", multiple=True,
+                         help="key value pair in the form of key=value")(f)
+        return click.option("-m", "--message", default="",
+                            help="commit message")(f)
+    return decorate
+
+
+def commit_message(message: str, allow_empty: bool) -> str:
+    if not message.strip() and not allow_empty:
+        raise Fatal("Commit message empty! To commit with empty message pass "
+                    "--allow-empty-message flag")
+    return message
+
+
+def key_values(pairs: Sequence[str]) -> dict[str, str]:
+    """``key=value`` pairs; each argument may hold several, comma-separated."""
+    out: dict[str, str] = {}
+    for arg in pairs:
+        for pair in arg.split(","):
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise Fatal('invalid key/value pair - should be separated by "="')
+            out[key] = value
+    return out
+
+
+__all__ = ["DEFAULT_AMOUNT", "commit_message", "commit_options", "confirm", "key_values",
+           "pagination", "yes"]
