@@ -1,92 +1,79 @@
-"""``lakectl import`` on lakeFS's import API shape (the server here does not serve it yet):
-its requests, its polling and its summary, against a scripted transport."""
+"""``lakectl import --from <object store URI> --to <lakeFS path URI>`` against a real
+server that imports from a local directory: its summary, its progress and its errors."""
 
 from __future__ import annotations
 
-import functools
 import json
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
-import lakectl.session
 from lakectl import lakectl as cli
 from lakectl.commands import importing
-from lakefs_core.client import RestClient
-
-COMMIT = {"id": "c0ffee", "message": "Import objects", "creation_date": 1700000000,
-          "parents": ["p1"], "metadata": {}, "committer": "admin", "meta_range_id": "mr"}
+from lakefs_testing.live_server import LiveServer, live_server
+from tests.lakectl.test_live import DEATH, api, environment
 
 
-class ImportServer:
-    """lakeFS's import endpoints, answering a scripted sequence of statuses."""
+@pytest.fixture(scope="module")
+def external(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Files outside the blockstore that the server may import."""
+    root = tmp_path_factory.mktemp("external")
+    for rel, data in {"raw/a.csv": b"a,1\n", "raw/b/c.csv": b"c,2\n",
+                      "raw/d.json": b"{}"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    return root
 
-    def __init__(self, statuses: list[dict[str, Any]], branch_exists: bool = True) -> None:
-        self.statuses = statuses
-        self.branch_exists = branch_exists
-        self.started: dict[str, Any] | None = None
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        if path == "/api/v1/config":
-            return httpx.Response(200, json={"storage_config": {
-                "blockstore_type": "s3", "import_validity_regex": "^s3://"}})
-        if path == "/api/v1/repositories/repo1/branches/main":
-            if self.branch_exists:
-                return httpx.Response(200, json={"id": "main", "commit_id": "p1"})
-            return httpx.Response(404, json={"message": "branch not found"})
-        if path == "/api/v1/repositories/repo1/branches/main/import":
-            if request.method == "POST":
-                self.started = json.loads(request.content)
-                return httpx.Response(202, json={"id": "import-1"})
-            assert request.url.params["id"] == "import-1"
-            return httpx.Response(200, json=self.statuses.pop(0))
-        return httpx.Response(404, json={"message": f"no route {path}"})
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, external: Path) -> Iterator[LiveServer]:
+    env = {"LAKEFS_BLOCKSTORE_LOCAL_IMPORT_ENABLED": "true",
+           "LAKEFS_BLOCKSTORE_LOCAL_ALLOWED_EXTERNAL_PREFIXES": json.dumps([str(external)])}
+    with live_server(str(tmp_path_factory.mktemp("lakectl-import")), env) as srv:
+        srv.services.imports.progress_interval = 0.0
+        assert api(srv, "POST", "/repositories", json={
+            "name": "repo1", "storage_namespace": "local://repo1"}).status_code == 201
+        yield srv
 
 
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> Any:
-    def install(server: ImportServer) -> CliRunner:
-        monkeypatch.setattr(lakectl.session, "RestClient",
-                            functools.partial(RestClient, transport=httpx.MockTransport(server)))
-        monkeypatch.setattr(importing, "POLL_INTERVAL", 0.0)
-        return CliRunner(env={"LAKECTL_SERVER_ENDPOINT_URL": "http://lakefs.invalid",
-                              "LAKECTL_CREDENTIALS_ACCESS_KEY_ID": "AK",
-                              "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "SK",
-                              "HOME": "/nonexistent"})
-    return install
+def runner(server: LiveServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setattr(importing, "POLL_INTERVAL", 0.05)
+    return CliRunner(env=environment(server, tmp_path))
 
 
-def test_import_polls_until_the_commit(scripted: Any) -> None:
-    server = ImportServer([
-        {"completed": False, "ingested_objects": 4, "update_time": "t1"},
-        {"completed": True, "ingested_objects": 9, "update_time": "t2", "metarange_id": "mr",
-         "commit": COMMIT}])
-    result = scripted(server).invoke(cli, [
-        "import", "--from", "s3://bucket/raw/", "--to", "lakefs://repo1/main/imported/",
-        "-m", "load", "--meta", "job=7"])
+def test_import_commits_the_prefix(runner: CliRunner, server: LiveServer,
+                                   external: Path) -> None:
+    result = runner.invoke(cli, [
+        "import", "--from", f"local://{external}/raw/", "--to",
+        "lakefs://repo1/main/imported/", "-m", "load", "--meta", "job=7"])
     assert result.exit_code == 0, result.stderr
-    assert server.started == {
-        "paths": [{"path": "s3://bucket/raw/", "destination": "imported/",
-                   "type": "common_prefix"}],
-        "commit": {"message": "load", "metadata": {"job": "7"}}}
-    assert result.stdout.startswith('Import of 9 object(s) into "main" completed.\n'
-                                    "MetaRange ID: mr\nCommit ID: c0ffee\n")
-    assert "Importing 9 objects" in result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == 'Import of 3 object(s) into "main" completed.', result.stdout
+    commit_id = next(line.split(": ", 1)[1] for line in lines if line.startswith("Commit ID"))
+    commit = api(server, "GET", f"/repositories/repo1/commits/{commit_id}").json()
+    assert commit["message"] == "load" and commit["metadata"]["job"] == "7"
+    listing = api(server, "GET", "/repositories/repo1/refs/main/objects/ls",
+                  params={"prefix": "imported/"}).json()
+    assert sorted(o["path"] for o in listing["results"]) == [
+        "imported/a.csv", "imported/b/c.csv", "imported/d.json"]
+    assert api(server, "GET", "/repositories/repo1/refs/main/objects",
+               params={"path": "imported/b/c.csv"}).content == b"c,2\n"
+    assert "Importing" in result.stderr  # the progress line
 
 
-@pytest.mark.parametrize(("source", "exists", "statuses", "message"), [
-    ("gs://elsewhere/", True, [], "import source 'gs://elsewhere/' doesn't match current "
-                                  "configured storage 's3'"),
-    ("s3://bucket/", False, [], "Target branch 'main', does not exists!"),
-    ("s3://bucket/", True, [{"completed": False, "error": {"message": "access denied"}}],
-     "Import failed: access denied"),
+@pytest.mark.parametrize(("source", "to", "message"), [
+    ("s3://elsewhere/", "lakefs://repo1/main/", "import source 's3://elsewhere/' doesn't "
+                                                "match current configured storage 'local'"),
+    ("{external}/raw/", "lakefs://repo1/nobranch/", "Target branch 'nobranch', does not exists!"),
+    ("{external}/none/", "lakefs://repo1/main/x/", "Import failed: "),
 ])
-def test_import_failures(scripted: Any, source: str, exists: bool,
-                         statuses: list[dict[str, Any]], message: str) -> None:
-    result = scripted(ImportServer(statuses, exists)).invoke(
-        cli, ["import", "--from", source, "--to", "lakefs://repo1/main/", "--no-progress"])
-    assert result.exit_code == 1
-    assert result.stderr == f"{message}\nError executing command.\n"
+def test_import_failures(runner: CliRunner, external: Path, source: str, to: str,
+                         message: str) -> None:
+    source = source.replace("{external}", f"local://{external}")
+    result = runner.invoke(cli, ["import", "--from", source, "--to", to, "--no-progress"])
+    assert result.exit_code == 1, result.stdout
+    assert result.stderr.startswith(message) and result.stderr.endswith(f"\n{DEATH}\n"), \
+        result.stderr

@@ -91,7 +91,8 @@ class CurrentUser(BaseModel):
 # --- helpers -----------------------------------------------------------------------
 def _storage_config(services: Services, info: StoreInfo) -> StorageConfig:
     example, regex = _NAMESPACE_HINTS.get(info.type, (f"{info.type}://example/", f"^{info.type}://"))
-    presign = services.blockstores.store(info.id).presign_support()
+    store = services.blockstores.store(info.id)
+    presign = store.presign_support()
     return StorageConfig(
         blockstore_type=info.type,
         blockstore_namespace_example=example,
@@ -100,7 +101,7 @@ def _storage_config(services: Services, info: StoreInfo) -> StorageConfig:
         pre_sign_support=presign.pre_sign_support,
         pre_sign_support_ui=presign.pre_sign_support_ui,
         pre_sign_multipart_upload=presign.pre_sign_multipart_upload,
-        import_support=False,
+        import_support=store.import_enabled,
         import_validity_regex=regex,
         blockstore_id=info.id,
         blockstore_description=info.description,
