@@ -125,7 +125,7 @@ class NoChangesError(LakeFSError):
 class DirtyBranchError(LakeFSError):
     """The branch has uncommitted changes and the operation needs a clean branch."""
 
-    def __init__(self, message: str = "dirty branch") -> None:
+    def __init__(self, message: str = "uncommitted changes (dirty branch)") -> None:
         super().__init__(message)
 
 

@@ -34,6 +34,10 @@ from lakefs_core.graveler.refs import (
 )
 from lakefs_core.graveler.staging import StagingEngine, merge_sorted_records, page_of
 
+#: metadata keys of a cherry-picked commit, as lakeFS writes them
+CHERRY_PICK_ORIGIN = "cherry-pick-origin"
+CHERRY_PICK_COMMITTER = "cherry-pick-committer"
+
 
 class MergeStrategy(StrEnum):
     DEST_WINS = "dest-wins"
@@ -73,7 +77,7 @@ class CommitEngine(StagingEngine):
                 [self.refstore.list_staged(repo.id, t) for t in sealed.sealed_tokens])
             result = self.ranges_for(repo).apply(parent.metarange_id, changes)
             if result.metarange_id == parent.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError("commit: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
                             message=message, committer=committer,
                             creation_date=creation_date if creation_date is not None
@@ -119,7 +123,7 @@ class CommitEngine(StagingEngine):
                 raise DirtyBranchError()
             head = self.get_commit(repo_id, branch.commit_id).commit
             if metarange_id == head.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError("commit: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=metarange_id,
                             message=message, committer=committer,
                             creation_date=creation_date if creation_date is not None
@@ -186,7 +190,7 @@ class CommitEngine(StagingEngine):
                 raise DirtyBranchError()
             dest = branch.commit_id
             if self.is_ancestor(repo_id, source, dest):
-                raise NoChangesError()
+                raise NoChangesError(f"update branch {dest_branch}: no changes")
             base = self.find_merge_base(repo_id, source, dest)
             rm = self.ranges_for(repo)
             base_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
@@ -196,7 +200,7 @@ class CommitEngine(StagingEngine):
             result = rm.merge(base_mr, src_c.metarange_id, dst_c.metarange_id,
                               strategy or None)
             if result.metarange_id == dst_c.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError(f"update branch {dest_branch}: no changes")
             commit = Commit(
                 parents=(dest,) if squash else (dest, source),
                 metarange_id=result.metarange_id,
@@ -218,7 +222,8 @@ class CommitEngine(StagingEngine):
 
     def _pick(self, repo_id: str, branch_name: str, base_mr_of: Callable[[Commit], str],
               target_mr_of: Callable[[Commit], str], ref: str, message: Callable[[str], str],
-              committer: str, metadata_of: Callable[[Commit], Mapping[str, str]]) -> CommitRecord:
+              committer: str, metadata_of: Callable[[CommitRecord], Mapping[str, str]]
+              ) -> CommitRecord:
         self._check_direct_write(repo_id, branch_name)
         picked = self._commit_of_ref(repo_id, ref)
 
@@ -231,10 +236,10 @@ class CommitEngine(StagingEngine):
             result = self.ranges_for(repo).merge(base_mr_of(picked.commit),
                                                  target_mr_of(picked.commit), head.metarange_id)
             if result.metarange_id == head.metarange_id:
-                raise NoChangesError()
+                raise NoChangesError("update branch: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
                             message=message(picked.id), committer=committer,
-                            creation_date=self._now(), metadata=dict(metadata_of(picked.commit)),
+                            creation_date=self._now(), metadata=dict(metadata_of(picked)),
                             generation=head.generation + 1)
             return self._land(repo_id, branch, commit)
 
@@ -255,30 +260,38 @@ class CommitEngine(StagingEngine):
                metadata: Mapping[str, str] | None = None) -> CommitRecord:
         """A new commit on the branch undoing the changes ``ref`` made to its parent.
 
-        ``message`` and ``metadata`` replace the commit's defaults (``Revert <id>``, none).
+        As lakeFS: the message is ``Revert <ref>`` (the ref as given) and the commit has
+        no metadata; ``message`` and ``metadata`` replace them.
         """
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: c.metarange_id,
             target_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
-            ref=ref, message=lambda cid: message or f"Revert {cid}", committer=committer,
-            metadata_of=lambda c: metadata if metadata is not None else {})
+            ref=ref, message=lambda _cid: message or f"Revert {ref}", committer=committer,
+            metadata_of=lambda _picked: metadata if metadata is not None else {})
 
     def cherry_pick(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
                     parent_number: int = 0, message: str | None = None,
                     metadata: Mapping[str, str] | None = None) -> CommitRecord:
         """A new commit on the branch applying the changes ``ref`` made to its parent.
 
-        ``message`` and ``metadata`` replace the picked commit's.
+        As lakeFS, the commit keeps the picked commit's message and metadata (``message``
+        replaces the one, ``metadata`` is laid over the other) and adds
+        ``cherry-pick-origin`` (the picked commit's id) and ``cherry-pick-committer``
+        (its committer).
         """
+        def metadata_of(picked: CommitRecord) -> dict[str, str]:
+            return {**picked.commit.metadata, **(metadata or {}),
+                    CHERRY_PICK_ORIGIN: picked.id,
+                    CHERRY_PICK_COMMITTER: picked.commit.committer}
+
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
             target_mr_of=lambda c: c.metarange_id,
             ref=ref,
             message=lambda cid: message or self.get_commit(repo_id, cid).commit.message,
-            committer=committer,
-            metadata_of=lambda c: metadata if metadata is not None else c.metadata)
+            committer=committer, metadata_of=metadata_of)
 
     def hard_reset(self, repo_id: str, branch_name: str, ref: str) -> Branch:
         """Point the branch at ``ref``'s commit, dropping uncommitted changes."""

@@ -503,7 +503,7 @@ class SQLRefStore(RefStore):
         stmt = self._insert_new(branches, repo=repo_id, name=branch.name,
                                 **branch_values(branch))
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
-            raise BranchExistsError(f"branch {branch.name!r} already exists")
+            raise BranchExistsError("branch already exists: not unique")  # lakeFS's text
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
@@ -612,7 +612,7 @@ class SQLRefStore(RefStore):
         """Raises TagExistsError, RepositoryNotFoundError."""
         stmt = self._insert_new(tags, repo=repo_id, name=tag.name, commit_id=tag.commit_id)
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
-            raise TagExistsError(f"tag {tag.name!r} already exists")
+            raise TagExistsError("tag already exists: not unique")  # lakeFS's text
 
     def get_tag(self, repo_id: str, name: str) -> Tag:
         """Raises TagNotFoundError."""

@@ -82,11 +82,11 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
 
     with pytest.raises(BadRequestException) as info:
         dev.merge_into(main)
-    assert info.value.body["message"] == "no changes"
+    assert info.value.body["message"] == "update branch main: no changes"  # lakeFS's text
 
     with server.client() as http:
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
-        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        assert (resp.status_code, resp.json()["message"]) == (400, "update branch main: no changes")
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"strategy": "bogus"})
         assert resp.status_code == 400
         resp = http.post("/repositories/repo/refs/nope/merge/main")
@@ -115,7 +115,7 @@ def test_squash_merge(server: LiveServer, repo: lakefs.Repository) -> None:
 
         # merged again: the content is already there, so nothing to do ...
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
-        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        assert (resp.status_code, resp.json()["message"]) == (400, "update branch main: no changes")
         # ... unless an empty merge is asked for
         resp = http.post("/repositories/repo/refs/dev/merge/main",
                          json={"squash_merge": True, "allow_empty": True})
