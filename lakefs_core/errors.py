@@ -91,6 +91,10 @@ class TagExistsError(AlreadyExistsError):
     pass
 
 
+class CommitExistsError(AlreadyExistsError):
+    pass
+
+
 class ObjectExistsError(AlreadyExistsError):
     """A conditional write (If-None-Match: *) found an object at the path."""
 

@@ -38,6 +38,7 @@ ROUTE_MODULES = (
     "refs",
     "tags",
     "objects",
+    "metadata",
     "auth",
     "replication_support",
 )

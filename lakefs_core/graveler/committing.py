@@ -16,6 +16,8 @@ from enum import StrEnum
 
 from lakefs_core.errors import (
     BranchChangedError,
+    CommitExistsError,
+    CommitNotFoundError,
     DirtyBranchError,
     NoChangesError,
     ValidationError,
@@ -132,6 +134,46 @@ class CommitEngine(StagingEngine):
             return self._land(repo_id, branch, commit)
 
         return self._retrying()(attempt)
+
+    def create_commit_record(self, repo_id: str, commit_id: str, commit: Commit, *,
+                             force: bool = False) -> CommitRecord:
+        """Write a commit record as given, moving no ref (lakeFS's createCommitRecord).
+
+        Ids here are content hashes, so the record must hash to ``commit_id``: a record
+        under another id could not be told apart from a forged one.
+
+        Raises:
+            ValidationError: ``commit_id`` is not the record's hash, or ``generation`` is
+                not above every parent's.
+            CommitNotFoundError / RangeNotFoundError: a parent or the metarange is absent.
+            CommitExistsError: a commit with this id exists and not ``force``.
+            ReadOnlyRepositoryError: the repository is read-only.
+        """
+        repo = self._writable_repo(repo_id)
+        if not is_commit_id(commit_id):
+            raise ValidationError(f"invalid commit id {commit_id!r}")
+        if not is_commit_id(commit.metarange_id):
+            raise ValidationError(f"invalid metarange id {commit.metarange_id!r}")
+        expected = commit_id_of(commit)
+        if commit_id != expected:
+            raise ValidationError(
+                f"commit id {commit_id} does not match the record's content ({expected})")
+        parents = [self.get_commit(repo_id, p).commit for p in commit.parents]
+        if parents and commit.generation <= max(p.generation for p in parents):
+            raise ValidationError("generation must be greater than every parent's")
+        if commit.generation < 1:
+            raise ValidationError("generation must be positive")
+        self.ranges_for(repo).get_metarange(commit.metarange_id)
+        if not force:
+            try:
+                self.get_commit(repo_id, commit_id)
+            except CommitNotFoundError:
+                pass
+            else:
+                raise CommitExistsError(f"commit {commit_id} already exists")
+        # not marked present in a (detached) mirror: its pieces were not proven there
+        self.refstore.put_commit(repo_id, commit_id, commit)
+        return CommitRecord(commit_id, commit)
 
     def _unseal(self, repo_id: str, sealed: Branch, restored: Branch) -> None:
         """Move sealed records back into the live token after a failed commit."""
