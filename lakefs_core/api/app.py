@@ -39,6 +39,7 @@ ROUTE_MODULES = (
     "tags",
     "objects",
     "metadata",
+    "usage",
     "auth",
     "replication_support",
 )
