@@ -66,6 +66,10 @@ class ObjectNotFoundError(NotFoundError):
     """No object at this path (in the ref) or at this physical address (in the store)."""
 
 
+class PullRequestNotFoundError(NotFoundError):
+    pass
+
+
 class RangeNotFoundError(NotFoundError):
     """A range or metarange file is missing from the storage namespace."""
 
@@ -109,6 +113,10 @@ class ConflictError(LakeFSError):
 
 class BranchChangedError(ConflictError):
     """A compare-and-swap on a branch lost the race: the branch moved meanwhile."""
+
+
+class PullRequestChangedError(ConflictError):
+    """A pull request changed status between reading and updating it."""
 
 
 class MergeConflictError(ConflictError):

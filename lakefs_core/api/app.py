@@ -37,6 +37,7 @@ ROUTE_MODULES = (
     "commits",
     "refs",
     "tags",
+    "pulls",
     "objects",
     "metadata",
     "usage",
