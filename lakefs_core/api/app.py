@@ -40,6 +40,7 @@ ROUTE_MODULES = (
     "pulls",
     "objects",
     "metadata",
+    "symlinks",
     "usage",
     "auth",
     "replication_support",
