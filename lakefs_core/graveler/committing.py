@@ -41,6 +41,12 @@ CHERRY_PICK_ORIGIN = "cherry-pick-origin"
 CHERRY_PICK_COMMITTER = "cherry-pick-committer"
 
 
+#: the metadata key of a merge commit that names its strategy, as lakeFS writes it
+MERGE_STRATEGY_KEY = ".lakefs.merge.strategy"
+#: its value when no strategy was chosen
+DEFAULT_MERGE_STRATEGY = "default"
+
+
 class MergeStrategy(StrEnum):
     DEST_WINS = "dest-wins"
     SOURCE_WINS = "source-wins"
@@ -217,7 +223,9 @@ class CommitEngine(StagingEngine):
             allow_empty: commit even when the merge leaves the destination's content
                 as it was.
 
-        Protected branches accept merges. Raises NoChangesError, MergeConflictError,
+        As lakeFS, the commit's metadata names the strategy (``.lakefs.merge.strategy``:
+        ``default``, ``dest-wins`` or ``source-wins``). Protected branches accept merges.
+        Raises NoChangesError, MergeConflictError,
         DirtyBranchError (destination has uncommitted changes).
         """
         self._writable_repo(repo_id)
@@ -247,7 +255,9 @@ class CommitEngine(StagingEngine):
                 parents=(dest,) if squash else (dest, source),
                 metarange_id=result.metarange_id,
                 message=message or f"Merge '{source_ref}' into '{dest_branch}'",
-                committer=committer, creation_date=self._now(), metadata=dict(metadata or {}),
+                committer=committer, creation_date=self._now(),
+                metadata={**(metadata or {}),
+                          MERGE_STRATEGY_KEY: strategy or DEFAULT_MERGE_STRATEGY},
                 generation=(dst_c.generation if squash
                             else max(src_c.generation, dst_c.generation)) + 1)
             return self._land(repo_id, branch, commit)

@@ -76,7 +76,8 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
     merged = dev.merge_into(main, message="bring dev", metadata={"why": "test"})
     commit = repo.commit(merged).get_commit()
     assert commit.parents == [before, dev.get_commit().id]
-    assert commit.message == "bring dev" and commit.metadata == {"why": "test"}
+    assert commit.message == "bring dev"
+    assert commit.metadata == {"why": "test", ".lakefs.merge.strategy": "default"}  # lakeFS's
     assert read(main, "x/dev-1") == b"d1"
     assert "to-remove" not in [o.path for o in main.objects()]
 
@@ -182,8 +183,9 @@ def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Reposito
         assert "dirty" in resp.json()["message"]
         main.reset_changes()
 
-    dev.merge_into(main, strategy="source-wins")
+    merged = dev.merge_into(main, strategy="source-wins")
     assert read(main, "f") == b"dev"
+    assert repo.commit(merged).get_commit().metadata == {".lakefs.merge.strategy": "source-wins"}
     put(main, "f", "main again")
     main.commit("main again")
     put(dev, "f", "dev again")
