@@ -1,5 +1,6 @@
-"""Commit records written as given (createCommitRecord) and the addresses of metarange
-and range files (getMetaRange, getRange), through the lakefs SDK."""
+"""Commit records written as given (createCommitRecord), the addresses of metarange and
+range files (getMetaRange, getRange) and the files themselves (getMetadataObject),
+through the lakefs SDK."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterator
 
 import lakefs
 import lakefs_sdk
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from lakefs_sdk.exceptions import ApiException
 
@@ -132,3 +135,29 @@ def test_metarange_and_range_locations(srv: LiveServer, client: lakefs.Client,
     with viewer_client(srv, "metadata-viewer") as viewer:  # Viewers may list and read
         assert viewer.get(f"/repositories/{repo.id}/metadata/meta_range/"
                           f"{head.meta_range_id}").status_code == 200
+
+
+def test_metadata_objects(srv: LiveServer, client: lakefs.Client,
+                          repo: lakefs.Repository) -> None:
+    main = repo.branch("main")
+    put(main, "f", "data")
+    head = main.commit("one").get_commit()
+    internal = client.sdk_client.internal_api
+    graveler = srv.services.graveler
+    rm = graveler.ranges_for(graveler.get_repository(repo.id))
+    range_id = rm.get_metarange(head.meta_range_id).ranges[0].id
+
+    metarange = bytes(internal.get_metadata_object(repo.id, head.meta_range_id, "meta_range"))
+    assert metarange == rm.store.get(rm.range_address(head.meta_range_id))
+    table = pq.read_table(pa.BufferReader(
+        bytes(internal.get_metadata_object(repo.id, range_id, "range"))))
+    assert table.column("path").to_pylist() == ["f"]  # Parquet any reader takes
+
+    with srv.client() as http:
+        base = f"/repositories/{repo.id}/metadata/object"
+        assert http.get(f"{base}/range/{head.meta_range_id}").status_code == 404  # wrong type
+        assert http.get(f"{base}/meta_range/{range_id}").status_code == 404
+        assert http.get(f"{base}/range/{'0' * 64}").status_code == 404
+        assert http.get(f"{base}/sstable/{range_id}").status_code == 400
+        assert http.get(f"{base}/range/{range_id}", params={"presign": True}
+                        ).status_code == 400
