@@ -38,6 +38,7 @@ ROUTE_MODULES = (
     "refs",
     "tags",
     "pulls",
+    "actions",
     "objects",
     "metadata",
     "symlinks",
