@@ -141,8 +141,8 @@ class CommitEngine(StagingEngine):
 
         return self._retrying()(attempt)
 
-    def create_commit_record(self, repo_id: str, commit_id: str, commit: Commit, *,
-                             force: bool = False) -> CommitRecord:
+    def create_commit_record(self, repo_id: str, commit_id: str,
+                             commit: Commit) -> CommitRecord:
         """Write a commit record as given, moving no ref (lakeFS's createCommitRecord).
 
         Ids here are content hashes, so the record must hash to ``commit_id``: a record
@@ -152,7 +152,7 @@ class CommitEngine(StagingEngine):
             ValidationError: ``commit_id`` is not the record's hash, or ``generation`` is
                 not above every parent's.
             CommitNotFoundError / RangeNotFoundError: a parent or the metarange is absent.
-            CommitExistsError: a commit with this id exists and not ``force``.
+            CommitExistsError: a commit with this id exists.
             ReadOnlyRepositoryError: the repository is read-only.
         """
         repo = self._writable_repo(repo_id)
@@ -170,13 +170,12 @@ class CommitEngine(StagingEngine):
         if commit.generation < 1:
             raise ValidationError("generation must be positive")
         self.ranges_for(repo).get_metarange(commit.metarange_id)
-        if not force:
-            try:
-                self.get_commit(repo_id, commit_id)
-            except CommitNotFoundError:
-                pass
-            else:
-                raise CommitExistsError(f"commit {commit_id} already exists")
+        try:
+            self.get_commit(repo_id, commit_id)
+        except CommitNotFoundError:
+            pass
+        else:
+            raise CommitExistsError(f"commit {commit_id} already exists")
         # not marked present in a (detached) mirror: its pieces were not proven there
         self.refstore.put_commit(repo_id, commit_id, commit)
         return CommitRecord(commit_id, commit)

@@ -5,7 +5,7 @@ through the lakefs SDK."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import lakefs
 import lakefs_sdk
@@ -37,6 +37,12 @@ def client(srv: LiveServer) -> lakefs.Client:
 def repo(client: lakefs.Client) -> lakefs.Repository:
     name = f"records-{next(_names)}"
     return lakefs.Repository(name, client=client).create(storage_namespace=f"local://{name}")
+
+
+def _status_of(call: Callable[[], object]) -> int:
+    with pytest.raises(ApiException) as info:
+        call()
+    return int(info.value.status)
 
 
 def test_create_commit_record(srv: LiveServer, client: lakefs.Client,
@@ -91,8 +97,9 @@ def test_create_commit_record(srv: LiveServer, client: lakefs.Client,
         answers[case] = info.value.status
     assert answers == {"exists": 409, "another id": 400, "not an id": 400,
                        "unknown parent": 404, "generation": 400, "version 0": 400}
-    # force writes an existing record again (the same content: ids are content hashes)
-    internal.create_commit_record(repo.id, creation(force=True))
+    # force (lakeFS's read-only override) changes nothing here
+    assert _status_of(lambda: internal.create_commit_record(repo.id, creation(force=True))
+                      ) == 409
 
     with pytest.raises(ApiException) as info:  # no such metarange
         internal.create_commit_record(repo.id, creation(metarange_id="ef" * 32))

@@ -66,7 +66,7 @@ class CommitRecordCreation(BaseModel):
     parents: list[str]
     metadata: dict[str, str] | None = None
     generation: int
-    force: bool | None = False
+    force: bool | None = Field(default=False, description="accepted, has no effect")
 
 
 def commit_model(rec: CommitRecord) -> CommitModel:
@@ -112,7 +112,8 @@ def create_commit_record(repository: str, body: CommitRecordCreation,
 
     The record must hash to ``commit_id`` (ids are content hashes here), its parents and
     metarange must exist, and its generation be above its parents'. 409 when the commit
-    exists (unless ``force``). Only version 1 records (lakeFS's current) are taken.
+    exists. Only version 1 records (lakeFS's current) are taken. ``force`` is lakeFS's
+    override of read-only repositories, which this server never grants.
     """
     ctx.check(rbac.CREATE_COMMIT, repo_arn(repository))
     if body.version != COMMIT_VERSION:
@@ -122,8 +123,7 @@ def create_commit_record(repository: str, body: CommitRecordCreation,
         Commit(parents=tuple(body.parents), metarange_id=body.metarange_id,
                message=body.message, committer=body.committer,
                creation_date=body.creation_date, metadata=dict(body.metadata or {}),
-               generation=body.generation),
-        force=bool(body.force))
+               generation=body.generation))
     return Response(status_code=204)
 
 
