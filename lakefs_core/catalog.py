@@ -109,7 +109,9 @@ class Catalog:
         symlink.txt`` under the storage namespace lists the physical addresses of its
         objects, one a line (objects at the top: ``symlinks/<repo>/<ref>/symlink.txt``),
         so that Hive, Athena, Glue or Trino read the data straight from the store.
-        Manifests of directories that no longer hold objects are left as they were.
+        Manifests of directories that no longer hold objects are left as they were;
+        directories with an empty, ``.`` or ``..`` segment (``a//b``, ``a/../b``) get no
+        manifest, as no store could name it.
 
         Returns:
             Where the manifests are: ``<namespace>/symlinks``.
@@ -138,6 +140,8 @@ class Catalog:
                 if item.entry is None:
                     continue
                 directory = item.path.rpartition("/")[0]
+                if directory and any(seg in ("", ".", "..") for seg in directory.split("/")):
+                    continue
                 for done in [d for d in open_dirs if not _within(directory, d)]:
                     write(done, open_dirs.pop(done))
                 open_dirs.setdefault(directory, []).append(

@@ -39,8 +39,6 @@ from lakefs_core.graveler.staging import StagingEngine, merge_sorted_records, pa
 #: metadata keys of a cherry-picked commit, as lakeFS writes them
 CHERRY_PICK_ORIGIN = "cherry-pick-origin"
 CHERRY_PICK_COMMITTER = "cherry-pick-committer"
-
-
 #: the metadata key of a merge commit that names its strategy, as lakeFS writes it
 MERGE_STRATEGY_KEY = ".lakefs.merge.strategy"
 #: its value when no strategy was chosen

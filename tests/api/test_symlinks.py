@@ -18,6 +18,7 @@ OBJECTS = {  # sorted, "tables" objects interleave with its subdirectories
     "tables/t10/d.parquet": "dddd",
     "tables/u.csv": "u",
     "top.csv": "top",
+    "weird/../x": "no manifest names this directory",
 }
 
 
