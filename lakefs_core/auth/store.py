@@ -695,7 +695,9 @@ class AuthStore:
     def ensure_builtins(self) -> None:
         """Create the built-in policies and groups (and their attachments) if missing.
 
-        Existing policies and groups of those names are left as they are.
+        Existing policies and groups of those names are left as they are, but for a
+        built-in policy still as an earlier version defined it (never edited), which is
+        brought up to the current definition.
         """
         with self._tx(write=True) as conn:
             self._ensure_builtins(conn)
@@ -705,6 +707,15 @@ class AuthStore:
         for policy in builtin.builtin_policies():
             conn.execute(self._insert_ignore(policies).values(
                 **self._policy_values(policy) | {"creation_date": now}))
+            earlier = [[st.to_dict() for st in version]
+                       for version in builtin.SUPERSEDED.get(policy.name, ())]
+            if not earlier:
+                continue
+            stored = conn.execute(sa.select(policies.c.statements).where(
+                policies.c.name == policy.name)).scalar_one()
+            if stored in earlier:
+                conn.execute(policies.update().where(policies.c.name == policy.name).values(
+                    statements=[st.to_dict() for st in policy.statements]))
         for group, attached in builtin.BUILTIN_GROUPS.items():
             conn.execute(self._insert_ignore(groups).values(
                 name=group, description=None, creation_date=now))
