@@ -13,10 +13,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from lakefs_core.block.base import BlockStore, PresignedURL, PresignMode, join_address
+from lakefs_core.errors import ReadOnlyRepositoryError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 
 DATA_PREFIX = "data"
+#: where symlink manifests are written under a storage namespace (lakeFS's prefix)
+SYMLINKS_PREFIX = "symlinks"
+#: the name of a directory's manifest
+SYMLINK_FILE = "symlink.txt"
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 #: bytes per store request when a byte range is streamed
 RANGE_CHUNK = 8 << 20
@@ -105,6 +110,57 @@ class Catalog:
         """
         return self.graveler.check_direct_write(repo_id, branch)
 
+    def export_symlinks(self, repo_id: str, ref: str, prefix: str = "") -> str:
+        """Write Hive-style symlink manifests of the objects of ``ref`` under ``prefix``.
+
+        For each directory holding objects, ``symlinks/<repo>/<ref>/<directory>/
+        symlink.txt`` under the storage namespace lists the physical addresses of its
+        objects, one a line (objects at the top: ``symlinks/<repo>/<ref>/symlink.txt``),
+        so that Hive, Athena, Glue or Trino read the data straight from the store.
+        Manifests of directories that no longer hold objects are left as they were;
+        directories with an empty, ``.`` or ``..`` segment (``a//b``, ``a/../b``) get no
+        manifest, as no store could name it.
+
+        Returns:
+            Where the manifests are: ``<namespace>/symlinks``.
+
+        Raises:
+            ReadOnlyRepositoryError: a read-only (mirror) repository is never written.
+        """
+        repo = self.graveler.get_repository(repo_id)
+        if repo.read_only:
+            raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
+        store = self.store_of(repo)
+        root = f"{SYMLINKS_PREFIX}/{repo.id}/{ref}"
+
+        def write(directory: str, addresses: list[str]) -> None:
+            key = f"{root}/{directory}/{SYMLINK_FILE}" if directory else f"{root}/{SYMLINK_FILE}"
+            store.put(join_address(repo.storage_namespace, key), "\n".join(addresses).encode())
+
+        # Paths are listed in order, so a directory's objects all come while the listing
+        # is inside it, but not in one run ("a/b.txt" < "a/b/x" < "a/b0"): the open
+        # directories are the chain of ancestors of the current one.
+        open_dirs: dict[str, list[str]] = {}
+        after = ""
+        while True:
+            items, more = self.graveler.list_entries(repo_id, ref, prefix=prefix, after=after)
+            for item in items:
+                if item.entry is None:
+                    continue
+                directory = item.path.rpartition("/")[0]
+                if directory and any(seg in ("", ".", "..") for seg in directory.split("/")):
+                    continue
+                for done in [d for d in open_dirs if not _within(directory, d)]:
+                    write(done, open_dirs.pop(done))
+                open_dirs.setdefault(directory, []).append(
+                    self.physical_address(repo, item.entry))
+            if not more or not items:
+                break
+            after = items[-1].path
+        for directory, addresses in open_dirs.items():
+            write(directory, addresses)
+        return join_address(repo.storage_namespace, SYMLINKS_PREFIX)
+
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
         repo = self.graveler.get_repository(repo_id)
         return repo, self.graveler.get_entry_in(repo, ref, path)
@@ -157,6 +213,11 @@ class Catalog:
                     content_type=entry.content_type, metadata=dict(entry.metadata))
         self.graveler.set_entry(repo_id, dst_branch, dst_path, new)
         return new
+
+
+def _within(directory: str, ancestor: str) -> bool:
+    """Whether ``directory`` is ``ancestor`` or below it ("" is the top)."""
+    return not ancestor or directory == ancestor or directory.startswith(ancestor + "/")
 
 
 def _range_chunks(store: BlockStore, address: str, first: int, last: int) -> Iterator[bytes]:

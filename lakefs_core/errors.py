@@ -75,6 +75,10 @@ class ObjectNotFoundError(NotFoundError):
     """No object at this path (in the ref) or at this physical address (in the store)."""
 
 
+class PullRequestNotFoundError(NotFoundError):
+    pass
+
+
 class RangeNotFoundError(NotFoundError):
     """A range or metarange file is missing from the storage namespace."""
 
@@ -105,6 +109,10 @@ class TagExistsError(AlreadyExistsError):
     pass
 
 
+class CommitExistsError(AlreadyExistsError):
+    pass
+
+
 class ObjectExistsError(AlreadyExistsError):
     """A conditional write (If-None-Match: *) found an object at the path."""
 
@@ -119,6 +127,10 @@ class ConflictError(LakeFSError):
 
 class BranchChangedError(ConflictError):
     """A compare-and-swap on a branch lost the race: the branch moved meanwhile."""
+
+
+class PullRequestChangedError(ConflictError):
+    """A pull request changed status between reading and updating it."""
 
 
 class MergeConflictError(ConflictError):
@@ -139,7 +151,7 @@ class NoChangesError(LakeFSError):
 class DirtyBranchError(LakeFSError):
     """The branch has uncommitted changes and the operation needs a clean branch."""
 
-    def __init__(self, message: str = "dirty branch") -> None:
+    def __init__(self, message: str = "uncommitted changes (dirty branch)") -> None:
         super().__init__(message)
 
 

@@ -83,6 +83,8 @@ def build_services(config: ServerConfig) -> Services:
         moved = auth.reencrypt_secrets(INSECURE_SECRET_KEY)
         if moved:
             log.warning("re-encrypted %d stored secrets with the generated key", moved)
+    if auth.is_initialized():
+        auth.ensure_builtins()  # built-in policies of an earlier version, brought up to date
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,

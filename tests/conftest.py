@@ -25,6 +25,26 @@ if TYPE_CHECKING:
 for _k, _v in MOTO_ENV.items():
     os.environ.setdefault(_k, _v)
 
+
+def _own_storage_configs() -> None:
+    """The lakefs SDK keeps the storage configuration of every server it met in one dict
+    shared by all its clients (a class attribute of ``ServerConfiguration``): with
+    servers on different stores in one test process, a client of a local server would
+    take an S3 server's ``pre_sign_support``. Each configuration gets a dict of its own.
+    """
+    from lakefs.client import ServerConfiguration
+
+    shared_init = ServerConfiguration.__init__
+
+    def init(self: ServerConfiguration, client: object) -> None:
+        self._storage_conf = {}
+        shared_init(self, client)  # type: ignore[arg-type]
+
+    ServerConfiguration.__init__ = init  # type: ignore[method-assign]
+
+
+_own_storage_configs()
+
 _counter = itertools.count()
 
 

@@ -32,18 +32,33 @@ DEVELOPERS = "Developers"
 VIEWERS = "Viewers"
 
 
+_FS_READ_WRITE = [
+    rbac.LIST_REPOSITORIES, rbac.READ_REPOSITORY, rbac.READ_COMMIT, rbac.LIST_COMMITS,
+    rbac.LIST_BRANCHES, rbac.LIST_TAGS, rbac.LIST_OBJECTS, rbac.READ_OBJECT,
+    rbac.WRITE_OBJECT, rbac.DELETE_OBJECT, rbac.REVERT_BRANCH, rbac.READ_BRANCH,
+    rbac.READ_TAG, rbac.CREATE_BRANCH, rbac.CREATE_TAG, rbac.DELETE_BRANCH,
+    rbac.DELETE_TAG, rbac.CREATE_COMMIT,
+]
+_PULL_REQUESTS_READ_WRITE = [
+    rbac.READ_PULL_REQUEST, rbac.CREATE_PULL_REQUEST, rbac.WRITE_PULL_REQUEST,
+    rbac.LIST_PULL_REQUESTS,
+]
+
+#: earlier definitions of built-in policies (before pull requests): a stored policy
+#: still equal to one was never edited, and is brought up to the current definition
+SUPERSEDED: dict[str, tuple[list[Statement], ...]] = {
+    FS_FULL_ACCESS: ([_allow(["fs:*"])],),
+    FS_READ_ALL: ([_allow(["fs:List*", "fs:Read*"])],),
+    FS_READ_WRITE_ALL: ([_allow(_FS_READ_WRITE)],),
+}
+
+
 def builtin_policies() -> list[Policy]:
     """The built-in policies, freshly dated."""
     return [
-        Policy(FS_FULL_ACCESS, [_allow(["fs:*"])]),
-        Policy(FS_READ_ALL, [_allow(["fs:List*", "fs:Read*"])]),
-        Policy(FS_READ_WRITE_ALL, [_allow([
-            rbac.LIST_REPOSITORIES, rbac.READ_REPOSITORY, rbac.READ_COMMIT, rbac.LIST_COMMITS,
-            rbac.LIST_BRANCHES, rbac.LIST_TAGS, rbac.LIST_OBJECTS, rbac.READ_OBJECT,
-            rbac.WRITE_OBJECT, rbac.DELETE_OBJECT, rbac.REVERT_BRANCH, rbac.READ_BRANCH,
-            rbac.READ_TAG, rbac.CREATE_BRANCH, rbac.CREATE_TAG, rbac.DELETE_BRANCH,
-            rbac.DELETE_TAG, rbac.CREATE_COMMIT,
-        ])]),
+        Policy(FS_FULL_ACCESS, [_allow(["fs:*", "pr:*"])]),
+        Policy(FS_READ_ALL, [_allow(["fs:List*", "fs:Read*", "pr:List*", "pr:Read*"])]),
+        Policy(FS_READ_WRITE_ALL, [_allow(_FS_READ_WRITE + _PULL_REQUESTS_READ_WRITE)]),
         Policy(AUTH_FULL_ACCESS, [_allow(["auth:*"])]),
         Policy(AUTH_MANAGE_OWN_CREDENTIALS, [_allow([
             rbac.CREATE_CREDENTIALS, rbac.DELETE_CREDENTIALS, rbac.LIST_CREDENTIALS,

@@ -270,3 +270,12 @@ class Policy:
                 raise ValidationError(f"invalid statement: {st!r}")
             parsed.append(Statement.from_dict(st))
         return cls(name=name, statements=parsed)
+
+
+@dataclass(frozen=True)
+class CommPrefs:
+    """What the first admin said about being contacted (lakeFS's communication
+    preferences, asked at setup)."""
+
+    email: str | None = None
+    feature_updates: bool = False

@@ -58,6 +58,11 @@ DELETE_TAG = "fs:DeleteTag"
 READ_TAG = "fs:ReadTag"
 LIST_TAGS = "fs:ListTags"
 READ_CONFIG = "fs:ReadConfig"
+
+READ_PULL_REQUEST = "pr:ReadPullRequest"
+CREATE_PULL_REQUEST = "pr:CreatePullRequest"
+WRITE_PULL_REQUEST = "pr:WritePullRequest"
+LIST_PULL_REQUESTS = "pr:ListPullRequests"
 #: create/edit mirrors of a source repository, and write to its mirror branches
 MIRROR_REPOSITORY = "fs:MirrorRepository"
 

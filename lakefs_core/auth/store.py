@@ -14,6 +14,8 @@ raises :class:`NotFoundError`.
 from __future__ import annotations
 
 import hmac
+import json
+import uuid
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from lakefs_core.auth.crypto import (
     validate_secret,
 )
 from lakefs_core.auth.model import (
+    CommPrefs,
     Credential,
     CredentialSummary,
     Group,
@@ -52,6 +55,8 @@ from lakefs_core.errors import (
 )
 
 _SETUP_TIMESTAMP = "setup_timestamp"
+_INSTALLATION_ID = "installation_id"
+_COMM_PREFS = "comm_prefs"
 _NAME = sa.String(256)
 
 
@@ -690,7 +695,9 @@ class AuthStore:
     def ensure_builtins(self) -> None:
         """Create the built-in policies and groups (and their attachments) if missing.
 
-        Existing policies and groups of those names are left as they are.
+        Existing policies and groups of those names are left as they are, but for a
+        built-in policy still as an earlier version defined it (never edited), which is
+        brought up to the current definition.
         """
         with self._tx(write=True) as conn:
             self._ensure_builtins(conn)
@@ -700,12 +707,47 @@ class AuthStore:
         for policy in builtin.builtin_policies():
             conn.execute(self._insert_ignore(policies).values(
                 **self._policy_values(policy) | {"creation_date": now}))
+            earlier = [[st.to_dict() for st in version]
+                       for version in builtin.SUPERSEDED.get(policy.name, ())]
+            if not earlier:
+                continue
+            stored = conn.execute(sa.select(policies.c.statements).where(
+                policies.c.name == policy.name)).scalar_one()
+            if stored in earlier:
+                conn.execute(policies.update().where(policies.c.name == policy.name).values(
+                    statements=[st.to_dict() for st in policy.statements]))
         for group, attached in builtin.BUILTIN_GROUPS.items():
             conn.execute(self._insert_ignore(groups).values(
                 name=group, description=None, creation_date=now))
             for policy_name in attached:
                 conn.execute(self._insert_ignore(group_policies).values(
                     group_name=group, policy_name=policy_name))
+
+    def installation_id(self) -> str:
+        """This installation's id: a UUID made at the first call, the same ever after."""
+        with self._tx(write=True) as conn:
+            conn.execute(self._insert_ignore(auth_metadata).values(
+                key=_INSTALLATION_ID, value=str(uuid.uuid4())))
+            value: str = conn.execute(sa.select(auth_metadata.c.value).where(
+                auth_metadata.c.key == _INSTALLATION_ID)).scalar_one()
+            return value
+
+    def set_comm_prefs(self, prefs: CommPrefs) -> None:
+        """Record the communication preferences (replacing earlier ones)."""
+        value = json.dumps({"email": prefs.email, "feature_updates": prefs.feature_updates})
+        with self._tx(write=True) as conn:
+            conn.execute(auth_metadata.delete().where(auth_metadata.c.key == _COMM_PREFS))
+            conn.execute(auth_metadata.insert().values(key=_COMM_PREFS, value=value))
+
+    def get_comm_prefs(self) -> CommPrefs | None:
+        """The recorded communication preferences; None until some are set."""
+        with self._tx() as conn:
+            value = conn.execute(sa.select(auth_metadata.c.value).where(
+                auth_metadata.c.key == _COMM_PREFS)).scalar_one_or_none()
+        if value is None:
+            return None
+        data = json.loads(value)
+        return CommPrefs(email=data.get("email"), feature_updates=bool(data.get("feature_updates")))
 
     def setup_admin(self, username: str, access_key_id: str | None = None,
                     secret: str | None = None) -> Credential:

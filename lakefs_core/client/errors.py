@@ -84,7 +84,7 @@ _TYPED: dict[int, type[ApiError]] = {
 
 def error_for(method: str, path: str, status: int, message: str, what: str = "") -> ApiError:
     """The typed error of an answer (``status`` 0: no answer at all)."""
-    if status == 400 and message == "no changes":
+    if status == 400 and message.endswith("no changes"):  # lakeFS: "commit: no changes"
         return ApiNoChangesError(method, path, status, message, what)
     if status == 403 and "read-only" in message:
         return ApiReadOnlyError(method, path, status, message, what)

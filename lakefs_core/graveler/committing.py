@@ -17,6 +17,8 @@ from enum import StrEnum
 
 from lakefs_core.errors import (
     BranchChangedError,
+    CommitExistsError,
+    CommitNotFoundError,
     DirtyBranchError,
     NoChangesError,
     ValidationError,
@@ -35,6 +37,14 @@ from lakefs_core.graveler.refs import (
     is_commit_id,
 )
 from lakefs_core.graveler.staging import StagingEngine, merge_sorted_records, page_of
+
+#: metadata keys of a cherry-picked commit, as lakeFS writes them
+CHERRY_PICK_ORIGIN = "cherry-pick-origin"
+CHERRY_PICK_COMMITTER = "cherry-pick-committer"
+#: the metadata key of a merge commit that names its strategy, as lakeFS writes it
+MERGE_STRATEGY_KEY = ".lakefs.merge.strategy"
+#: its value when no strategy was chosen
+DEFAULT_MERGE_STRATEGY = "default"
 
 
 class MergeStrategy(StrEnum):
@@ -75,7 +85,7 @@ class CommitEngine(StagingEngine):
                 [self.refstore.list_staged(repo.id, t) for t in sealed.sealed_tokens])
             result = self.ranges_for(repo).apply(parent.metarange_id, changes)
             if result.metarange_id == parent.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError("commit: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
                             message=message, committer=committer,
                             creation_date=creation_date if creation_date is not None
@@ -121,7 +131,7 @@ class CommitEngine(StagingEngine):
                 raise DirtyBranchError()
             head = self.get_commit(repo_id, branch.commit_id).commit
             if metarange_id == head.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError("commit: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=metarange_id,
                             message=message, committer=committer,
                             creation_date=creation_date if creation_date is not None
@@ -173,6 +183,45 @@ class CommitEngine(StagingEngine):
 
         return self._retrying()(attempt)
 
+    def create_commit_record(self, repo_id: str, commit_id: str,
+                             commit: Commit) -> CommitRecord:
+        """Write a commit record as given, moving no ref (lakeFS's createCommitRecord).
+
+        Ids here are content hashes, so the record must hash to ``commit_id``: a record
+        under another id could not be told apart from a forged one.
+
+        Raises:
+            ValidationError: ``commit_id`` is not the record's hash, or ``generation`` is
+                not above every parent's.
+            CommitNotFoundError / RangeNotFoundError: a parent or the metarange is absent.
+            CommitExistsError: a commit with this id exists.
+            ReadOnlyRepositoryError: the repository is read-only.
+        """
+        repo = self._writable_repo(repo_id)
+        if not is_commit_id(commit_id):
+            raise ValidationError(f"invalid commit id {commit_id!r}")
+        if not is_commit_id(commit.metarange_id):
+            raise ValidationError(f"invalid metarange id {commit.metarange_id!r}")
+        expected = commit_id_of(commit)
+        if commit_id != expected:
+            raise ValidationError(
+                f"commit id {commit_id} does not match the record's content ({expected})")
+        parents = [self.get_commit(repo_id, p).commit for p in commit.parents]
+        if parents and commit.generation <= max(p.generation for p in parents):
+            raise ValidationError("generation must be greater than every parent's")
+        if commit.generation < 1:
+            raise ValidationError("generation must be positive")
+        self.ranges_for(repo).get_metarange(commit.metarange_id)
+        try:
+            self.get_commit(repo_id, commit_id)
+        except CommitNotFoundError:
+            pass
+        else:
+            raise CommitExistsError(f"commit {commit_id} already exists")
+        # not marked present in a (detached) mirror: its pieces were not proven there
+        self.refstore.put_commit(repo_id, commit_id, commit)
+        return CommitRecord(commit_id, commit)
+
     def _unseal(self, repo_id: str, sealed: Branch, restored: Branch) -> None:
         """Move sealed records back into the live token after a failed commit."""
         for token in reversed(sealed.sealed_tokens):
@@ -215,7 +264,9 @@ class CommitEngine(StagingEngine):
             allow_empty: commit even when the merge leaves the destination's content
                 as it was.
 
-        Protected branches accept merges. Raises NoChangesError, MergeConflictError,
+        As lakeFS, the commit's metadata names the strategy (``.lakefs.merge.strategy``:
+        ``default``, ``dest-wins`` or ``source-wins``). Protected branches accept merges.
+        Raises NoChangesError, MergeConflictError,
         DirtyBranchError (destination has uncommitted changes).
         """
         self._writable_repo(repo_id)
@@ -230,7 +281,7 @@ class CommitEngine(StagingEngine):
                 raise DirtyBranchError()
             dest = branch.commit_id
             if self.is_ancestor(repo_id, source, dest):
-                raise NoChangesError()
+                raise NoChangesError(f"update branch {dest_branch}: no changes")
             base = self.find_merge_base(repo_id, source, dest)
             rm = self.ranges_for(repo)
             base_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
@@ -240,12 +291,14 @@ class CommitEngine(StagingEngine):
             result = rm.merge(base_mr, src_c.metarange_id, dst_c.metarange_id,
                               strategy or None)
             if result.metarange_id == dst_c.metarange_id and not allow_empty:
-                raise NoChangesError()
+                raise NoChangesError(f"update branch {dest_branch}: no changes")
             commit = Commit(
                 parents=(dest,) if squash else (dest, source),
                 metarange_id=result.metarange_id,
                 message=message or f"Merge '{source_ref}' into '{dest_branch}'",
-                committer=committer, creation_date=self._now(), metadata=dict(metadata or {}),
+                committer=committer, creation_date=self._now(),
+                metadata={**(metadata or {}),
+                          MERGE_STRATEGY_KEY: strategy or DEFAULT_MERGE_STRATEGY},
                 generation=(dst_c.generation if squash
                             else max(src_c.generation, dst_c.generation)) + 1)
             return self._land(repo_id, branch, commit)
@@ -262,7 +315,8 @@ class CommitEngine(StagingEngine):
 
     def _pick(self, repo_id: str, branch_name: str, base_mr_of: Callable[[Commit], str],
               target_mr_of: Callable[[Commit], str], ref: str, message: Callable[[str], str],
-              committer: str, metadata_of: Callable[[Commit], Mapping[str, str]]) -> CommitRecord:
+              committer: str, metadata_of: Callable[[CommitRecord], Mapping[str, str]]
+              ) -> CommitRecord:
         self._check_direct_write(repo_id, branch_name)
         picked = self._commit_of_ref(repo_id, ref)
 
@@ -275,10 +329,10 @@ class CommitEngine(StagingEngine):
             result = self.ranges_for(repo).merge(base_mr_of(picked.commit),
                                                  target_mr_of(picked.commit), head.metarange_id)
             if result.metarange_id == head.metarange_id:
-                raise NoChangesError()
+                raise NoChangesError("update branch: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
                             message=message(picked.id), committer=committer,
-                            creation_date=self._now(), metadata=dict(metadata_of(picked.commit)),
+                            creation_date=self._now(), metadata=dict(metadata_of(picked)),
                             generation=head.generation + 1)
             return self._land(repo_id, branch, commit)
 
@@ -299,30 +353,38 @@ class CommitEngine(StagingEngine):
                metadata: Mapping[str, str] | None = None) -> CommitRecord:
         """A new commit on the branch undoing the changes ``ref`` made to its parent.
 
-        ``message`` and ``metadata`` replace the commit's defaults (``Revert <id>``, none).
+        As lakeFS: the message is ``Revert <ref>`` (the ref as given) and the commit has
+        no metadata; ``message`` and ``metadata`` replace them.
         """
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: c.metarange_id,
             target_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
-            ref=ref, message=lambda cid: message or f"Revert {cid}", committer=committer,
-            metadata_of=lambda c: metadata if metadata is not None else {})
+            ref=ref, message=lambda _cid: message or f"Revert {ref}", committer=committer,
+            metadata_of=lambda _picked: metadata if metadata is not None else {})
 
     def cherry_pick(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
                     parent_number: int = 0, message: str | None = None,
                     metadata: Mapping[str, str] | None = None) -> CommitRecord:
         """A new commit on the branch applying the changes ``ref`` made to its parent.
 
-        ``message`` and ``metadata`` replace the picked commit's.
+        As lakeFS, the commit keeps the picked commit's message and metadata (``message``
+        replaces the one, ``metadata`` is laid over the other) and adds
+        ``cherry-pick-origin`` (the picked commit's id) and ``cherry-pick-committer``
+        (its committer).
         """
+        def metadata_of(picked: CommitRecord) -> dict[str, str]:
+            return {**picked.commit.metadata, **(metadata or {}),
+                    CHERRY_PICK_ORIGIN: picked.id,
+                    CHERRY_PICK_COMMITTER: picked.commit.committer}
+
         return self._pick(
             repo_id, branch_name,
             base_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
             target_mr_of=lambda c: c.metarange_id,
             ref=ref,
             message=lambda cid: message or self.get_commit(repo_id, cid).commit.message,
-            committer=committer,
-            metadata_of=lambda c: metadata if metadata is not None else c.metadata)
+            committer=committer, metadata_of=metadata_of)
 
     def hard_reset(self, repo_id: str, branch_name: str, ref: str) -> Branch:
         """Point the branch at ``ref``'s commit, dropping uncommitted changes."""

@@ -6,7 +6,8 @@ implements the Git-like operations on top. It is built in layers, one module eac
 :mod:`~lakefs_core.graveler.core` (stores, caches, write checks),
 :mod:`~lakefs_core.graveler.resolution` (refs and history),
 :mod:`~lakefs_core.graveler.staging` (staging and objects),
-:mod:`~lakefs_core.graveler.committing` (commit and merge), and
+:mod:`~lakefs_core.graveler.committing` (commit and merge),
+:mod:`~lakefs_core.graveler.pulls` (pull requests), and
 :mod:`~lakefs_core.graveler.visibility` (which commits a mirror may serve).
 """
 
@@ -23,7 +24,7 @@ from lakefs_core.errors import (
     RepositoryExistsError,
     ValidationError,
 )
-from lakefs_core.graveler.committing import CommitEngine, MergeStrategy
+from lakefs_core.graveler.committing import MergeStrategy
 from lakefs_core.graveler.core import INITIAL_COMMIT_MESSAGE, new_token
 from lakefs_core.graveler.encoding import commit_id as commit_id_of
 from lakefs_core.graveler.model import (
@@ -33,6 +34,7 @@ from lakefs_core.graveler.model import (
     Repository,
     Tag,
 )
+from lakefs_core.graveler.pulls import PullRequestEngine
 from lakefs_core.graveler.refs import (
     validate_branch_name,
     validate_repository_id,
@@ -42,7 +44,7 @@ from lakefs_core.graveler.resolution import RefType, ResolvedRef
 from lakefs_core.graveler.staging import ListingItem, merge_sorted_records
 
 
-class Graveler(CommitEngine):
+class Graveler(PullRequestEngine):
     """The versioning engine: every operation, over a refstore and its blockstores.
 
     Built with the arguments of :class:`~lakefs_core.graveler.core.EngineCore`.

@@ -194,6 +194,32 @@ class ImportState:
         return not self.completed and not self.error
 
 
+class PullRequestStatus(StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+    MERGED = "merged"
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    """A proposal to merge one branch into another, kept beside the refs.
+
+    Dates are seconds since the epoch; ``closed_date`` is set once the request is
+    closed or merged, ``merged_commit_id`` once merged.
+    """
+
+    id: str
+    title: str
+    description: str
+    status: PullRequestStatus
+    author: str
+    source_branch: str
+    destination_branch: str
+    creation_date: float
+    closed_date: float | None = None
+    merged_commit_id: str | None = None
+
+
 class DiffType(StrEnum):
     ADDED = "added"
     REMOVED = "removed"

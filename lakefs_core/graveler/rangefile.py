@@ -64,6 +64,17 @@ def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
     return table
 
 
+def file_type(data: bytes) -> str | None:
+    """What a metadata file is, ``range`` or ``metarange``, from its footer alone; None
+    for a file that is neither."""
+    try:
+        footer = pq.read_metadata(pa.BufferReader(data)).metadata or {}
+    except (pa.ArrowException, OSError):
+        return None
+    kind = footer.get(b"lakefs_type", b"").decode(errors="replace")
+    return kind if kind in ("range", "metarange") else None
+
+
 def _metadata_json(metadata: Mapping[str, str]) -> str:
     if not metadata:
         return "{}"

@@ -20,6 +20,8 @@ from lakefs_core.graveler.model import (
     GarbageCollectionRules,
     ImportState,
     MirrorMarking,
+    PullRequest,
+    PullRequestStatus,
     Repository,
     RepositoryTask,
     Tag,
@@ -152,6 +154,33 @@ class RefStore(ABC):
         Raises:
             ImportNotFoundError: no such import.
             ConflictError: it completed, failed, was canceled or is committing.
+        """
+
+    # --- pull requests ---------------------------------------------------------
+    @abstractmethod
+    def create_pull_request(self, repo_id: str, pr: PullRequest) -> None:
+        """Raises RepositoryNotFoundError; AlreadyExistsError if the id is taken."""
+
+    @abstractmethod
+    def get_pull_request(self, repo_id: str, pr_id: str) -> PullRequest:
+        """Raises PullRequestNotFoundError."""
+
+    @abstractmethod
+    def list_pull_requests(self, repo_id: str, *, prefix: str = "", after: str = "",
+                           amount: int = 1000,
+                           statuses: frozenset[PullRequestStatus] | None = None
+                           ) -> list[PullRequest]:
+        """Pull requests with id starting with ``prefix`` and after ``after``, by id;
+        only those of ``statuses`` when given."""
+
+    @abstractmethod
+    def update_pull_request(self, repo_id: str, expected: PullRequest,
+                            new: PullRequest) -> None:
+        """Replace a pull request if its status is still ``expected``'s.
+
+        Raises:
+            PullRequestNotFoundError: no such pull request.
+            PullRequestChangedError: its status changed since ``expected`` was read.
         """
 
     # --- branches --------------------------------------------------------------

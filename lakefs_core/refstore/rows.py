@@ -18,6 +18,8 @@ from lakefs_core.graveler.model import (
     Entry,
     EntryRecord,
     MirrorMarking,
+    PullRequest,
+    PullRequestStatus,
     Repository,
 )
 from lakefs_core.refstore.schema import (
@@ -26,6 +28,7 @@ from lakefs_core.refstore.schema import (
     hidden_branches,
     mirror_markings,
     present_commits,
+    pull_requests,
     repositories,
     staged_entries,
 )
@@ -86,6 +89,30 @@ def branch_values(branch: Branch) -> dict[str, Any]:
         "sealed_tokens": dump_tokens(branch.sealed_tokens),
         "sealed_at": float(branch.sealed_at),
     }
+
+
+PULL_REQUEST_COLUMNS = (
+    pull_requests.c.id, pull_requests.c.title, pull_requests.c.description,
+    pull_requests.c.status, pull_requests.c.author, pull_requests.c.source_branch,
+    pull_requests.c.destination_branch, pull_requests.c.creation_date,
+    pull_requests.c.closed_date, pull_requests.c.merged_commit_id)
+
+
+def pull_request_of(values: Sequence[Any]) -> PullRequest:
+    (pr_id, title, description, status, author, source, destination, created, closed,
+     merged) = values
+    return PullRequest(id=pr_id, title=title, description=description,
+                       status=PullRequestStatus(status), author=author, source_branch=source,
+                       destination_branch=destination, creation_date=created,
+                       closed_date=closed, merged_commit_id=merged)
+
+
+def pull_request_values(pr: PullRequest) -> dict[str, Any]:
+    return {"title": pr.title, "description": pr.description, "status": pr.status.value,
+            "author": pr.author, "source_branch": pr.source_branch,
+            "destination_branch": pr.destination_branch,
+            "creation_date": float(pr.creation_date), "closed_date": pr.closed_date,
+            "merged_commit_id": pr.merged_commit_id}
 
 
 def entry_record_of(values: Sequence[Any]) -> EntryRecord:

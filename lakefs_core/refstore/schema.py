@@ -130,6 +130,22 @@ imports = Table(
     Column("error", Text, nullable=False),
 )
 
+#: pull requests of a repository (see :class:`PullRequest`); ids sort by creation
+pull_requests = Table(
+    "pull_requests", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("id", _key(), primary_key=True),
+    Column("title", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("author", Text, nullable=False),
+    Column("source_branch", Text, nullable=False),
+    Column("destination_branch", Text, nullable=False),
+    Column("creation_date", Double, nullable=False),
+    Column("closed_date", Double),
+    Column("merged_commit_id", Text),
+)
+
 branches = Table(
     "branches", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
@@ -180,5 +196,5 @@ staged_entries = Table(
 
 #: the tables holding a repository's rows, deleted with it (children first)
 REPO_CHILDREN = (imports, staged_entries, present_commits, commits, tags, hidden_branches,
-                 branches, branch_protection, mirror_markings, repository_metadata,
-                 gc_branch_rules, gc_rules, repository_tasks)
+                 branches, branch_protection, mirror_markings, pull_requests,
+                 repository_metadata, gc_branch_rules, gc_rules, repository_tasks)

@@ -45,6 +45,7 @@ from tenacity import (
 
 from lakefs_core.database import create_engine, parse_url, sqlite_begin
 from lakefs_core.errors import (
+    AlreadyExistsError,
     BranchChangedError,
     BranchExistsError,
     BranchNotFoundError,
@@ -52,6 +53,8 @@ from lakefs_core.errors import (
     ConflictError,
     DatabaseError,
     ImportNotFoundError,
+    PullRequestChangedError,
+    PullRequestNotFoundError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -66,6 +69,8 @@ from lakefs_core.graveler.model import (
     GarbageCollectionRules,
     ImportState,
     MirrorMarking,
+    PullRequest,
+    PullRequestStatus,
     RefsDump,
     Repository,
     RepositoryTask,
@@ -77,6 +82,7 @@ from lakefs_core.refstore.migrations import migrate_settings
 from lakefs_core.refstore.rows import (
     BRANCH_COLUMNS,
     ENTRY_COLUMNS,
+    PULL_REQUEST_COLUMNS,
     REPOSITORY_COLUMNS,
     SELECT_BRANCH,
     SELECT_BRANCH_STAGED,
@@ -94,6 +100,8 @@ from lakefs_core.refstore.rows import (
     entry_record_of,
     entry_values,
     marking_of,
+    pull_request_of,
+    pull_request_values,
     repository_of,
 )
 from lakefs_core.refstore.schema import (
@@ -107,6 +115,7 @@ from lakefs_core.refstore.schema import (
     imports,
     mirror_markings,
     present_commits,
+    pull_requests,
     repositories,
     repository_metadata,
     repository_tasks,
@@ -624,13 +633,61 @@ class SQLRefStore(RefStore):
 
         self._write(work)
 
+    # --- pull requests --------------------------------------------------------------
+    def create_pull_request(self, repo_id: str, pr: PullRequest) -> None:
+        """Raises RepositoryNotFoundError; AlreadyExistsError if the id is taken."""
+        stmt = self._insert_new(pull_requests, repo=repo_id, id=pr.id,
+                                **pull_request_values(pr))
+        if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
+            raise AlreadyExistsError(f"pull request {pr.id!r} already exists")
+
+    def get_pull_request(self, repo_id: str, pr_id: str) -> PullRequest:
+        """Raises PullRequestNotFoundError."""
+        row = self._read(lambda conn: conn.execute(select(*PULL_REQUEST_COLUMNS).where(
+            pull_requests.c.repo == repo_id, pull_requests.c.id == pr_id)).first())
+        if row is None:
+            raise PullRequestNotFoundError(f"pull request {pr_id!r} not found")
+        return pull_request_of(row)
+
+    def list_pull_requests(self, repo_id: str, *, prefix: str = "", after: str = "",
+                           amount: int = 1000,
+                           statuses: frozenset[PullRequestStatus] | None = None
+                           ) -> list[PullRequest]:
+        """Pull requests by id (only those of ``statuses`` when given)."""
+        _check_amount(amount)
+        where = [pull_requests.c.repo == repo_id,
+                 *_key_range(pull_requests.c.id, prefix, after)]
+        if statuses is not None:
+            where.append(pull_requests.c.status.in_(sorted(s.value for s in statuses)))
+        stmt = (select(*PULL_REQUEST_COLUMNS).where(*where).order_by(pull_requests.c.id)
+                .limit(amount))
+        return [pull_request_of(r) for r in self._read(lambda conn: _fetch_all(conn, stmt))]
+
+    def update_pull_request(self, repo_id: str, expected: PullRequest,
+                            new: PullRequest) -> None:
+        """Replace a pull request if its status is still ``expected``'s."""
+        key = (pull_requests.c.repo == repo_id, pull_requests.c.id == expected.id)
+        stmt = (pull_requests.update()
+                .where(*key, pull_requests.c.status == expected.status.value)
+                .values(**pull_request_values(new))
+                .execution_options(preserve_rowcount=True))
+
+        def work(conn: Connection) -> None:
+            if conn.execute(stmt).rowcount == 1:
+                return
+            if conn.execute(select(pull_requests.c.id).where(*key)).first() is None:
+                raise PullRequestNotFoundError(f"pull request {expected.id!r} not found")
+            raise PullRequestChangedError(f"pull request {expected.id!r} changed concurrently")
+
+        self._write(work)
+
     # --- branches ---------------------------------------------------------------------
     def create_branch(self, repo_id: str, branch: Branch) -> None:
         """Raises BranchExistsError, RepositoryNotFoundError."""
         stmt = self._insert_new(branches, repo=repo_id, name=branch.name,
                                 **branch_values(branch))
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
-            raise BranchExistsError(f"branch {branch.name!r} already exists")
+            raise BranchExistsError("branch already exists: not unique")  # lakeFS's text
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         """Raises BranchNotFoundError."""
@@ -739,7 +796,7 @@ class SQLRefStore(RefStore):
         """Raises TagExistsError, RepositoryNotFoundError."""
         stmt = self._insert_new(tags, repo=repo_id, name=tag.name, commit_id=tag.commit_id)
         if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
-            raise TagExistsError(f"tag {tag.name!r} already exists")
+            raise TagExistsError("tag already exists: not unique")  # lakeFS's text
 
     def get_tag(self, repo_id: str, name: str) -> Tag:
         """Raises TagNotFoundError."""

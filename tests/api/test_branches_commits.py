@@ -112,7 +112,7 @@ def test_commit_get_and_no_changes(server: LiveServer, repo: lakefs.Repository) 
 
     with pytest.raises(BadRequestException) as info:
         main.commit("nothing to commit")
-    assert info.value.body["message"] == "no changes"
+    assert info.value.body["message"] == "commit: no changes"  # lakeFS's text
     empty = main.commit("empty on purpose", allow_empty=True).get_commit()
     assert empty.parents == [commit.id]
 
@@ -197,7 +197,8 @@ def test_uncommitted_diff_and_reset(server: LiveServer, repo: lakefs.Repository)
 
     changes = {c.path: (c.type, c.size_bytes) for c in main.uncommitted()}
     assert changes == {"a/one": ("added", 1), "a/two": ("added", 2), "b/three": ("added", 3),
-                       "keep.txt": ("changed", 7), "gone.txt": ("removed", 1)}
+                       "keep.txt": ("changed", 7), "gone.txt": ("removed", 0)}
+    # (lakeFS: a staged removal is a tombstone, so it reports size 0)
     with server.client() as http:
         url = "/repositories/repo/branches/main/diff"
         grouped = http.get(url, params={"delimiter": "/"}).json()
@@ -241,7 +242,9 @@ def test_revert_and_cherry_pick(repo: lakefs.Repository) -> None:
     put(dev, "other", "o")
     dev.commit("not picked")
     picked = main.cherry_pick(picked_from.id)
-    assert picked.message == "feature work" and picked.metadata == {"ticket": "7"}
+    assert picked.message == "feature work"
+    assert picked.metadata == {"ticket": "7", "cherry-pick-origin": picked_from.id,
+                               "cherry-pick-committer": "admin"}
     assert read(main, "feature") == b"f"
     assert "other" not in [o.path for o in main.objects()]
     with pytest.raises(BadRequestException):
@@ -340,7 +343,9 @@ def test_revert_and_cherry_pick_with_commit_overrides(server: LiveServer,
         resp = http.post("/repositories/repo/branches/main/cherry-pick", json={
             "ref": picked, "commit_overrides": {"message": "picked", "metadata": {"k": "v"}}})
         assert resp.status_code == 201
-        assert (resp.json()["message"], resp.json()["metadata"]) == ("picked", {"k": "v"})
+        assert (resp.json()["message"], resp.json()["metadata"]) == ("picked", {
+            "ticket": "7", "k": "v", "cherry-pick-origin": picked,
+            "cherry-pick-committer": "admin"})
         assert read(main, "feature") == b"f"
 
         resp = http.post("/repositories/repo/branches/main/revert", json={
@@ -362,8 +367,8 @@ def test_revert_and_cherry_pick_with_commit_overrides(server: LiveServer,
         picked = dev.commit("more", metadata={"ticket": "8"}).get_commit().id
         resp = http.post("/repositories/repo/branches/main/cherry-pick", json={
             "ref": picked, "commit_overrides": {"message": "more, renamed"}})
-        assert (resp.json()["message"], resp.json()["metadata"]) == (
-            "more, renamed", {"ticket": "8"})
+        assert (resp.json()["message"], resp.json()["metadata"]) == ("more, renamed", {
+            "ticket": "8", "cherry-pick-origin": picked, "cherry-pick-committer": "admin"})
 
 
 def test_commit_of_a_source_metarange(server: LiveServer, repo: lakefs.Repository) -> None:
@@ -386,7 +391,7 @@ def test_commit_of_a_source_metarange(server: LiveServer, repo: lakefs.Repositor
         # the same tree again: no changes, unless allowed
         resp = http.post(url, params={"source_metarange": dev_head.meta_range_id},
                          json={"message": "again"})
-        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        assert (resp.status_code, resp.json()["message"]) == (400, "commit: no changes")
         resp = http.post(url, params={"source_metarange": dev_head.meta_range_id},
                          json={"message": "again", "allow_empty": True})
         assert resp.status_code == 201
@@ -395,7 +400,8 @@ def test_commit_of_a_source_metarange(server: LiveServer, repo: lakefs.Repositor
         put(main, "dirty", "d")
         resp = http.post(url, params={"source_metarange": base.meta_range_id},
                          json={"message": "over staged changes"})
-        assert (resp.status_code, resp.json()["message"]) == (400, "dirty branch")
+        assert (resp.status_code, resp.json()["message"]) == (
+            400, "uncommitted changes (dirty branch)")
         main.reset_changes()
         resp = http.post(url, params={"source_metarange": "0" * 64}, json={"message": "m"})
         assert resp.status_code == 404

@@ -76,17 +76,18 @@ def test_merge(server: LiveServer, repo: lakefs.Repository) -> None:
     merged = dev.merge_into(main, message="bring dev", metadata={"why": "test"})
     commit = repo.commit(merged).get_commit()
     assert commit.parents == [before, dev.get_commit().id]
-    assert commit.message == "bring dev" and commit.metadata == {"why": "test"}
+    assert commit.message == "bring dev"
+    assert commit.metadata == {"why": "test", ".lakefs.merge.strategy": "default"}  # lakeFS's
     assert read(main, "x/dev-1") == b"d1"
     assert "to-remove" not in [o.path for o in main.objects()]
 
     with pytest.raises(BadRequestException) as info:
         dev.merge_into(main)
-    assert info.value.body["message"] == "no changes"
+    assert info.value.body["message"] == "update branch main: no changes"  # lakeFS's text
 
     with server.client() as http:
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
-        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        assert (resp.status_code, resp.json()["message"]) == (400, "update branch main: no changes")
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"strategy": "bogus"})
         assert resp.status_code == 400
         resp = http.post("/repositories/repo/refs/nope/merge/main")
@@ -115,7 +116,7 @@ def test_squash_merge(server: LiveServer, repo: lakefs.Repository) -> None:
 
         # merged again: the content is already there, so nothing to do ...
         resp = http.post("/repositories/repo/refs/dev/merge/main", json={"squash_merge": True})
-        assert (resp.status_code, resp.json()["message"]) == (400, "no changes")
+        assert (resp.status_code, resp.json()["message"]) == (400, "update branch main: no changes")
         # ... unless an empty merge is asked for
         resp = http.post("/repositories/repo/refs/dev/merge/main",
                          json={"squash_merge": True, "allow_empty": True})
@@ -182,8 +183,9 @@ def test_merge_conflict_and_strategies(server: LiveServer, repo: lakefs.Reposito
         assert "dirty" in resp.json()["message"]
         main.reset_changes()
 
-    dev.merge_into(main, strategy="source-wins")
+    merged = dev.merge_into(main, strategy="source-wins")
     assert read(main, "f") == b"dev"
+    assert repo.commit(merged).get_commit().metadata == {".lakefs.merge.strategy": "source-wins"}
     put(main, "f", "main again")
     main.commit("main again")
     put(dev, "f", "dev again")

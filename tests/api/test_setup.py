@@ -9,8 +9,9 @@ import lakefs
 import lakefs_sdk
 import yaml
 
-from lakefs_testing.live_server import LiveServer, live_server
-from tests.api.sdk_support import sdk_client
+from lakefs_core.auth.model import CommPrefs
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
+from tests.api.sdk_support import sdk_client, viewer_client
 
 
 def test_healthcheck_needs_no_credentials(server: LiveServer) -> None:
@@ -121,3 +122,46 @@ def test_multi_store_config(tmp_path: Path) -> None:
             assert "missing" in resp.json()["message"]
             default = http.post("/repositories", json={"name": "on-default"}).json()
             assert default["storage_id"] == ""
+
+
+def test_comm_prefs_before_and_after_setup(tmp_path: Path) -> None:
+    with live_server(str(tmp_path / "fresh"), setup_admin=False) as srv:
+        api = srv.api
+        state = httpx.get(f"{api}/setup_lakefs").json()
+        assert state == {"state": "not_initialized", "comm_prefs_missing": True}
+        prefs = {"email": "ops@example.com", "featureUpdates": True, "securityUpdates": False}
+        assert httpx.post(f"{api}/setup_comm_prefs",
+                          json={**prefs, "email": "not-an-email"}).status_code == 400
+        assert httpx.post(f"{api}/setup_comm_prefs",
+                          json={"email": "ops@example.com"}).status_code == 400
+        srv.services.auth.setup_admin("admin", ADMIN_KEY, ADMIN_SECRET)
+        # lakeFS's SDK sends no credentials: the first answer needs none, even after setup
+        sdk = sdk_client(srv).sdk_client
+        sdk.internal_api.setup_comm_prefs(lakefs_sdk.CommPrefsInput(
+            email="ops@example.com", feature_updates=True, security_updates=False))
+        assert httpx.get(f"{api}/setup_lakefs").json()["comm_prefs_missing"] is False
+        assert srv.services.auth.get_comm_prefs() == CommPrefs("ops@example.com", True)
+        # ... changing them does
+        assert httpx.post(f"{api}/setup_comm_prefs", json=prefs).status_code == 401
+        with srv.client() as http:
+            resp = http.post("/setup_comm_prefs", json={**prefs, "email": "",
+                                                        "featureUpdates": False})
+            assert resp.status_code == 200
+        assert srv.services.auth.get_comm_prefs() == CommPrefs(None, False)
+
+
+def test_statistics_and_usage_report(server: LiveServer) -> None:
+    internal = sdk_client(server).sdk_client.internal_api
+    internal.post_stats_events(lakefs_sdk.StatsEventsList(events=[
+        lakefs_sdk.StatsEvent(var_class="ui-event", name="page_view", count=2)]))
+    with server.client() as http:
+        assert http.post("/statistics", json={"events": [{"name": "x"}]}).status_code == 400
+    assert httpx.post(f"{server.api}/statistics", json={"events": []}).status_code == 401
+
+    report = internal.get_usage_report_summary()
+    assert report.reports == []
+    assert len(report.installation_id) == 36  # a UUID, the same at every call
+    assert internal.get_usage_report_summary().installation_id == report.installation_id
+    with viewer_client(server, "usage-viewer") as viewer:  # fs:ReadConfig
+        assert viewer.get("/usage-report/summary").json()["installation_id"] == (
+            report.installation_id)

@@ -13,6 +13,7 @@ import lakefs
 import pandas as pd
 import pytest
 from lakefs.client import Client
+from lakefs.exceptions import ConflictException
 from lakefs_spec import LakeFSFileSystem
 
 from lakefs_testing.live_server import LiveServer, live_server
@@ -131,6 +132,39 @@ def test_transactions_commit_merge_or_leave_base_untouched(
         raise RuntimeError("abandon")
     assert main.get_commit().id == head
     assert not fs.exists(f"lakefs://{repo.id}/main/partial.txt")
+
+
+def test_put_file_of_unchanged_content_commits_nothing(
+        fs: LakeFSFileSystem, repo: lakefs.Repository, tmp_path: Path) -> None:
+    """put_file compares the local MD5 with the object's checksum and skips the upload."""
+    local = tmp_path / "same.csv"
+    local.write_text("a,b\n1,2\n")
+    main = repo.branch("main")
+    fs.put_file(str(local), f"lakefs://{repo.id}/main/same.csv")
+    main.commit("first upload")
+    head = main.get_commit().id
+    with fs.transaction(repo.id, "main") as tx:
+        fs.put_file(str(local), f"lakefs://{repo.id}/{tx.branch.id}/same.csv")
+        assert list(tx.branch.uncommitted()) == []
+        assert tx.commit(message="nothing new").get_commit().id == head
+    assert main.get_commit().id == head  # nothing to merge either
+    local.write_text("a,b\n1,3\n")
+    fs.put_file(str(local), f"lakefs://{repo.id}/main/same.csv")
+    assert [(c.path, c.type) for c in main.uncommitted()] == [("same.csv", "changed")]
+
+
+def test_transaction_tag_that_exists(fs: LakeFSFileSystem, repo: lakefs.Repository) -> None:
+    """As lakeFS: 409 "tag already exists", and the transaction's branch is left over."""
+    main = repo.branch("main")
+    fs.pipe_file(f"lakefs://{repo.id}/main/f", b"1")
+    lakefs.Tag(repo.id, "v1", client=fs.client).create(main.commit("one"))
+    with pytest.raises(ConflictException) as info, fs.transaction(repo.id, "main") as tx:
+        fs.pipe_file(f"lakefs://{repo.id}/{tx.branch.id}/g", b"2")
+        tx.tag(tx.commit(message="two"), name="v1")
+    assert info.value.status_code == 409
+    assert "tag already exists" in info.value.body["message"]
+    assert not fs.exists(f"lakefs://{repo.id}/main/g")  # not merged
+    assert any(b.id == tx.branch.id for b in repo.branches())
 
 
 def test_pandas_and_duckdb_read_lakefs_urls(fs: LakeFSFileSystem, options: dict[str, Any],

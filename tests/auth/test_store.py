@@ -321,6 +321,21 @@ def test_setup_admin_generates_credentials_and_restores_missing_builtins(
     assert store.get_policy(builtin.FS_FULL_ACCESS).statements[0].action == ("fs:ReadObject",)
 
 
+def test_untouched_builtins_of_an_earlier_version_are_brought_up_to_date(
+        store: AuthStore) -> None:
+    store.setup_admin("admin")
+    for name, versions in builtin.SUPERSEDED.items():  # as an earlier version wrote them
+        store.update_policy(Policy(name, versions[0]))
+    store.update_policy(_policy(builtin.FS_READ_ALL, ["fs:ReadObject"]))  # edited
+    store.ensure_builtins()
+    current = {p.name: p.statements for p in builtin.builtin_policies()}
+    assert store.get_policy(builtin.FS_FULL_ACCESS).statements == current[
+        builtin.FS_FULL_ACCESS]
+    assert rbac.CREATE_PULL_REQUEST in store.get_policy(
+        builtin.FS_READ_WRITE_ALL).statements[0].action
+    assert store.get_policy(builtin.FS_READ_ALL).statements[0].action == ("fs:ReadObject",)
+
+
 def test_concurrent_setup_admin_creates_one_admin(auth_url: str) -> None:
     stores = [AuthStore(auth_url, SECRET_KEY) for _ in range(4)]
     results: list[str] = []

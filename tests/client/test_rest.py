@@ -76,6 +76,7 @@ def test_transport_errors_are_retried_then_status_zero() -> None:
 @pytest.mark.parametrize(("status", "message", "typed"), [
     (400, "bad", errors.ValidationError),
     (400, "no changes", errors.NoChangesError),
+    (400, "commit: no changes", errors.NoChangesError),
     (401, "who", errors.AuthenticationError),
     (403, "insufficient permissions", errors.ForbiddenError),
     (403, "repository 'm' is read-only", errors.ReadOnlyRepositoryError),

@@ -260,7 +260,10 @@ def test_revert_and_cherry_pick(env: Env) -> None:
     g.create_branch(repo, "other", "main~3")
     picked = g.cherry_pick(repo, "other", cb.id, "u")
     assert picked.commit.message == "b"
+    assert picked.commit.metadata == {"cherry-pick-origin": cb.id, "cherry-pick-committer": "u"}
     assert paths(g, repo, "other") == ["a", "b"]
+    assert g.revert(repo, "other", "other", "u").commit.message == "Revert other"
+    assert paths(g, repo, "other") == ["a"]
     put(g, repo, "other", "dirty")
     with pytest.raises(DirtyBranchError):
         g.revert(repo, "other", cb.id, "u")

@@ -13,10 +13,13 @@ import pytest
 from sqlalchemy import event
 
 from lakefs_core.errors import (
+    AlreadyExistsError,
     BranchChangedError,
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    PullRequestChangedError,
+    PullRequestNotFoundError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -32,6 +35,8 @@ from lakefs_core.graveler.model import (
     EntryRecord,
     GarbageCollectionRules,
     MirrorMarking,
+    PullRequest,
+    PullRequestStatus,
     RefsDump,
     Repository,
     RepositoryTask,
@@ -247,6 +252,41 @@ def test_mirror_marking_and_present_commits(store: SQLRefStore) -> None:
         store.set_mirror_marking("nope", MirrorMarking("m1", "east", "src"))
     with pytest.raises(RepositoryNotFoundError):
         store.mark_commit_present("nope", "c1")
+
+
+def test_pull_requests(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    new_repo(store, "r2")
+    prs = [PullRequest(id=f"pr{i}", title=f"t{i}", description="ünïcode", author="alice",
+                       status=PullRequestStatus.OPEN, source_branch="dev",
+                       destination_branch="main", creation_date=1_700_000_000.5 + i)
+           for i in range(3)]
+    for pr in prs:
+        store.create_pull_request("r1", pr)
+    with pytest.raises(AlreadyExistsError):
+        store.create_pull_request("r1", prs[0])
+    with pytest.raises(RepositoryNotFoundError):
+        store.create_pull_request("nope", prs[0])
+    assert store.get_pull_request("r1", "pr1") == prs[1]
+    with pytest.raises(PullRequestNotFoundError):
+        store.get_pull_request("r2", "pr1")  # per repository
+
+    closed = replace(prs[1], status=PullRequestStatus.CLOSED, closed_date=1_700_000_100.0)
+    store.update_pull_request("r1", prs[1], closed)
+    assert store.get_pull_request("r1", "pr1") == closed
+    with pytest.raises(PullRequestChangedError):  # its status is no longer open
+        store.update_pull_request("r1", prs[1], replace(prs[1], title="stale"))
+    with pytest.raises(PullRequestNotFoundError):
+        store.update_pull_request("r2", prs[1], closed)
+
+    open_only = frozenset({PullRequestStatus.OPEN})
+    assert [p.id for p in store.list_pull_requests("r1")] == ["pr0", "pr1", "pr2"]
+    assert [p.id for p in store.list_pull_requests("r1", statuses=open_only)] == ["pr0", "pr2"]
+    assert [p.id for p in store.list_pull_requests("r1", after="pr0", amount=1)] == ["pr1"]
+    assert store.list_pull_requests("r2") == []
+    store.delete_repository("r1")  # its pull requests go with it
+    new_repo(store, "r1")
+    assert store.list_pull_requests("r1") == []
 
 
 def test_legacy_settings_are_migrated(tmp_path: Path) -> None:

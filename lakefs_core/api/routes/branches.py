@@ -3,6 +3,7 @@ uncommitted diff."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -23,7 +24,7 @@ from lakefs_core.api.routes.refs import DiffList, diff_page
 from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.errors import NoChangesError, ValidationError
-from lakefs_core.graveler.model import Branch, Difference
+from lakefs_core.graveler.model import Branch, Difference, DiffType
 
 router = APIRouter()
 
@@ -188,8 +189,7 @@ def revert_branch(repository: str, branch: str, body: RevertCreation,
     except NoChangesError:
         if not body.allow_empty:
             raise
-        reverted = graveler.resolve_ref(repository, body.ref).commit_id
-        graveler.commit(repository, branch, overrides.message or f"Revert {reverted}",
+        graveler.commit(repository, branch, overrides.message or f"Revert {body.ref}",
                         ctx.user.username, metadata=overrides.metadata, allow_empty=True)
     return Response(status_code=204)
 
@@ -224,8 +224,11 @@ def diff_branch(
     graveler = ctx.services.graveler
 
     def fetch(cursor: str, k: int) -> tuple[list[Difference], bool]:
-        return graveler.diff_uncommitted(repository, branch, prefix=prefix, after=cursor,
-                                         amount=k)
+        diffs, more = graveler.diff_uncommitted(repository, branch, prefix=prefix,
+                                                after=cursor, amount=k)
+        # as lakeFS: a staged removal is a tombstone, with no entry and so size 0
+        return [replace(d, left=None) if d.type is DiffType.REMOVED else d
+                for d in diffs], more
 
     return diff_page(fetch, prefix=prefix, delimiter=delimiter, after=after,
                      amount=page_size(amount))

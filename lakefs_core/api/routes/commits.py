@@ -1,20 +1,25 @@
-"""Commit routes: commit a branch, get a commit, and the log of a ref."""
+"""Commit routes: commit a branch, get a commit, write a commit record, and the log of a
+ref."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
 
 from lakefs_core.api.routes import AfterQuery, AmountQuery, Pagination, page_size, pagination
 from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.errors import ValidationError
-from lakefs_core.graveler.model import CommitRecord
+from lakefs_core.graveler.model import Commit, CommitRecord
 
 router = APIRouter()
+
+#: the commit record version of every commit here (lakeFS's: merge parents are
+#: destination first)
+COMMIT_VERSION = 1
 
 #: commits fetched from the engine per step when the log filters by date or stop point
 _LOG_BATCH = 200
@@ -31,7 +36,7 @@ class CommitModel(BaseModel):
     meta_range_id: str
     metadata: dict[str, str]
     generation: int
-    version: int = 1
+    version: int = COMMIT_VERSION
 
 
 class CommitList(BaseModel):
@@ -47,6 +52,21 @@ class CommitCreation(BaseModel):
     date: int | None = Field(default=None, description="creation date override (epoch seconds)")
     allow_empty: bool | None = False
     force: bool | None = False
+
+
+class CommitRecordCreation(BaseModel):
+    """lakeFS's CommitRecordCreation: a commit record written as given."""
+
+    commit_id: str
+    version: int = Field(ge=0, le=1, description="commit record version (1)")
+    committer: str
+    message: str
+    metarange_id: str
+    creation_date: int = Field(ge=0, description="Unix epoch in seconds")
+    parents: list[str]
+    metadata: dict[str, str] | None = None
+    generation: int
+    force: bool | None = Field(default=False, description="accepted, has no effect")
 
 
 def commit_model(rec: CommitRecord) -> CommitModel:
@@ -82,6 +102,29 @@ def commit(
         repository, branch, body.message, ctx.user.username, metadata=body.metadata or {},
         allow_empty=bool(body.allow_empty), creation_date=body.date)
     return commit_model(rec)
+
+
+@router.post("/repositories/{repository}/commits", status_code=204, response_class=Response,
+             tags=["internal"])
+def create_commit_record(repository: str, body: CommitRecordCreation,
+                         ctx: Ctx = Depends(authenticated)) -> Response:
+    """Write a commit record (moving no ref), for tools that copy history.
+
+    The record must hash to ``commit_id`` (ids are content hashes here), its parents and
+    metarange must exist, and its generation be above its parents'. 409 when the commit
+    exists. Only version 1 records (lakeFS's current) are taken. ``force`` is lakeFS's
+    override of read-only repositories, which this server never grants.
+    """
+    ctx.check(rbac.CREATE_COMMIT, repo_arn(repository))
+    if body.version != COMMIT_VERSION:
+        raise ValidationError(f"commit record version {body.version} is not supported")
+    ctx.services.graveler.create_commit_record(
+        repository, body.commit_id,
+        Commit(parents=tuple(body.parents), metarange_id=body.metarange_id,
+               message=body.message, committer=body.committer,
+               creation_date=body.creation_date, metadata=dict(body.metadata or {}),
+               generation=body.generation))
+    return Response(status_code=204)
 
 
 @router.get("/repositories/{repository}/commits/{commitId:path}", response_model=CommitModel,

@@ -82,7 +82,7 @@ def _diff_model(d: Difference, right_stats: bool) -> DiffModel:
                                content_type=d.right.content_type,
                                metadata=dict(d.right.metadata))
     return DiffModel(type=d.type.value, path=d.path, path_type="object",
-                     size_bytes=entry.size if entry is not None else None, right=right)
+                     size_bytes=entry.size if entry is not None else 0, right=right)
 
 
 def diff_page(fetch: DiffFetch, *, prefix: str, delimiter: str, after: str, amount: int,

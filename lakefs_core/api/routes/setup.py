@@ -1,19 +1,25 @@
-"""Installation routes: health check, first-admin setup, server config, current user."""
+"""Installation routes: health check, first-admin setup and communication preferences,
+server config, current user."""
 
 from __future__ import annotations
+
+import re
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from lakefs_core.api.security import Ctx, authenticated, services_of
+from lakefs_core.auth.model import CommPrefs
 from lakefs_core.block.registry import StoreInfo
-from lakefs_core.errors import AlreadyExistsError
+from lakefs_core.errors import AlreadyExistsError, ValidationError
 from lakefs_core.services import Services
 
 router = APIRouter()
 
 #: the lakeFS API version this server speaks (clients such as lakefs-spec compare it)
 LAKEFS_COMPATIBLE_VERSION = "1.50.0"
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z")
 
 # blockstore type -> (namespace example, namespace validity regex)
 _NAMESPACE_HINTS: dict[str, tuple[str, str]] = {
@@ -39,7 +45,22 @@ class SetupRequest(BaseModel):
 
 class SetupState(BaseModel):
     state: str
-    comm_prefs_missing: bool = False
+    comm_prefs_missing: bool = Field(default=False,
+                                     description="no communication preferences set yet")
+
+
+class CommPrefsInput(BaseModel):
+    """lakeFS's CommPrefsInput; only the email and feature-updates choice are kept."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    first_name: str | None = Field(default=None, alias="firstName")
+    last_name: str | None = Field(default=None, alias="lastName")
+    email: str | None = None
+    company_name: str | None = Field(default=None, alias="companyName")
+    country: str | None = None
+    feature_updates: bool = Field(alias="featureUpdates")
+    security_updates: bool = Field(alias="securityUpdates", description="no longer used")
 
 
 class CredentialsWithSecret(BaseModel):
@@ -130,9 +151,29 @@ def health_check() -> Response:
 
 @router.get("/setup_lakefs", response_model=SetupState, tags=["internal"])
 def get_setup_state(request: Request) -> SetupState:
-    """Whether the first admin has been created."""
-    initialized = services_of(request).auth.is_initialized()
-    return SetupState(state="initialized" if initialized else "not_initialized")
+    """Whether the first admin has been created (and communication preferences set)."""
+    auth = services_of(request).auth
+    return SetupState(state="initialized" if auth.is_initialized() else "not_initialized",
+                      comm_prefs_missing=auth.get_comm_prefs() is None)
+
+
+@router.post("/setup_comm_prefs", status_code=200, response_class=Response,
+             tags=["internal"])
+def setup_comm_prefs(body: CommPrefsInput, request: Request) -> Response:
+    """Record the communication preferences asked at setup.
+
+    lakeFS's clients send no credentials here: anyone may answer while the installation
+    is not set up or has no preferences yet; changing them later needs an authenticated
+    user. An email that is given must look like one (400).
+    """
+    auth = services_of(request).auth
+    if auth.is_initialized() and auth.get_comm_prefs() is not None:
+        authenticated(request)
+    email = (body.email or "").strip() or None
+    if email is not None and not _EMAIL.match(email):
+        raise ValidationError(f"invalid email address {email!r}")
+    auth.set_comm_prefs(CommPrefs(email=email, feature_updates=body.feature_updates))
+    return Response(status_code=200)
 
 
 @router.post("/setup_lakefs", response_model=CredentialsWithSecret, tags=["internal"])
