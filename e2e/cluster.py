@@ -28,6 +28,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -424,13 +425,19 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
             cluster.regions[name] = Region(
                 name, region_root, server_ports[name], server, sidecars, sidecar_ports[name],
                 blockstores[name], bucket=bucket[name])
-        # servers first: the sidecars read the auth tables the servers create, and
-        # authenticate as the replication user the admin creates in both regions
+        # servers first: the sidecars read the auth tables the servers create; the
+        # admin creates the replication user in both regions while the sidecars boot
+        # (long before their first call to a server)
         start_all([r.server for r in cluster.regions.values()])
+        sidecars = [p for r in cluster.regions.values() for p in r.sidecars]
+        for p in sidecars:
+            p.spawn()
         if user is not None:
-            for region in cluster.regions.values():
-                user.create_through_api(region.endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY)
-        start_all([p for r in cluster.regions.values() for p in r.sidecars])
+            with ThreadPoolExecutor(len(REGIONS)) as pool:
+                list(pool.map(lambda r: user.create_through_api(
+                    r.endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY), cluster.regions.values()))
+        for p in sidecars:
+            p.wait_ready()
         yield cluster
 
 
