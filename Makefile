@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean chaos-long
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,15 @@ run: $(STAMP)
 # the lint step (style, types, layers) runs first: CI runs `make test`
 test: lint
 	$(BIN)/python -m pytest
+
+# many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign
+# continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]
+SEEDS ?= 24
+OPS ?= 40
+JOBS ?=
+chaos-long: $(STAMP)
+	$(BIN)/python -m e2e.chaos_long --seeds $(SEEDS) --ops $(OPS) $(if $(JOBS),--jobs $(JOBS)) \
+		--results chaos-long.jsonl --resume $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -6,5 +6,6 @@
 - :mod:`e2e.crr`: fault-injecting object replicators standing in for S3 CRR.
 - :mod:`e2e.invariants`: I1-I4 checked continuously through the REST API.
 - :mod:`e2e.chaos`: ``python -m e2e.chaos --seed S --ops N``.
+- :mod:`e2e.chaos_long`: many chaos seeds over every combination (``make chaos-long``).
 - :mod:`e2e.demo`: ``python -m e2e.demo``, the README's run command.
 """

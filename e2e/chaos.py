@@ -12,6 +12,11 @@ The plan (the sequence of steps) depends only on the seed: ``--plan`` prints it.
 Object contents come from the same seed. What the processes do in between is up
 to the operating system, which is the point.
 
+The sidecars act as a user with seed 003's narrow replication policy by default
+(``--policy broad``, or ``admin``). ``--summary-json PATH`` writes the run's figures
+(steps, kills, commits verified, violations, failures, wall time, the combination);
+``python -m e2e.chaos_long`` runs many seeds over every combination with it.
+
 Exit status: 0 no violation and the mirror caught up; 1 an invariant was violated,
 or the mirror did not catch up within ``--settle-timeout``; 2 the run itself failed.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import random
 import sys
 import time
@@ -28,11 +34,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from e2e.api import ApiError, RegionClient
-from e2e.cluster import Cluster, ClusterSpec, scratch_dir, start_cluster
+from e2e.cluster import POLICIES, Cluster, ClusterSpec, scratch_dir, start_cluster
 from e2e.invariants import ApiMirrorChecker
+from e2e.processes import terminate_as_exit
 from e2e.workload import SourceDriver
 
 if TYPE_CHECKING:
@@ -123,7 +130,8 @@ class ChaosRun:
         self.verbose = verbose
         self.east: RegionClient = cluster.east.client()
         self.west: RegionClient = cluster.west.client()
-        self.checker = ApiMirrorChecker(self.east, REPO, self.west, MIRROR, collect=True)
+        self.checker = ApiMirrorChecker(self.east, REPO, self.west, MIRROR, collect=True,
+                                        tags_mirrored=cluster.spec.tags_mirrored)
         self.src = SourceDriver(self.east, REPO, self.checker, random.Random(seed ^ 0x5EED))
         self.done: Counter[str] = Counter()
         self.crr: FaultyReplicator | None = None
@@ -291,9 +299,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", choices=("local", "s3"), default="local")
     parser.add_argument("--replication", choices=("builtin", "builtin-direct", "native"),
                         default="builtin")
+    parser.add_argument("--policy", choices=POLICIES, default="narrow",
+                        help="the sidecars' replication user: seed 003's narrow or broad "
+                             "policy, or the admin")
     parser.add_argument("--sidecars", type=int, default=1, help="replicas per region")
     parser.add_argument("--settle-timeout", type=float, default=120.0)
     parser.add_argument("--data-dir", type=Path, help="keep data and logs here")
+    parser.add_argument("--summary-json", type=Path,
+                        help="write the run's figures here (JSON), whatever the outcome")
     parser.add_argument("--plan", action="store_true", help="print the plan and exit")
     parser.add_argument("--canary", action="store_true",
                         help="self-test: corrupt one mirror object mid-run (local storage); "
@@ -311,13 +324,79 @@ def main(argv: list[str] | None = None) -> int:
     spec = ClusterSpec(mirrors_db=args.mirrors_db, storage=args.storage,
                        refstore="postgres" if args.mirrors_db == "postgres" else "local",
                        replication=args.replication, sidecars_per_region=args.sidecars,
-                       log_level="INFO")
+                       log_level="INFO", policy=args.policy, source_repository=REPO,
+                       mirror_repository=MIRROR)
     print(f"  cluster: {spec.describe()}", flush=True)
+    with terminate_as_exit():
+        outcome = execute(args, spec, steps)
+    if args.summary_json is not None:
+        args.summary_json.write_text(json.dumps(outcome.summary(), indent=2) + "\n")
+    return outcome.exit_status
+
+
+@dataclass
+class Outcome:
+    """What a run did and found (``--summary-json`` writes :meth:`summary`)."""
+
+    seed: int
+    ops: int
+    plan: str
+    spec: ClusterSpec
+    run: ChaosRun | None = None
+    converged: bool = False
+    #: the harness's own failure (exit status 2), not an invariant violation
+    error: str = ""
+    wall_seconds: float = 0.0
+
+    @property
+    def violations(self) -> list[str]:
+        return [str(v) for v in self.run.checker.violations] if self.run else []
+
+    @property
+    def failures(self) -> list[str]:
+        """Why the run failed, other than a violation: stalls, no convergence, errors."""
+        out = list(self.run.stalls) if self.run else []
+        if self.error:
+            out.append(f"harness error: {self.error}")
+        elif not self.converged:
+            out.append("the mirror did not converge after the run")
+        return out
+
+    @property
+    def exit_status(self) -> int:
+        if self.error:
+            return 2
+        return 1 if self.violations or self.failures else 0
+
+    def summary(self) -> dict[str, Any]:
+        done = self.run.done if self.run else Counter[str]()
+        stats = self.run.checker.stats if self.run else None
+        return {
+            "seed": self.seed, "ops": self.ops, "plan": self.plan,
+            "combination": {"mirrors_db": self.spec.mirrors_db, "storage": self.spec.storage,
+                            "replication": self.spec.replication, "policy": self.spec.policy,
+                            "sidecars_per_region": self.spec.sidecars_per_region},
+            "steps": sum(done.values()),
+            "step_kinds": dict(sorted(done.items())),
+            "kills": done["kill"],
+            "commits_verified": stats.commits_verified if stats else 0,
+            "objects_compared": stats.objects_compared if stats else 0,
+            "violations": self.violations,
+            "failures": self.failures,
+            "converged": self.converged,
+            "exit_status": self.exit_status,
+            "wall_seconds": round(self.wall_seconds, 1),
+        }
+
+
+def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) -> Outcome:
+    """Run the plan on a fresh cluster, print the report, return the outcome."""
+    outcome = Outcome(args.seed, args.ops, plan_digest(steps), spec)
     started = time.monotonic()
     try:
         with scratch_dir(args.data_dir, "lakefs-chaos-") as root, \
                 start_cluster(root, spec) as cluster:
-            run = ChaosRun(cluster, args.seed, verbose=args.verbose)
+            run = outcome.run = ChaosRun(cluster, args.seed, verbose=args.verbose)
             try:
                 run.set_up()
                 run.checker.wait_in_sync(90, "the first promotion")
@@ -327,24 +406,28 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  canary: corrupted {run.corrupt_one_mirror_object()} on the "
                           "mirror", flush=True)
                 run.run(steps[half:], half + 1, len(steps))
-                converged = run.heal_and_settle(args.settle_timeout)
+                outcome.converged = run.heal_and_settle(args.settle_timeout)
             finally:
                 run.close()
-    except Exception:  # noqa: BLE001 - report any harness failure as exit status 2
+    except Exception as e:  # noqa: BLE001 - report any harness failure as exit status 2
         traceback.print_exc()
+        outcome.error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
         print(f"chaos: seed {args.seed}: the run failed (not an invariant violation)")
-        return 2
-    checker = run.checker
-    print(f"  steps: {', '.join(f'{k} {v}' for k, v in sorted(run.done.items()))}")
+    outcome.wall_seconds = time.monotonic() - started
+    if outcome.error:
+        return outcome
+    assert outcome.run is not None
+    checker = outcome.run.checker
+    print(f"  steps: {', '.join(f'{k} {v}' for k, v in sorted(outcome.run.done.items()))}")
     print(f"  checker: {checker.summary()}")
     for v in checker.violations:
         print(f"  VIOLATION {v}")
-    converged = converged and not run.stalls
-    verdict = "ok" if converged and not checker.violations else "FAILED"
+    converged = outcome.converged and not outcome.run.stalls
+    verdict = "ok" if outcome.exit_status == 0 else "FAILED"
     print(f"chaos: seed {args.seed}, {args.ops} steps: {len(checker.violations)} violations, "
           f"{'converged' if converged else 'did not converge'}, "
-          f"{time.monotonic() - started:.0f}s: {verdict}", flush=True)
-    return 0 if verdict == "ok" else 1
+          f"{outcome.wall_seconds:.0f}s: {verdict}", flush=True)
+    return outcome
 
 
 if __name__ == "__main__":

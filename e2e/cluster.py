@@ -11,7 +11,10 @@ Each region runs ``python -m lakefs_core run`` and one or more
   moto server of its own;
 - object replication: the sidecar's ``builtin`` copier (reading through the source
   API, or ``builtin-direct`` reading the source store), or ``native``, where nothing
-  copies until the test runs a replicator from :mod:`e2e.crr`.
+  copies until the test runs a replicator from :mod:`e2e.crr`;
+- the replication user the sidecars act as: seed 003's ``narrow`` policy (for the
+  spec's one source repository and mirror) or its ``broad`` one, created in both
+  regions with the same key pair once the servers are up; ``admin`` only on request.
 
 PostgreSQL comes from ``lakefs_testing.servers`` (the installed server binaries); the caller
 may pass a running one (the pytest session's), else the cluster starts its own.
@@ -25,6 +28,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,6 +37,7 @@ import yaml
 
 from e2e.api import RegionClient
 from e2e.processes import ManagedProcess, start_all, stop_all
+from lakefs_testing.replication_user import ReplicationUser
 
 if TYPE_CHECKING:
     from lakefs_testing.servers import PostgresServer
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
 SOURCE, DESTINATION = "east", "west"
 REGIONS = (SOURCE, DESTINATION)
 ORGANIZATION = "e2e"
-#: the admin of both installations, also the replication user (same keys everywhere)
+#: the admin of both installations (the operator: tests and tools act as it)
 ACCESS_KEY_ID = "AKIAIOSFODNN7E2EADMIN"
 SECRET_ACCESS_KEY = "e2e/Secret+Access/Key/For/Loopback/Only"
 #: credentials moto accepts (any will do)
@@ -51,6 +56,9 @@ MirrorsDb = Literal["sqlite", "postgres", "dynamodb"]
 Refstore = Literal["local", "postgres"]
 Storage = Literal["local", "s3"]
 Replication = Literal["builtin", "builtin-direct", "native"]
+#: whom the sidecars act as: a user with seed 003's narrow or broad policy, or the admin
+Policy = Literal["narrow", "broad", "admin"]
+POLICIES: tuple[Policy, ...] = ("narrow", "broad", "admin")
 
 
 def free_port() -> int:
@@ -73,6 +81,9 @@ class ClusterSpec:
             the first; the others find work by polling and take leases).
         interval: the sidecars' sensing and mirrors-manager interval.
         log_level: the processes' log level.
+        policy: the replication user's policy (``admin``: the sidecars act as the admin).
+        source_repository: the source repository the ``narrow`` policy names.
+        mirror_repository: the mirror (repository name) the ``narrow`` policy names.
     """
 
     mirrors_db: MirrorsDb = "sqlite"
@@ -82,15 +93,32 @@ class ClusterSpec:
     sidecars_per_region: int = 1
     interval: str = "1s"
     log_level: str = "INFO"
+    policy: Policy = "narrow"
+    source_repository: str = "src"
+    mirror_repository: str = "src-mirror"
 
     @property
     def needs_postgres(self) -> bool:
         return "postgres" in (self.mirrors_db, self.refstore)
 
+    @property
+    def tags_mirrored(self) -> bool:
+        """Whether tags follow: neither documented policy lets the user list tags."""
+        return self.policy == "admin"
+
+    def replication_user(self, mirror_namespace: str) -> ReplicationUser | None:
+        """The user the sidecars act as (None: the admin)."""
+        if self.policy == "admin":
+            return None
+        return ReplicationUser.documented(
+            self.policy, source=self.source_repository, mirror=self.mirror_repository,
+            namespace=mirror_namespace, builtin_copier=self.replication == "builtin")
+
     def describe(self) -> str:
         return (f"mirrors table {self.mirrors_db}, refstore {self.refstore}, storage "
                 f"{self.storage}, replication {self.replication}, "
-                f"{self.sidecars_per_region} sidecar(s) per region")
+                f"{self.sidecars_per_region} sidecar(s) per region, replication user "
+                f"{self.policy}")
 
 
 @dataclass
@@ -127,7 +155,7 @@ class Region:
 
     def namespace(self, name: str) -> str:
         """A storage namespace for repository ``name`` in this region's store."""
-        return f"s3://{self.bucket}/{name}" if self.bucket else f"local://{name}"
+        return _namespace(self.bucket, name)
 
     def kill(self) -> None:
         """``kill -9`` the whole region: server and every sidecar."""
@@ -149,6 +177,8 @@ class Cluster:
     aux: list[ManagedProcess] = field(default_factory=list)
     s3_endpoints: dict[str, str] = field(default_factory=dict)
     mirrors_database: dict[str, Any] = field(default_factory=dict)
+    #: the user the sidecars act as (None: the admin)
+    replication_user: ReplicationUser | None = None
 
     @property
     def east(self) -> Region:
@@ -187,6 +217,10 @@ class Cluster:
 
 
 # --------------------------------------------------------------------------- configs
+def _namespace(bucket: str | None, name: str) -> str:
+    return f"s3://{bucket}/{name}" if bucket else f"local://{name}"
+
+
 def _blockstore(spec: ClusterSpec, root: Path, s3_endpoint: str | None) -> dict[str, Any]:
     if spec.storage == "local":
         return {"type": "local", "local": {"path": str(root / "blockstore")}}
@@ -224,7 +258,7 @@ def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
                    database: dict[str, Any], blockstore: dict[str, Any],
                    mirrors_database: dict[str, Any], secret_key: str, mode: Replication,
                    other_blockstore: dict[str, Any], interval: str,
-                   log_level: str = "INFO") -> dict[str, Any]:
+                   credentials: tuple[str, str], log_level: str = "INFO") -> dict[str, Any]:
     """The YAML settings of one ``replication`` replica of ``region``."""
     other = next(r for r in endpoints if r != region)
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
@@ -240,8 +274,8 @@ def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
         "refstore_database": database,
         "blockstore": blockstore,
         "auth": {"encrypt": {"secret_key": secret_key}},
-        "source_lakefs": {"access_key_id": ACCESS_KEY_ID,
-                          "secret_access_key": SECRET_ACCESS_KEY},
+        "source_lakefs": {"access_key_id": credentials[0],
+                          "secret_access_key": credentials[1]},
         "commit_sensor": {"process_branches_duration": interval},
         "mirrors_manager": {"process_mirrors_interval_duration": interval},
         "validator": {"run_interval": interval, "cooldown_on_error": "1s",
@@ -353,6 +387,11 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in REGIONS}
         blockstores = {n: _blockstore(spec, root / n, cluster.s3_endpoints.get(n))
                        for n in REGIONS}
+        bucket = {n: f"{n}-data" if spec.storage == "s3" else None for n in REGIONS}
+        user = spec.replication_user(_namespace(bucket[DESTINATION], spec.mirror_repository))
+        cluster.replication_user = user
+        credentials = ((user.access_key_id, user.secret_access_key) if user is not None
+                       else (ACCESS_KEY_ID, SECRET_ACCESS_KEY))
         for name in REGIONS:
             other = next(r for r in REGIONS if r != name)
             region_root = root / name
@@ -377,7 +416,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                     blockstore=blockstores[name], mirrors_database=mirrors,
                     secret_key=secret_key, mode=spec.replication,
                     other_blockstore=blockstores[other], interval=spec.interval,
-                    log_level=spec.log_level))
+                    credentials=credentials, log_level=spec.log_level))
                 sidecars.append(ManagedProcess(
                     f"{name}-sidecar-{i}", ["python", "-m", "replication", "run", "--config",
                                             str(path)],
@@ -385,10 +424,20 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                     ready_url=f"http://127.0.0.1:{port}/_health", env=AWS_ENV))
             cluster.regions[name] = Region(
                 name, region_root, server_ports[name], server, sidecars, sidecar_ports[name],
-                blockstores[name], bucket=f"{name}-data" if spec.storage == "s3" else None)
-        # servers first: the sidecars read the auth tables the servers create
+                blockstores[name], bucket=bucket[name])
+        # servers first: the sidecars read the auth tables the servers create; the
+        # admin creates the replication user in both regions while the sidecars boot
+        # (long before their first call to a server)
         start_all([r.server for r in cluster.regions.values()])
-        start_all([p for r in cluster.regions.values() for p in r.sidecars])
+        sidecars = [p for r in cluster.regions.values() for p in r.sidecars]
+        for p in sidecars:
+            p.spawn()
+        if user is not None:
+            with ThreadPoolExecutor(len(REGIONS)) as pool:
+                list(pool.map(lambda r: user.create_through_api(
+                    r.endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY), cluster.regions.values()))
+        for p in sidecars:
+            p.wait_ready()
         yield cluster
 
 

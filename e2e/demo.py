@@ -15,17 +15,13 @@ keeps it); Ctrl-C at any moment stops every process it started.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import secrets
-import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from e2e.api import ApiError, RegionClient, read_metrics
 from e2e.cluster import (
@@ -37,12 +33,14 @@ from e2e.cluster import (
     scratch_dir,
     start_cluster,
 )
+from e2e.processes import terminate_as_exit
 from lakefs_core.config import SECRET_KEY_FILE, load_or_create_secret_key
 from lakefs_core.errors import LakeFSError
 
 REPO, MIRROR = "demo", "demo-west"
 SPEC = ClusterSpec(mirrors_db="sqlite", refstore="local", storage="local",
-                   replication="builtin", interval="2s", log_level="WARN")
+                   replication="builtin", interval="2s", log_level="WARN", policy="narrow",
+                   source_repository=REPO, mirror_repository=MIRROR)
 
 
 class DemoError(Exception):
@@ -281,7 +279,12 @@ def next_steps(cluster: Cluster, mirror_id: str, keep_running: bool) -> None:
     say(f"    west (destination)  {west.endpoint}   replication {west.sidecar_endpoint()}")
     say("    each server: REST API under /api/v1, S3 gateway on the same port, mirrors "
         "API under /service/replication/v1")
-    say("  credentials (both regions)")
+    user = cluster.replication_user
+    if user is not None:
+        policies = " + ".join(str(p["id"]) for p in user.policies)
+        say(f"  the replication services act as user {user.name!r} (key "
+            f"{user.access_key_id}, both regions): seed 003's narrow {policies}")
+    say("  credentials of the admin (both regions)")
     say(f"    access key id      {ACCESS_KEY_ID}")
     say(f"    secret access key  {SECRET_ACCESS_KEY}")
     say("  try")
@@ -298,19 +301,6 @@ def next_steps(cluster: Cluster, mirror_id: str, keep_running: bool) -> None:
         "invariants checked")
 
 
-@contextlib.contextmanager
-def _terminate_as_exit() -> Iterator[None]:
-    """SIGTERM (like Ctrl-C) unwinds the stack, so every child is stopped."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def _secret_key(root: Path) -> str:
     """The encryption key of both regions, kept with the data so a rerun can reuse it
     (created readable by its owner only, never for a moment by anyone else)."""
@@ -320,7 +310,8 @@ def _secret_key(root: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     say("lakefs-mirror demo: two regions on this machine, transactional mirroring between them")
     say("  embedded default: SQLite metadata and mirrors table, local storage, builtin "
-        "object copier")
+        "object copier;\n  the replication services act as a user with seed 003's narrow "
+        "replication policy")
     with scratch_dir(args.data_dir, "lakefs-demo-") as root:
         kept = "kept" if args.data_dir else "removed at exit; --data-dir DIR keeps them"
         say(f"  data, configs and logs in {root} ({kept})")
@@ -372,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0,
                         help="seconds to wait for the mirror")
     args = parser.parse_args(argv)
-    with _terminate_as_exit():
+    with terminate_as_exit():
         try:
             return run(args)
         except KeyboardInterrupt:

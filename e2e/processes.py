@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 
 import httpx
 
@@ -146,6 +147,20 @@ class ManagedProcess:
 
     def __repr__(self) -> str:
         return f"ManagedProcess({self.name!r}, pid={self.pid}, alive={self.alive})"
+
+
+@contextlib.contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (like Ctrl-C) unwinds the stack, so every child is stopped (and a
+    PostgreSQL started for the run, which outlives us otherwise)."""
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def start_all(processes: Sequence[ManagedProcess], timeout: float = 90.0) -> None:

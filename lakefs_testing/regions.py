@@ -21,9 +21,9 @@ import httpx
 import uvicorn
 import yaml
 
-from lakefs_core.auth.model import Policy
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
+from lakefs_testing.replication_user import ReplicationUser
 from lakefs_testing.servers import free_port
 from replication.api import create_app as create_sidecar_app
 from replication.config import load_replication_config
@@ -93,54 +93,6 @@ class Region:
     def stop_sidecars(self) -> None:
         while self.sidecars:
             self.sidecars.pop().stop()
-
-
-@dataclass(frozen=True)
-class ReplicationUser:
-    """The user the sidecars act as: the same keys in every region, one policy each."""
-
-    name: str
-    access_key_id: str
-    secret_access_key: str
-    #: lakeFS policy documents (``id``, ``statement``) attached to the user
-    policies: tuple[dict[str, Any], ...]
-
-    def create_in(self, region: Region) -> None:
-        auth = region.server.services.auth
-        auth.create_user(self.name)
-        auth.create_credentials(self.name, self.access_key_id, self.secret_access_key)
-        for document in self.policies:
-            policy = auth.create_policy(Policy.from_dict(document))
-            auth.attach_policy_to_user(self.name, policy.name)
-
-
-def broad_replication_policy() -> dict[str, Any]:
-    """The replication policy of the documented setup, on every resource."""
-    return {"id": "ReplicationPolicy", "statement": [{
-        "action": ["fs:ReadRepository", "fs:CreateRepository", "fs:UpdateRepository",
-                   "fs:DeleteRepository", "fs:ListRepositories", "fs:AttachStorageNamespace",
-                   "fs:ReadObject", "fs:WriteObject", "fs:DeleteObject", "fs:ListObjects",
-                   "fs:CreateCommit", "fs:ReadCommit", "fs:ListCommits", "fs:CreateBranch",
-                   "fs:DeleteBranch", "fs:RevertBranch", "fs:ReadBranch", "fs:ListBranches"],
-        "effect": "allow", "resource": "*"}]}
-
-
-def narrow_replication_policy(source: str, mirror: str, namespace: str) -> dict[str, Any]:
-    """The documented narrower replication policy, for one source and one mirror."""
-    read = ["fs:ReadRepository", "fs:ReadObject", "fs:ListObjects", "fs:ReadCommit",
-            "fs:ListCommits", "fs:ReadBranch", "fs:ListBranches"]
-    write = ["fs:ReadRepository", "fs:CreateRepository", "fs:UpdateRepository",
-             "fs:DeleteRepository", "fs:AttachStorageNamespace", "fs:ReadObject",
-             "fs:WriteObject", "fs:DeleteObject", "fs:ListObjects", "fs:CreateCommit",
-             "fs:ReadCommit", "fs:ListCommits", "fs:CreateBranch", "fs:DeleteBranch",
-             "fs:RevertBranch", "fs:ReadBranch", "fs:ListBranches"]
-    return {"id": "ReplicationPolicy", "statement": [
-        {"action": ["fs:ListRepositories"], "effect": "allow", "resource": "*"},
-        {"action": read, "effect": "allow", "resource": f"arn:lakefs:fs:::repository/{source}"},
-        {"action": write, "effect": "allow", "resource": f"arn:lakefs:fs:::repository/{mirror}"},
-        {"action": ["fs:AttachStorageNamespace"], "effect": "allow",
-         "resource": f"arn:lakefs:fs:::namespace/{namespace}"},
-    ]}
 
 
 def replication_config(region: str, root: Path, other: str, other_endpoint: str,
@@ -215,7 +167,7 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
             path.write_text(yaml.safe_dump(cfg))
             regions[n] = Region(n, roots[n], server, sidecar_ports[n], path)
             if user is not None:
-                user.create_in(regions[n])
+                user.create_through_api(server.endpoint, ADMIN_KEY, ADMIN_SECRET)
         try:
             if sidecars:
                 for r in regions.values():

@@ -5,6 +5,7 @@ Longer runs are a command: ``python -m e2e.chaos --seed S --ops N``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -33,14 +34,28 @@ def test_the_plan_depends_on_the_seed_only() -> None:
     assert plan_digest(plan(11, 50)) in printed[0].stdout
 
 
-def test_short_run_has_no_violation() -> None:
-    run = _chaos("--seed", "7", "--ops", "16")
+def test_short_run_has_no_violation(tmp_path: Path) -> None:
+    """As the narrow policy's user (the default); the summary has the run's figures."""
+    summary = tmp_path / "summary.json"
+    run = _chaos("--seed", "7", "--ops", "16", "--summary-json", str(summary))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "0 violations, converged" in run.stdout
+    assert "0 violations, converged" in run.stdout and "replication user narrow" in run.stdout
+    figures = json.loads(summary.read_text())
+    assert figures["combination"] == {"mirrors_db": "sqlite", "storage": "local",
+                                      "replication": "builtin", "policy": "narrow",
+                                      "sidecars_per_region": 1}
+    assert figures["steps"] == 16 and figures["kills"] == figures["step_kinds"].get("kill", 0)
+    assert figures["commits_verified"] > 0 and figures["exit_status"] == 0
+    assert figures["violations"] == [] == figures["failures"] and figures["converged"]
 
 
-def test_a_corrupted_mirror_fails_the_run() -> None:
+def test_a_corrupted_mirror_fails_the_run(tmp_path: Path) -> None:
     """The exit status is not always 0: bytes changed under the mirror are reported."""
-    run = _chaos("--seed", "4", "--ops", "4", "--canary")
+    summary = tmp_path / "summary.json"
+    run = _chaos("--seed", "4", "--ops", "4", "--canary", "--policy", "broad",
+                 "--summary-json", str(summary))
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "VIOLATION I2" in run.stdout and "FAILED" in run.stdout
+    figures = json.loads(summary.read_text())
+    assert figures["exit_status"] == 1 and figures["combination"]["policy"] == "broad"
+    assert any(v.startswith("I2: ") for v in figures["violations"])

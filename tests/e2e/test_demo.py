@@ -38,10 +38,16 @@ def _gone(pid: int) -> bool:
         return f.read().split(") ")[-1].startswith("Z")
 
 
+def _interruptible() -> None:
+    # a test run started in the background (no job control) ignores SIGINT, and a child
+    # inherits that: Python would then install no KeyboardInterrupt handler at all
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _demo(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "e2e.demo", "--port", "0", *args],
                             cwd=ROOT, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, preexec_fn=_interruptible)
 
 
 def test_demo_runs_end_to_end_and_leaves_nothing_behind() -> None:

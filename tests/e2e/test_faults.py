@@ -1,5 +1,7 @@
 """Faults with real processes: the source region lost, kill -9 and restart (I5), racing
 replicas, and a mirror deleted while commits are in flight. I1-I4 are checked all along.
+
+The sidecars act as a user with one of seed 003's policies, narrow or broad, in turns.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ pytestmark = pytest.mark.e2e
 def _mirrored(cluster: Cluster, east: RegionClient, west: RegionClient,
               seed: int) -> tuple[ApiMirrorChecker, SourceDriver, dict[str, Any]]:
     """A source repository with one commit, a mirror of it in west, in sync."""
-    checker = ApiMirrorChecker(east, "src", west, "src-mirror")
+    checker = ApiMirrorChecker(east, "src", west, "src-mirror",
+                               tags_mirrored=cluster.spec.tags_mirrored)
     src = SourceDriver(east, "src", checker, random.Random(seed))
     src.create_repository(cluster.east.namespace("src"))
     src.write_commit("main", files=4)
@@ -46,7 +49,7 @@ def test_source_region_lost_mid_stream_then_detach(start: Start) -> None:
     """DR: the whole source region dies while commits stream; the destination keeps
     serving a consistent commit, and once detached it takes writes."""
     cluster = start(ClusterSpec(mirrors_db="postgres", storage="s3",
-                                replication="builtin-direct"))
+                                replication="builtin-direct", policy="narrow"))
     with cluster.east.client() as east, cluster.west.client() as west:
         checker, src, mirror = _mirrored(cluster, east, west, seed=21)
         for _ in range(4):  # commits stream in; the region dies without waiting for them
@@ -78,7 +81,7 @@ def test_source_region_lost_mid_stream_then_detach(start: Start) -> None:
 
 def test_kill_nine_and_restart(start: Start) -> None:
     """I5: sidecars and servers killed at random moments resume without a violation."""
-    cluster = start(ClusterSpec(mirrors_db="sqlite"))
+    cluster = start(ClusterSpec(mirrors_db="sqlite", policy="broad"))
     rng = random.Random(5)
     with cluster.east.client() as east, cluster.west.client() as west:
         checker, src, mirror = _mirrored(cluster, east, west, seed=5)
@@ -110,7 +113,7 @@ def test_kill_nine_and_restart(start: Start) -> None:
 def test_two_sidecar_replicas_per_region_race(start: Start) -> None:
     """Replicas share the work through leases: no double promotion, and one replica
     alone carries on when the other stops."""
-    cluster = start(ClusterSpec(mirrors_db="postgres", sidecars_per_region=2))
+    cluster = start(ClusterSpec(mirrors_db="postgres", sidecars_per_region=2, policy="narrow"))
     with cluster.east.client() as east, cluster.west.client() as west:
         checker, src, _mirror = _mirrored(cluster, east, west, seed=9)
         for b in ("a", "b"):
@@ -144,7 +147,7 @@ def test_two_sidecar_replicas_per_region_race(start: Start) -> None:
 
 
 def test_mirror_deleted_while_commits_in_flight(start: Start) -> None:
-    cluster = start(ClusterSpec(mirrors_db="dynamodb"))
+    cluster = start(ClusterSpec(mirrors_db="dynamodb", policy="broad"))
     with cluster.east.client() as east, cluster.west.client() as west:
         checker, _src, mirror = _mirrored(cluster, east, west, seed=13)
         stop = threading.Event()
@@ -179,7 +182,8 @@ def test_mirror_deleted_while_commits_in_flight(start: Start) -> None:
         again = east.create_mirror("src", "src-mirror", "west",
                                    cluster.west.namespace("src-mirror-2"))
         assert again["id"] != mirror["id"]
-        fresh = ApiMirrorChecker(east, "src", west, "src-mirror")
+        fresh = ApiMirrorChecker(east, "src", west, "src-mirror",
+                                 tags_mirrored=cluster.spec.tags_mirrored)
         fresh.wait_in_sync(60, "mirror re-created")
         assert west.branches("src-mirror")["main"] == heads[-1]
         assert checker.violations == [] and fresh.violations == []

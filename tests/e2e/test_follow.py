@@ -2,11 +2,16 @@
 
 One run per mirrors-table backend, each on a different deployment shape:
 - SQLite: SQLite refstores, local storage, the builtin copier reading through the
-  source API;
+  source API, the sidecars acting as a user with seed 003's narrow policy (plus the
+  builtin copier's object reads);
 - PostgreSQL: PostgreSQL refstores, local storage, ``native`` replication done by a
-  faulty replicator between the regions' directories;
+  faulty replicator between the regions' directories, the sidecars acting as the
+  admin (the one e2e run that mirrors tags);
 - DynamoDB: S3 on a moto server per region, ``native`` replication done by a faulty
-  replicator between the two buckets.
+  replicator between the two buckets, the broad policy.
+
+With either documented policy the user may not list tags: branches follow, tags
+stay on the source, and the mirror's status says so.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import random
 
 import pytest
 
+from e2e.api import RegionClient
 from e2e.cluster import Cluster, ClusterSpec
 from e2e.crr import object_replicator
 from e2e.invariants import ApiMirrorChecker, InvariantViolation
@@ -25,9 +31,11 @@ from tests.e2e.conftest import Start
 pytestmark = pytest.mark.e2e
 
 SPECS = {
-    "sqlite": ClusterSpec(mirrors_db="sqlite"),
-    "postgres": ClusterSpec(mirrors_db="postgres", refstore="postgres", replication="native"),
-    "dynamodb": ClusterSpec(mirrors_db="dynamodb", storage="s3", replication="native"),
+    "sqlite": ClusterSpec(mirrors_db="sqlite", policy="narrow"),
+    "postgres": ClusterSpec(mirrors_db="postgres", refstore="postgres", replication="native",
+                            policy="admin"),
+    "dynamodb": ClusterSpec(mirrors_db="dynamodb", storage="s3", replication="native",
+                            policy="broad"),
 }
 
 
@@ -35,7 +43,8 @@ SPECS = {
 def test_mirror_follows_source_operations(start: Start, backend: str) -> None:
     cluster = start(SPECS[backend])
     with cluster.east.client() as east, cluster.west.client() as west:
-        checker = ApiMirrorChecker(east, "src", west, "src-mirror")
+        checker = ApiMirrorChecker(east, "src", west, "src-mirror",
+                                   tags_mirrored=cluster.spec.tags_mirrored)
         src = SourceDriver(east, "src", checker, random.Random(backend))
         src.create_repository(cluster.east.namespace("src"))
         c1 = src.write_commit("main", files=5)
@@ -59,6 +68,7 @@ def test_mirror_follows_source_operations(start: Start, backend: str) -> None:
             assert merged is not None
             src.tag("v1", merged)
             checker.wait_in_sync(60, "merge and tag")
+            _tags_as_the_policy_allows(cluster, east, west, mirror["id"])
             # reset main backwards, delete dev and re-create it elsewhere, all in a row
             src.reset("main", c1)
             src.delete_branch("dev")
@@ -82,6 +92,20 @@ def test_mirror_follows_source_operations(start: Start, backend: str) -> None:
         assert checker.stats.commits_verified >= 5 and checker.stats.write_probes >= 10
         if cluster.spec.storage == "local":
             _tampering_is_caught(cluster, checker, heads["main"])
+
+
+def _tags_as_the_policy_allows(cluster: Cluster, east: RegionClient, west: RegionClient,
+                               mirror_id: str) -> None:
+    """The admin mirrors the tag; a documented policy leaves it, and the status says why."""
+    if cluster.spec.tags_mirrored:
+        wait_for(lambda: west.tags("src-mirror") == east.tags("src"), 30, 0.1,
+                 what="the tag mirrored")
+        assert not east.mirror_status("src", mirror_id)["mirror"]["error"]
+        return
+    error = wait_for(lambda: east.mirror_status("src", mirror_id)["mirror"]["error"], 30, 0.1,
+                     what="the tags notice in the mirror's status")
+    assert "tags are not mirrored" in error and "fs:ListTags" in error, error
+    assert west.tags("src-mirror") == {}
 
 
 def _tampering_is_caught(cluster: Cluster, checker: ApiMirrorChecker, head: str) -> None:

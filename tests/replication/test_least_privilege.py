@@ -14,15 +14,17 @@ from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer
 from lakefs_testing.regions import (
     MIRRORS,
     Region,
-    ReplicationUser,
-    broad_replication_policy,
     commit,
     create_mirror,
     create_source,
     mirror_head,
-    narrow_replication_policy,
     two_regions,
     upload,
+)
+from lakefs_testing.replication_user import (
+    ReplicationUser,
+    broad_replication_policy,
+    narrow_replication_policy,
 )
 from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.waiting import wait_for

@@ -1,0 +1,350 @@
+"""Long chaos campaigns: ``python -m e2e.chaos_long --seeds N --ops M`` (``make chaos-long``).
+
+Runs ``python -m e2e.chaos`` for seeds ``--first-seed`` .. ``+N-1``, ``--jobs`` at a
+time, each in a process group of its own with its own two-region cluster. A seed
+fixes its combination of mirrors table (sqlite, postgres, dynamodb), storage (local,
+s3), object replication (builtin, native) and replication user's policy (narrow,
+broad): 24 combinations, all of them in any 24 consecutive seeds
+(:func:`combination_for`), with every dimension changing from one seed to the next.
+
+Every finished run appends one JSON line to ``--results`` (the chaos run's summary,
+its log file, when it finished). ``--resume`` skips the seeds already there (with the
+same ``--ops``), so an interrupted campaign continues where it stopped; without it an
+existing results file is refused. At the end one summary is printed, overall and per
+combination: runs, steps, kills, commits verified, violations, failures.
+
+Ctrl-C (or SIGTERM) stops every running chaos run (SIGTERM to its process group, then
+SIGKILL after a grace period); the runs it stopped are not recorded, so ``--resume``
+runs them again. Exit status: 0 every recorded run passed, 1 some run found a
+violation or failed, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from e2e.processes import terminate_as_exit
+
+MIRRORS_DBS = ("sqlite", "postgres", "dynamodb")
+STORAGES = ("local", "s3")
+REPLICATIONS = ("builtin", "native")
+POLICIES = ("narrow", "broad")
+#: how many distinct combinations the seeds cycle through
+CYCLE = len(MIRRORS_DBS) * len(STORAGES) * len(REPLICATIONS) * len(POLICIES)
+#: seconds a stopped run gets to stop its cluster before it is killed
+GRACE = 30.0
+#: the project's root: the runs import this checkout's packages
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True, order=True)
+class Combination:
+    """What one chaos run runs on."""
+
+    mirrors_db: str
+    storage: str
+    replication: str
+    policy: str
+
+    def __str__(self) -> str:
+        return f"{self.mirrors_db}/{self.storage}/{self.replication}/{self.policy}"
+
+    def argv(self) -> list[str]:
+        return ["--mirrors-db", self.mirrors_db, "--storage", self.storage,
+                "--replication", self.replication, "--policy", self.policy]
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Combination:
+        c = record["combination"]
+        return cls(c["mirrors_db"], c["storage"], c["replication"], c["policy"])
+
+
+def combination_for(seed: int) -> Combination:
+    """The combination of ``seed``.
+
+    ``i = seed - 1``: the mirrors table is ``i mod 3``, and the three binary choices
+    are the bits of ``i mod 8`` (policy, replication, storage). 3 and 8 are coprime, so
+    any 24 consecutive seeds give the 24 combinations once each.
+    """
+    i = seed - 1
+    bits = i % 8
+    return Combination(MIRRORS_DBS[i % 3], STORAGES[(bits >> 2) & 1],
+                       REPLICATIONS[(bits >> 1) & 1], POLICIES[bits & 1])
+
+
+# ------------------------------------------------------------------------- results
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """The records of a results file (none if it does not exist); a torn last line
+    (the machine stopped while writing it) is ignored."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            record = json.loads(line)
+            if isinstance(record, dict) and "seed" in record:
+                records.append(record)
+    return records
+
+
+def latest_by_seed(records: Iterable[dict[str, Any]], ops: int) -> dict[int, dict[str, Any]]:
+    """Seed -> its last record with ``ops`` steps."""
+    return {int(r["seed"]): r for r in records if r.get("ops") == ops}
+
+
+def pending_seeds(seeds: Sequence[int], done: dict[int, dict[str, Any]]) -> list[int]:
+    return [s for s in seeds if s not in done]
+
+
+def append_result(path: Path, record: dict[str, Any]) -> None:
+    """Append one record as a line, on disk before returning (after a torn last line,
+    on a line of its own)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = False
+    if path.exists() and path.stat().st_size > 0:
+        with open(path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            torn = f.read(1) != b"\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def passed(record: dict[str, Any]) -> bool:
+    return int(record.get("exit_status", 2)) == 0
+
+
+@dataclass
+class Totals:
+    """Figures summed over runs."""
+
+    runs: int = 0
+    passed: int = 0
+    steps: int = 0
+    kills: int = 0
+    commits_verified: int = 0
+    violations: int = 0
+    failures: int = 0
+    wall_seconds: float = 0.0
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.runs += 1
+        self.passed += passed(record)
+        self.steps += int(record.get("steps", 0))
+        self.kills += int(record.get("kills", 0))
+        self.commits_verified += int(record.get("commits_verified", 0))
+        self.violations += len(record.get("violations", ()))
+        # a run that failed without naming why still counts as a failure
+        self.failures += len(record.get("failures", ())) or \
+            int(not passed(record) and not record.get("violations"))
+        self.wall_seconds += float(record.get("wall_seconds", 0.0))
+
+
+@dataclass
+class Summary:
+    total: Totals = field(default_factory=Totals)
+    per_combination: dict[Combination, Totals] = field(default_factory=dict)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> Summary:
+    summary = Summary()
+    for record in sorted(records, key=lambda r: int(r["seed"])):
+        summary.total.add(record)
+        combo = Combination.from_record(record)
+        summary.per_combination.setdefault(combo, Totals()).add(record)
+        if not passed(record):
+            summary.failed.append(record)
+    return summary
+
+
+def format_summary(summary: Summary, planned: int) -> str:
+    t = summary.total
+    lines = [f"chaos-long: {t.runs} of {planned} runs recorded, {t.passed} passed: "
+             f"{t.steps} steps, {t.kills} kills, {t.commits_verified} commits verified, "
+             f"{t.violations} violations, {t.failures} failures "
+             f"({t.wall_seconds / 60:.1f} run-minutes)"]
+    if summary.per_combination:
+        lines.append(f"  {'combination':<32} {'runs':>4} {'ok':>3} {'steps':>6} {'kills':>5} "
+                     f"{'commits':>7} {'violations':>10} {'failures':>8}")
+        for combo, c in sorted(summary.per_combination.items()):
+            lines.append(f"  {str(combo):<32} {c.runs:>4} {c.passed:>3} {c.steps:>6} "
+                         f"{c.kills:>5} {c.commits_verified:>7} {c.violations:>10} "
+                         f"{c.failures:>8}")
+    for r in summary.failed:
+        why = (r.get("violations") or r.get("failures") or [f"exit status {r.get('exit_status')}"])
+        lines.append(f"  FAILED seed {r['seed']} ({Combination.from_record(r)}): {why[0]}"
+                     f"{f' (+{len(why) - 1} more)' if len(why) > 1 else ''}; log {r.get('log')}")
+    return "\n".join(lines)
+
+
+# -------------------------------------------------------------------------- runs
+@dataclass
+class Job:
+    """One running ``python -m e2e.chaos``, in its own process group."""
+
+    seed: int
+    combination: Combination
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    summary_path: Path
+    log: IO[bytes]
+    started: float = field(default_factory=time.monotonic)
+
+    def record(self, ops: int, *, timed_out: bool) -> dict[str, Any]:
+        """The run's results line: its summary, or what is known when it wrote none."""
+        code = self.proc.returncode
+        try:
+            record: dict[str, Any] = json.loads(self.summary_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            c = self.combination
+            record = {"seed": self.seed, "ops": ops, "steps": 0, "kills": 0,
+                      "commits_verified": 0, "violations": [], "converged": False,
+                      "combination": {"mirrors_db": c.mirrors_db, "storage": c.storage,
+                                      "replication": c.replication, "policy": c.policy},
+                      "failures": [f"no summary written (exit status {code})"],
+                      "wall_seconds": round(time.monotonic() - self.started, 1)}
+        if timed_out:
+            record["failures"] = [*record.get("failures", []), "timed out (killed)"]
+        record["exit_status"] = 2 if timed_out or code not in (0, 1) else code
+        record["log"] = str(self.log_path)
+        record["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+        return record
+
+    def stop(self, grace: float = GRACE) -> None:
+        """SIGTERM to the group (the run stops its cluster), SIGKILL after ``grace``."""
+        _signal_group(self.proc, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(self.proc, signal.SIGKILL)  # whatever of the group is left
+        self.proc.wait()
+        self.log.close()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path) -> Job:
+    combo = combination_for(seed)
+    log_path = logs / f"seed-{seed}.log"
+    summary_path = work / f"seed-{seed}.json"
+    summary_path.unlink(missing_ok=True)
+    log = open(log_path, "wb")  # noqa: SIM115 - closed when the job ends
+    argv = [sys.executable, "-m", "e2e.chaos", "--seed", str(seed), "--ops", str(ops),
+            *combo.argv(), "--settle-timeout", str(settle_timeout),
+            "--summary-json", str(summary_path)]
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
+    return Job(seed, combo, proc, log_path, summary_path, log)
+
+
+def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> bool:
+    """Run ``seeds``, ``args.jobs`` at a time, appending each result; False if interrupted."""
+    queue = list(seeds)
+    running: list[Job] = []
+    with tempfile.TemporaryDirectory(prefix="chaos-long-") as tmp:
+        try:
+            while queue or running:
+                while queue and len(running) < args.jobs:
+                    job = start_job(queue.pop(0), args.ops, args.settle_timeout, logs,
+                                    Path(tmp))
+                    running.append(job)
+                    print(f"  seed {job.seed} [{job.combination}] started (log "
+                          f"{job.log_path})", flush=True)
+                time.sleep(0.5)
+                for job in list(running):
+                    timed_out = time.monotonic() - job.started > args.run_timeout
+                    if timed_out:
+                        job.stop()
+                    elif job.proc.poll() is None:
+                        continue
+                    else:
+                        job.log.close()
+                    running.remove(job)
+                    record = job.record(args.ops, timed_out=timed_out)
+                    append_result(args.results, record)
+                    print(f"  seed {job.seed} [{job.combination}]: "
+                          f"{'ok' if passed(record) else 'FAILED'}, {record['steps']} steps, "
+                          f"{record['kills']} kills, {record['commits_verified']} commits "
+                          f"verified, {len(record['violations'])} violations, "
+                          f"{record['wall_seconds']:.0f}s", flush=True)
+        except (KeyboardInterrupt, SystemExit):
+            # a second Ctrl-C must not cut the clean-up short (it takes at most GRACE)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            print(f"\ninterrupted: stopping {len(running)} run(s), not recorded (at most "
+                  f"{GRACE:.0f}s)", flush=True)
+            for job in running:
+                _signal_group(job.proc, signal.SIGTERM)
+            for job in running:
+                job.stop()
+            return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.chaos_long",
+        description="Many chaos runs in parallel over every combination of mirrors table, "
+                    "storage, object replication and replication policy.")
+    parser.add_argument("--seeds", type=int, default=24, help="number of seeds (runs)")
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--ops", type=int, default=40, help="steps per run")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="runs at once (default: min(2, CPUs))")
+    parser.add_argument("--results", type=Path, default=Path("chaos-long.jsonl"),
+                        help="JSON lines, one per finished run (default %(default)s)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue: skip the seeds already in --results")
+    parser.add_argument("--logs", type=Path,
+                        help="directory of the runs' logs (default: <results>.logs)")
+    parser.add_argument("--settle-timeout", type=float, default=120.0)
+    parser.add_argument("--run-timeout", type=float, default=3600.0,
+                        help="seconds before a run is stopped and recorded as failed")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.ops < 1 or args.jobs < 1:
+        parser.error("--seeds, --ops and --jobs must be at least 1")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    args.results = args.results.resolve()
+    existing = load_results(args.results)
+    if existing and not args.resume:
+        parser.error(f"{args.results} has {len(existing)} result(s): pass --resume to "
+                     "continue, or another --results")
+    done = latest_by_seed(existing, args.ops)
+    todo = pending_seeds(seeds, done)
+    logs = (args.logs or args.results.with_name(args.results.name + ".logs")).resolve()
+    logs.mkdir(parents=True, exist_ok=True)
+    print(f"chaos-long: seeds {seeds[0]}-{seeds[-1]}, {args.ops} steps each, {args.jobs} "
+          f"at once; {len(seeds) - len(todo)} already in {args.results}, {len(todo)} to run",
+          flush=True)
+    with terminate_as_exit():
+        completed = run_campaign(todo, args, logs)
+    recorded = latest_by_seed(load_results(args.results), args.ops)
+    summary = summarize(recorded[s] for s in seeds if s in recorded)
+    print(format_summary(summary, len(seeds)), flush=True)
+    if not completed:
+        print(f"resume with: python -m e2e.chaos_long --seeds {args.seeds} --first-seed "
+              f"{args.first_seed} --ops {args.ops} --results {args.results} --resume")
+        return 130
+    return 0 if not summary.failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

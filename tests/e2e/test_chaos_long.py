@@ -1,0 +1,99 @@
+"""The long-campaign runner's bookkeeping: combinations, results file, resume, summary.
+
+The runs themselves are ``python -m e2e.chaos`` (tested in test_chaos.py); here a
+results file stands in for finished runs, so nothing is started.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.chaos_long import (
+    CYCLE,
+    MIRRORS_DBS,
+    POLICIES,
+    REPLICATIONS,
+    STORAGES,
+    Combination,
+    append_result,
+    combination_for,
+    latest_by_seed,
+    load_results,
+    main,
+    summarize,
+)
+
+ALL = {Combination(*c) for c in itertools.product(MIRRORS_DBS, STORAGES, REPLICATIONS,
+                                                   POLICIES)}
+
+
+def record(seed: int, ops: int = 20, *, status: int = 0, violations: tuple[str, ...] = (),
+           failures: tuple[str, ...] = (), steps: int = 20, kills: int = 3,
+           commits: int = 10) -> dict[str, Any]:
+    c = combination_for(seed)
+    return {"seed": seed, "ops": ops, "exit_status": status, "steps": steps, "kills": kills,
+            "commits_verified": commits, "violations": list(violations),
+            "failures": list(failures), "wall_seconds": 30.0, "log": f"seed-{seed}.log",
+            "combination": {"mirrors_db": c.mirrors_db, "storage": c.storage,
+                            "replication": c.replication, "policy": c.policy}}
+
+
+def test_any_24_consecutive_seeds_cover_every_combination() -> None:
+    assert CYCLE == len(ALL) == 24
+    for first in (1, 7, 100):
+        assert {combination_for(s) for s in range(first, first + CYCLE)} == ALL
+    # from one seed to the next the mirrors table and the policy always change
+    for s in range(1, 30):
+        a, b = combination_for(s), combination_for(s + 1)
+        assert a.mirrors_db != b.mirrors_db and a.policy != b.policy
+    assert combination_for(1) == Combination("sqlite", "local", "builtin", "narrow")
+
+
+def test_results_survive_a_torn_line_and_resume_by_seed_and_ops(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    assert load_results(path) == []
+    for r in (record(1), record(2, status=1, violations=("I2: x",)), record(3, ops=40)):
+        append_result(path, r)
+    with open(path, "a") as f:
+        f.write('{"seed": 4, "ops": 2')  # the machine stopped mid-write
+    assert [r["seed"] for r in load_results(path)] == [1, 2, 3]
+    done = latest_by_seed(load_results(path), ops=20)
+    assert sorted(done) == [1, 2]
+    append_result(path, record(2))  # seed 2 again, later: the last record counts
+    assert latest_by_seed(load_results(path), ops=20)[2]["exit_status"] == 0
+
+
+def test_summary_totals_and_per_combination() -> None:
+    records = [record(1, kills=2, commits=11),
+               record(25, kills=1, commits=9),  # the same combination as seed 1
+               record(2, status=1, violations=("I1: a", "I3: b")),
+               record(3, status=2, steps=4)]  # a harness failure that named nothing
+    summary = summarize(records)
+    t = summary.total
+    assert (t.runs, t.passed, t.steps, t.kills) == (4, 2, 64, 9)
+    assert (t.commits_verified, t.violations, t.failures) == (40, 2, 1)
+    first = summary.per_combination[combination_for(1)]
+    assert (first.runs, first.kills, first.commits_verified) == (2, 3, 20)
+    assert [r["seed"] for r in summary.failed] == [2, 3]
+
+
+def test_resume_runs_only_what_is_missing(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "results.jsonl"
+    for seed in (1, 2, 3):
+        append_result(path, record(seed, status=1 if seed == 2 else 0,
+                                   violations=("I4: probe landed",) if seed == 2 else ()))
+    with pytest.raises(SystemExit) as refused:  # no silent mixing of two campaigns
+        main(["--seeds", "3", "--ops", "20", "--results", str(path)])
+    assert refused.value.code == 2
+    assert main(["--seeds", "3", "--ops", "20", "--results", str(path), "--resume"]) == 1
+    out = capsys.readouterr().out
+    assert "3 already in" in out and "0 to run" in out and "started" not in out
+    assert "3 of 3 runs recorded, 2 passed: 60 steps, 9 kills" in out
+    assert "FAILED seed 2" in out and "I4: probe landed" in out
+    assert json.loads(path.read_text().splitlines()[0])["seed"] == 1
