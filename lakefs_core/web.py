@@ -49,6 +49,8 @@ def status_of(exc: BaseException) -> int:
 
 
 def error_response(status: int, message: str) -> JSONResponse:
+    # a message may quote input that is no valid text (a lone surrogate): escape it
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     headers = {"WWW-Authenticate": 'Basic realm="lakefs"'} if status == 401 else None
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
