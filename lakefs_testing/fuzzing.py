@@ -201,12 +201,16 @@ class Fuzzer:
             "path": list(OBJECTS) + ["data/", ""],
         }
 
-    def _writable_names(self, name: str) -> list[str] | None:
-        """Seeds a changing request may aim at: never the admin, built-ins or the viewer."""
-        return {
-            "repository": [REPO, SCRATCH, *self.created_repositories[-3:]],
-            "userId": [USER], "groupId": [GROUP], "policyId": [POLICY],
-        }.get(name, self.names.get(name))
+    def _writable_names(self, name: str, case: Any) -> list[str] | None:
+        """Seeds a changing request may aim at: never the admin, built-ins or the viewer,
+        and only scratch repositories are deleted (the main seed keeps its history and
+        its mirror)."""
+        if name == "repository":
+            scratch = [SCRATCH, *self.created_repositories[-3:]]
+            deleting = case.method.upper() == "DELETE" and case.path.endswith("{repository}")
+            return scratch if deleting else [REPO, SCRATCH]
+        return {"userId": [USER], "groupId": [GROUP], "policyId": [POLICY]}.get(
+            name, self.names.get(name))
 
     # --- requests -----------------------------------------------------------------------
     def run(self, requests_wanted: int) -> FuzzReport:
@@ -317,7 +321,7 @@ class Fuzzer:
         """Swap some generated names for seeded ones."""
         changing = case.method.upper() not in ("GET", "HEAD")
         for name in list(case.path_parameters or {}):
-            known = self._writable_names(name) if changing else self.names.get(name)
+            known = self._writable_names(name, case) if changing else self.names.get(name)
             if known and rnd.random() < 0.75:
                 case.path_parameters[name] = rnd.choice(known)
         if case.query and "path" in case.query and rnd.random() < 0.5:
