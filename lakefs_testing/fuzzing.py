@@ -73,9 +73,9 @@ CHECKS: dict[str, Callable[..., Any]] = {
 #: deleting objects (lakeFS answers 200 with an error per path it may not delete)
 VIEWER_MAY = ("/api/v1/auth/login", f"/api/v1/auth/users/{VIEWER}/credentials")
 VIEWER_MAY_END = ("/objects/delete",)
-#: share of aimed JSON bodies that get a string with a lone surrogate (``\ud800``): valid
+#: share of JSON bodies that get a string with a lone surrogate (``\ud800``): valid
 #: JSON, but no valid text, which Hypothesis never generates by itself
-SURROGATE_SHARE = 0.1
+SURROGATE_SHARE = 0.2
 
 
 @contextlib.contextmanager
@@ -100,6 +100,8 @@ class FuzzReport:
     """What a run did and found."""
 
     requests: int = 0
+    #: requests whose JSON body got a string with a lone surrogate
+    surrogates: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     #: requests answered with a 5xx or a dropped connection
     server_errors: list[str] = field(default_factory=list)
@@ -117,7 +119,7 @@ class FuzzReport:
             shown.append(what)
 
     def summary(self) -> str:
-        lines = [f"requests: {self.requests}",
+        lines = [f"requests: {self.requests} ({self.surrogates} with a lone surrogate)",
                  "statuses: " + ", ".join(f"{s}: {n}" for s, n in sorted(self.statuses.items())),
                  f"5xx (and dropped connections): {len(self.server_errors)}"]
         lines += [f"  {e}" for e in self.server_errors[:20]]
@@ -327,8 +329,16 @@ class Fuzzer:
         if case.query and "path" in case.query and rnd.random() < 0.5:
             case.query["path"] = rnd.choice(self.names["path"])
         body = case.body
-        if not isinstance(body, dict) or rnd.random() < 0.5:
-            return
+        if isinstance(body, dict) and rnd.random() < 0.5:
+            self._aim_body(case, body, rnd)
+        texts = sorted(k for k, v in body.items() if isinstance(v, str)) if isinstance(
+            body, dict) else []
+        if (texts and "json" in (case.media_type or "")
+                and rnd.random() < SURROGATE_SHARE):
+            body[rnd.choice(texts)] += "\ud800"
+            self.report.surrogates += 1
+
+    def _aim_body(self, case: Any, body: dict[str, Any], rnd: random.Random) -> None:
         self._counter += 1
         fresh = f"fuzz-new-{self.seed}-{self._counter}"
         if case.path.endswith("/repositories") and "storage_namespace" in body:
@@ -341,11 +351,6 @@ class Fuzzer:
                 body[key] = rnd.choice(values)
         if isinstance(body.get("paths"), list):
             body["paths"] = rnd.sample(self.names["path"], rnd.randint(0, 3))
-        texts = sorted(k for k, v in body.items() if isinstance(v, str))
-        if (texts and "json" in (case.media_type or "")
-                and rnd.random() < SURROGATE_SHARE):
-            key = rnd.choice(texts)
-            body[key] += "\ud800"
 
 
 def _negatable(operation: Any) -> bool:
