@@ -7,6 +7,7 @@ these handlers; :mod:`lakefs_core.api` re-exports them as ``lakefs_core.api.erro
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -50,11 +51,55 @@ def status_of(exc: BaseException) -> int:
 
 
 def error_response(status: int, message: str) -> JSONResponse:
+    # a message may quote input that is no valid text (a lone surrogate): escape it
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     headers = {"WWW-Authenticate": 'Basic realm="lakefs"'} if status == 401 else None
     return JSONResponse({"message": message}, status_code=status, headers=headers)
 
 
+#: lakeFS's error body
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["message"],
+    "properties": {"message": {"type": "string", "description": "what went wrong"}},
+}
+#: error answers documented on every operation, besides ``default`` (any other status)
+DOCUMENTED_ERRORS = {"400": "Bad Request", "401": "Unauthorized", "403": "Forbidden",
+                     "404": "Resource Not Found"}
+
+
+def document_errors(app: FastAPI) -> None:
+    """Document the error answers in the app's OpenAPI document as lakeFS's does: an
+    ``Error`` body for 400, 401, 403, 404 and (``default``) any other status, on every
+    operation; and no 422, which the handlers below answer with 400."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = generate()
+        document.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+        error = {"content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/Error"}}}}
+        for operations in document.get("paths", {}).values():
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                responses.pop("422", None)
+                for status, text in DOCUMENTED_ERRORS.items():
+                    responses.setdefault(status, {"description": text, **error})
+                responses.setdefault("default", {"description": "Internal Server Error",
+                                                 **error})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            document["components"]["schemas"].pop(unused, None)
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    """Answer errors with lakeFS's JSON error shape, and document them so."""
+    document_errors(app)
+
     @app.exception_handler(errors.LakeFSError)
     async def _lakefs_error(_request: Request, exc: errors.LakeFSError) -> JSONResponse:
         status = status_of(exc)

@@ -99,7 +99,8 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
                        own_endpoint: str, port: int, mirrors_database: dict[str, Any],
                        mode: str, other_root: Path, interval: str,
                        credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET),
-                       external_prefixes: tuple[str, ...] = ()) -> dict[str, Any]:
+                       external_prefixes: tuple[str, ...] = (),
+                       database_url: str | None = None) -> dict[str, Any]:
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
         builtin["source_blockstores"] = {
@@ -113,7 +114,9 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "dst_endpoints": {other: other_endpoint},
         "listen_address": f"127.0.0.1:{port}",
         "mirrors_database": mirrors_database,
-        "refstore_database": {"type": "local", "local": {"path": str(root / "metadata.db")}},
+        "refstore_database": (
+            {"type": "postgres", "postgres": {"connection_string": database_url}}
+            if database_url else {"type": "local", "local": {"path": str(root / "metadata.db")}}),
         "blockstore": {"type": "local", "local": {
             "path": str(root / "blockstore"),
             "allowed_external_prefixes": list(external_prefixes)}},
@@ -132,13 +135,17 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
 def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "builtin",
                 interval: str = "2s", sidecars: bool = True,
                 user: ReplicationUser | None = None,
-                external_prefixes: tuple[str, ...] = ()) -> Iterator[tuple[Region, Region]]:
+                external_prefixes: tuple[str, ...] = (),
+                databases: dict[str, str] | None = None) -> Iterator[tuple[Region, Region]]:
     """Regions "east" (source) and "west" (destination), servers and sidecars running.
 
     The sidecars act as ``user`` (created in both regions) if given, else as the admin.
     ``external_prefixes``: directories both regions may import from and read imported
     files in (``blockstore.local.allowed_external_prefixes``).
+    ``databases`` maps a region to the PostgreSQL URL of its metadata database (refs and
+    auth); a region not named keeps SQLite in its data directory.
     """
+    databases = databases or {}
     credentials = ((user.access_key_id, user.secret_access_key) if user is not None
                    else (ADMIN_KEY, ADMIN_SECRET))
     names = ("east", "west")
@@ -157,12 +164,16 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 env["LAKEFS_BLOCKSTORE_LOCAL_IMPORT_ENABLED"] = "true"
                 env["LAKEFS_BLOCKSTORE_LOCAL_ALLOWED_EXTERNAL_PREFIXES"] = json.dumps(
                     list(external_prefixes))
+            if n in databases:
+                env |= {"LAKEFS_DATABASE_TYPE": "postgres",
+                        "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": databases[n]}
             server = stack.enter_context(live_server(str(roots[n]), env,
                                                      port=server_ports[n]))
             cfg = replication_config(
                 n, roots[n], other, f"http://127.0.0.1:{server_ports[other]}",
                 f"http://127.0.0.1:{server_ports[n]}", sidecar_ports[n], mirrors_database,
-                mode, roots[other], interval, credentials, external_prefixes)
+                mode, roots[other], interval, credentials, external_prefixes,
+                databases.get(n))
             path = roots[n] / "replication.yaml"
             path.write_text(yaml.safe_dump(cfg))
             regions[n] = Region(n, roots[n], server, sidecar_ports[n], path)

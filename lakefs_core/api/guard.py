@@ -8,7 +8,8 @@ A request with a body passes :class:`BodyGuard` before FastAPI sees it:
    **before** the body is read (401 otherwise, and the body is never read);
 3. the body is read under ``http.request_body_timeout`` per MiB (408 when it stops
    arriving) and, unless the route streams object data, at most ``limit`` bytes of it
-   (413), then handed to the route. A route that streams object data reads it through
+   (413); a JSON body whose strings are no valid text is refused (400); then it is
+   handed to the route. A route that streams object data reads it through
    the :class:`BodyReader` left in the request's state (:data:`BODY_STATE`).
 
 A refused request's connection is closed: its unread body cannot be skipped.
@@ -34,8 +35,11 @@ from lakefs_core.errors import LakeFSError, PayloadTooLargeError
 from lakefs_core.protocol.bodies import (
     BodyReader,
     Message,
+    check_json_text,
     declared_length,
     has_body,
+    header,
+    is_json,
     too_large_message,
 )
 
@@ -103,6 +107,9 @@ class BodyGuard:
             return
         try:
             data = await body.read_all(rule.limit)
+            content_type = header(scope["headers"], b"content-type")
+            if content_type is None or is_json(content_type):  # FastAPI reads both as JSON
+                check_json_text(data)
         except LakeFSError as exc:
             await self._refuse(scope, receive, send, exc)
             return

@@ -220,8 +220,13 @@ class AuthStore:
 
     @contextmanager
     def _tx(self, write: bool = False) -> Iterator[Connection]:
-        with (self._write_engine if write else self._read_engine).begin() as conn:
-            yield conn
+        """A transaction; a value the database cannot hold (PostgreSQL takes no NUL in
+        text) is a ValidationError."""
+        try:
+            with (self._write_engine if write else self._read_engine).begin() as conn:
+                yield conn
+        except sa.exc.DataError as exc:
+            raise ValidationError(f"value refused by the auth database: {exc.orig}") from exc
 
     # --- helpers -------------------------------------------------------------------
     @staticmethod
@@ -412,12 +417,15 @@ class AuthStore:
             AuthenticationError: Unknown access key or wrong secret (one message for
                 both, so that callers cannot probe for key ids).
         """
-        with self._tx() as conn:
-            row = conn.execute(
-                sa.select(credentials, users.c.email, users.c.friendly_name,
-                          users.c.creation_date.label("user_creation_date"))
-                .join(users, users.c.username == credentials.c.username)
-                .where(credentials.c.access_key_id == access_key_id)).first()
+        try:
+            with self._tx() as conn:
+                row = conn.execute(
+                    sa.select(credentials, users.c.email, users.c.friendly_name,
+                              users.c.creation_date.label("user_creation_date"))
+                    .join(users, users.c.username == credentials.c.username)
+                    .where(credentials.c.access_key_id == access_key_id)).first()
+        except ValidationError:  # no key holds what the database cannot store
+            row = None
         if row is None:
             raise AuthenticationError("invalid credentials")
         stored = self._box.decrypt(row.secret_encrypted, row.access_key_id)

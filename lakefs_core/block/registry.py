@@ -276,7 +276,8 @@ def _info(store: StoreConfig) -> StoreInfo:
 # --- storage namespaces ------------------------------------------------------------
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
-_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
+#: control characters, backslashes, and lone surrogates (JSON can escape one; no text)
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\\ud800-\udfff]")
 
 
 #: the longest storage namespace, and the longest segment of one
@@ -288,7 +289,7 @@ def namespace_parts(namespace: str) -> tuple[str, list[str]]:
     """The scheme and path segments of a well-formed storage namespace URI.
 
     ``<scheme>://<name>[/<segment>...]``, one trailing slash allowed; no empty, ``.``
-    or ``..`` segments, no control characters or backslashes, at most
+    or ``..`` segments, no control characters, backslashes or lone surrogates, at most
     :data:`MAX_NAMESPACE_LENGTH` characters.
 
     Raises:

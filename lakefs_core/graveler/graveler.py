@@ -87,16 +87,17 @@ class Graveler(PullRequestEngine):
                           default_branch=default_branch, creation_date=now,
                           storage_id=storage_id, read_only=read_only)
         commit_id = ""
+        first: tuple[str, Commit] | None = None
         if initial_commit:
             # the empty metarange is written first: this also proves the namespace is writable
             mr = self.ranges_for(repo).empty_metarange()
             commit = Commit(parents=(), metarange_id=mr, message=INITIAL_COMMIT_MESSAGE,
                             committer="", creation_date=now, metadata={}, generation=1)
             commit_id = commit_id_of(commit)
-            self.refstore.put_commit(repo_id, commit_id, commit)
+            first = (commit_id, commit)
         self.refstore.create_repository(
             repo, Branch(name=default_branch, commit_id=commit_id, staging_token=new_token()),
-            mirror)
+            mirror, first)
         return repo
 
     def _all_repositories(self) -> Iterator[Repository]:

@@ -8,6 +8,8 @@ Every front door reads bodies through :class:`BodyReader`:
   connection and whatever waits on it;
 - **size**: :meth:`BodyReader.read_all` refuses a body past its limit with
   :class:`~lakefs_core.errors.PayloadTooLargeError`;
+- **text**: :func:`check_json_text` refuses a JSON body whose strings are no valid
+  text (a lone surrogate escape such as ``\\ud800`` parses, but cannot be stored);
 - **threads**: a worker thread pulls pieces with :meth:`BodyReader.pull`, which waits on
   the event loop; :meth:`BodyReader.prefetch` gathers the first piece before any thread
   is taken, so a slow sender costs no thread until it has sent a whole piece.
@@ -15,6 +17,8 @@ Every front door reads bodies through :class:`BodyReader`:
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
@@ -22,13 +26,21 @@ from typing import Any
 import anyio
 import anyio.from_thread
 
-from lakefs_core.errors import IncompleteBodyError, PayloadTooLargeError, RequestTimeoutError
+from lakefs_core.errors import (
+    IncompleteBodyError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    ValidationError,
+)
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 
 #: the amount of body that must arrive within one timeout
 PIECE_SIZE = 1 << 20
+
+#: a JSON escape of a UTF-16 surrogate (paired or not): the only way to put one in JSON
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 TIMEOUT_MESSAGE = ("Your socket connection to the server was not read from or written to "
                    "within the timeout period. Idle connections will be closed.")
@@ -175,3 +187,42 @@ def too_large_message(limit: int) -> str:
         size = f"{limit} bytes"
     return f"request body too large: the limit is {size}"
 
+
+
+def is_json(content_type: bytes | None) -> bool:
+    """Whether a Content-Type names JSON (``application/json``, ``application/x+json``)."""
+    media = (content_type or b"").split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
+
+
+def check_json_text(body: bytes) -> None:
+    """Refuse a JSON document with a string (or key) that is no valid text.
+
+    JSON may escape a lone UTF-16 surrogate (``"\\ud800"``); the parsed string then
+    cannot be encoded, stored or hashed. A body that is not JSON at all is left to the
+    route, which says what it expected.
+
+    Raises:
+        ValidationError: a string of the document holds a lone surrogate.
+    """
+    if not _SURROGATE_ESCAPE.search(body):
+        return  # the cheap common case: no surrogate escape at all
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValidationError(
+                    f"invalid JSON body: {value!r} holds a lone surrogate, which is no "
+                    "valid text") from None

@@ -44,8 +44,10 @@ class RefStore(ABC):
     # --- repositories ---------------------------------------------------------
     @abstractmethod
     def create_repository(self, repo: Repository, default_branch: Branch,
-                          mirror: MirrorMarking | None = None) -> None:
-        """Create a repository with its default branch (and mirror marking), atomically.
+                          mirror: MirrorMarking | None = None,
+                          initial_commit: tuple[str, Commit] | None = None) -> None:
+        """Create a repository with its default branch, mirror marking and first commit
+        (id and record), atomically.
 
         Raises RepositoryExistsError.
         """
@@ -268,7 +270,10 @@ class RefStore(ABC):
     # --- commits ------------------------------------------------------------------
     @abstractmethod
     def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
-        """Store a commit record. Idempotent: the same id always has the same record."""
+        """Store a commit record. Idempotent: the same id always has the same record.
+
+        Raises RepositoryNotFoundError (a deleted repository gets no new records).
+        """
 
     @abstractmethod
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:
@@ -286,7 +291,10 @@ class RefStore(ABC):
     # --- staging ----------------------------------------------------------------------
     @abstractmethod
     def put_staged(self, repo_id: str, token: str, record: EntryRecord) -> None:
-        """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
+        """Stage an entry (or a tombstone, ``record.entry is None``), replacing any.
+
+        Raises RepositoryNotFoundError.
+        """
 
     @abstractmethod
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:

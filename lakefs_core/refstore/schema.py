@@ -163,8 +163,10 @@ tags = Table(
     Column("commit_id", Text, nullable=False),
 )
 
-# Commits and staged entries carry no foreign key: a repository's first commit is
-# written before the repository row (its id names the default branch's head).
+# Commits and staged entries carry no foreign key (older databases have none to add):
+# the refstore writes them only while it holds the repository row (see
+# SQLRefStore._require_repository), and a repository's first commit in the
+# transaction that creates the repository.
 commits = Table(
     "commits", schema,
     Column("repo", _key(), primary_key=True),

@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import sqlalchemy.exc as sa_exc
 from sqlalchemy import (
@@ -355,17 +355,29 @@ class SQLRefStore(RefStore):
                 .execution_options(preserve_rowcount=True))
 
     @staticmethod
-    def _require_repository(conn: Connection, repo_id: str) -> None:
-        found = conn.execute(
-            select(repositories.c.id).where(repositories.c.id == repo_id)).first()
-        if found is None:
+    def _require_repository(conn: Connection, repo_id: str, *,
+                            lock: Literal["", "share", "update"] = "") -> None:
+        """Raise RepositoryNotFoundError unless the repository exists.
+
+        ``lock`` (PostgreSQL; SQLite serializes writers) holds the repository row until
+        the transaction ends: ``share`` for writing rows that have no foreign key to it
+        (commits, staged entries), so that a deletion, which takes ``update`` first,
+        either waits for the write and deletes its rows too, or has removed the
+        repository before the write looks.
+        """
+        stmt = select(repositories.c.id).where(repositories.c.id == repo_id)
+        if lock and conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update(read=lock == "share")
+        if conn.execute(stmt).first() is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
 
     # --- repositories -----------------------------------------------------------------
     def create_repository(self, repo: Repository, default_branch: Branch,
-                          mirror: MirrorMarking | None = None) -> None:
+                          mirror: MirrorMarking | None = None,
+                          initial_commit: tuple[str, Commit] | None = None) -> None:
         """Create a repository with its default branch (and a mirror's marking, so that
-        a mirror repository is never seen unmarked) in one transaction.
+        a mirror repository is never seen unmarked, and its first commit, so that a
+        failed creation leaves no record behind) in one transaction.
 
         Raises:
             RepositoryExistsError: a repository with this id exists.
@@ -385,6 +397,8 @@ class SQLRefStore(RefStore):
                 raise RepositoryExistsError(f"repository {repo.id!r} already exists")
             conn.execute(branches.insert().values(
                 repo=repo.id, name=default_branch.name, **branch_values(default_branch)))
+            if initial_commit is not None:
+                conn.execute(self._commit_insert(repo.id, *initial_commit))
             if mirror is not None:
                 conn.execute(mirror_markings.insert().values(
                     repo=repo.id, mirror_id=mirror.mirror_id,
@@ -417,11 +431,11 @@ class SQLRefStore(RefStore):
         """
 
         def work(conn: Connection) -> None:
+            # first the row lock: writers of rows without a foreign key wait on it
+            self._require_repository(conn, repo_id, lock="update")
             for table in REPO_CHILDREN:
                 conn.execute(table.delete().where(table.c.repo == repo_id))
-            deleted = conn.execute(repositories.delete().where(repositories.c.id == repo_id))
-            if deleted.rowcount == 0:
-                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+            conn.execute(repositories.delete().where(repositories.c.id == repo_id))
 
         self._write(work)
 
@@ -824,14 +838,25 @@ class SQLRefStore(RefStore):
             raise TagNotFoundError(f"tag {name!r} not found")
 
     # --- commits ----------------------------------------------------------------------
-    def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
-        """Store a commit record; a record already stored under this id is kept."""
-        stmt = self._insert_new(
+    def _commit_insert(self, repo_id: str, commit_id: str, commit: Commit) -> Any:
+        return self._insert_new(
             commits, repo=repo_id, commit_id=commit_id, parents=json.dumps(list(commit.parents)),
             metarange_id=commit.metarange_id, message=commit.message,
             committer=commit.committer, creation_date=commit.creation_date,
             metadata=dump_map(commit.metadata), generation=commit.generation)
-        self._write(lambda conn: conn.execute(stmt))
+
+    def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:
+        """Store a commit record; a record already stored under this id is kept.
+
+        Raises RepositoryNotFoundError.
+        """
+        stmt = self._commit_insert(repo_id, commit_id, commit)
+
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id, lock="share")
+            conn.execute(stmt)
+
+        self._write(work)
 
     def get_commit(self, repo_id: str, commit_id: str) -> Commit:
         """Raises CommitNotFoundError."""
@@ -867,7 +892,12 @@ class SQLRefStore(RefStore):
         """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
         row = {"repo": repo_id, "staging_token": token, "path": record.path,
                **entry_values(record)}
-        self._write(lambda conn: self._upsert(conn, staged_entries, [row]))
+
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id, lock="share")
+            self._upsert(conn, staged_entries, [row])
+
+        self._write(work)
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""

@@ -168,3 +168,31 @@ def _trickle(srv: LiveServer, request_line: str, headers: dict[str, str]) -> soc
             f"Content-Length: {1 << 30}", *(f"{k}: {v}" for k, v in headers.items())]
     sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + b"0123456789")
     return sock
+
+
+def test_a_json_body_that_is_no_valid_text_is_400_and_changes_nothing(tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"): such a string can be neither stored nor
+    hashed, so the body is refused, on routes with and without authentication."""
+    surrogate = b'"t\\ud800"'
+    with _server(tmp_path) as srv, srv.client() as api:
+        assert api.post("/repositories", json={
+            "name": "repo", "storage_namespace": "local://repo"}).status_code == 201
+        for path, body in [
+            ("/repositories/repo/tags", b'{"id": ' + surrogate + b', "ref": "main"}'),
+            ("/auth/users", b'{"id": ' + surrogate + b'}'),
+            ("/repositories/repo/branches/main/commits",
+             b'{"message": "m", "metadata": {' + surrogate + b': "v"}}'),
+            ("/auth/login", b'{"access_key_id": ' + surrogate + b', "secret_access_key": "s"}'),
+        ]:
+            for content_type in ({"content-type": "application/json"}, {}):
+                r = api.post(path, content=body, headers=content_type)
+                assert r.status_code == 400, (path, r.text)
+                assert "lone surrogate" in r.json()["message"]
+        assert api.get("/repositories/repo/tags").json()["results"] == []
+        assert [u["id"] for u in api.get("/auth/users").json()["results"]] == ["admin"]
+        # a surrogate pair is valid text (U+1F600), and so is an escaped backslash
+        r = api.post("/repositories/repo/branches/main/commits", content=(
+            b'{"message": "\\ud83d\\ude00 \\\\ud800", "allow_empty": true}'),
+            headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        assert r.json()["message"] == "\U0001F600 \\ud800"

@@ -383,3 +383,20 @@ def test_in_memory_sqlite() -> None:
     with AuthStore("sqlite://", SECRET_KEY) as store:
         store.create_user("alice")
         assert [u.username for u in store.list_users()] == ["alice"]
+
+
+def test_names_the_database_cannot_hold_are_validation_errors(store: AuthStore) -> None:
+    """PostgreSQL takes no NUL in text: looking up or attaching such a name is bad input
+    (400), never a database failure; and no access key with one authenticates."""
+    store.create_user("u1")
+    store.create_group("g1")
+    for call in (lambda: store.get_user("a\x00b"), lambda: store.get_group("a\x00b"),
+                 lambda: store.get_policy("a\x00b"), lambda: store.delete_user("a\x00b"),
+                 lambda: store.add_user_to_group("a\x00b", "g1"),
+                 lambda: store.attach_policy_to_user("u1", "a\x00b"),
+                 lambda: store.get_credentials("AKIA\x00")):
+        with pytest.raises((ValidationError, NotFoundError)):
+            call()
+    with pytest.raises(AuthenticationError):
+        store.authenticate("AKIA\x00", "secret")
+    assert [u.username for u in store.list_users()] == ["u1"]

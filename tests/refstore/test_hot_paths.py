@@ -204,6 +204,7 @@ def test_a_write_outlasts_a_lock_held_longer_than_the_busy_timeout(
         waits.append(seconds)
         real_sleep(seconds)
 
+    new_repo(store, "r1")
     monkeypatch.setattr(sql.time, "sleep", sleep)
     blocker = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:

@@ -124,6 +124,7 @@ def test_lost_postgres_database_surfaces_as_database_error(
 
 def test_text_postgres_cannot_store_is_a_validation_error(pg_url: str) -> None:
     with SQLRefStore(pg_url) as store, pytest.raises(ValidationError):
+        _create_repo(store)
         store.put_staged("r1", "t1", EntryRecord("nul\x00path", None))
 
 
@@ -158,6 +159,8 @@ class WriteLockHolder(threading.Thread):
 
 def test_sqlite_writer_retries_while_another_connection_holds_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "refstore.db"
+    with SQLRefStore(f"sqlite:///{path}", busy_timeout=0.02) as store:
+        _create_repo(store)
     with SQLRefStore(f"sqlite:///{path}", busy_timeout=0.02) as store, \
             WriteLockHolder(path) as holder:
         threading.Timer(0.3, holder.release.set).start()
@@ -169,6 +172,7 @@ def test_sqlite_writer_retries_while_another_connection_holds_the_lock(tmp_path:
 def test_sqlite_writer_gives_up_after_bounded_retries(tmp_path: Path) -> None:
     path = tmp_path / "refstore.db"
     with SQLRefStore(f"sqlite:///{path}", busy_timeout=0.01) as store:
+        _create_repo(store)
         with WriteLockHolder(path), pytest.raises(DatabaseError, match="locked"):
             store.put_staged("r1", "t1", EntryRecord("a", None))
         # the failed write left nothing behind, and the store works again

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -181,6 +182,55 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
     with pytest.raises(RepositoryNotFoundError):
         store.delete_repository("never-was")
 
+
+
+def test_no_commit_or_staged_entry_outlives_its_repository(store: SQLRefStore) -> None:
+    new_repo(store, "doomed")
+    store.delete_repository("doomed")
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_commit("doomed", "c1", commit())
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_staged("doomed", "t1", EntryRecord("a", entry()))
+    # the first commit is written with the repository, or not at all
+    repo = new_repo(store, "taken")
+    with pytest.raises(RepositoryExistsError):
+        store.create_repository(repo, Branch("main", "c9", "t9"),
+                                initial_commit=("c9", commit("first")))
+    with pytest.raises(CommitNotFoundError):
+        store.get_commit("taken", "c9")
+    fresh = replace(repo, id="fresh")
+    store.create_repository(fresh, Branch("main", "c9", "t9"),
+                            initial_commit=("c9", commit("first")))
+    assert store.get_commit("fresh", "c9") == commit("first")
+
+
+def test_a_commit_racing_a_repository_deletion_is_deleted_or_refused(
+        store: SQLRefStore) -> None:
+    """Commits and staged entries have no foreign key: writes of them and a deletion of
+    their repository are serialized on the repository row."""
+    for round_ in range(20):
+        repo_id = f"racing{round_}"
+        new_repo(store, repo_id)
+        barrier = threading.Barrier(3)
+
+        def write(repo: str = repo_id, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            for i in range(5):
+                with contextlib.suppress(RepositoryNotFoundError):
+                    store.put_commit(repo, f"c{i}", commit())
+                    store.put_staged(repo, "t1", EntryRecord(f"p{i}", entry(i)))
+
+        def delete(repo: str = repo_id, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            store.delete_repository(repo)
+
+        with ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(write), pool.submit(delete)]
+            barrier.wait()
+            for f in futures:
+                f.result()
+        assert not store.has_staged(repo_id, "t1")
+        assert store.find_commit_ids(repo_id, "c", limit=10) == []
 
 # --- repository metadata and settings -------------------------------------------------
 def test_repository_metadata(store: SQLRefStore) -> None:
@@ -527,6 +577,8 @@ def test_repository_tasks(store: SQLRefStore) -> None:
 
 def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
     ids = sorted(f"{n:03d}" for n in range(7))
+    for repo_id in ("r1", "r2"):
+        new_repo(store, repo_id)
     for n, commit_id in enumerate(reversed(ids)):
         store.put_commit("r1", commit_id, commit(str(n)))
     store.put_commit("r2", "000", commit())
@@ -539,6 +591,8 @@ def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
 
 
 def test_commit_round_trip(store: SQLRefStore) -> None:
+    for repo_id in ("r1", "r2"):
+        new_repo(store, repo_id)
     record = commit("first line\nsecond: ünïcödé ✓", parents=("a" * 64, "b" * 64),
                     metadata={"z": "1", "a": "", "κλειδί": "τιμή", "quote": '"{}"'},
                     generation=7, creation_date=2**40)
@@ -554,6 +608,7 @@ def test_commit_round_trip(store: SQLRefStore) -> None:
 
 
 def test_put_commit_is_idempotent(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
     store.put_commit("r1", "c1", commit("original"))
     store.put_commit("r1", "c1", commit("original"))
     store.put_commit("r1", "c1", commit("a later write of the same id"))
@@ -561,6 +616,8 @@ def test_put_commit_is_idempotent(store: SQLRefStore) -> None:
 
 
 def test_find_commit_ids(store: SQLRefStore) -> None:
+    for repo_id in ("r1", "r2"):
+        new_repo(store, repo_id)
     ids = ["abc123", "abc456", "abd000", "ab_000", "ab%000", "ABC999", "fff"]
     for commit_id in ids:
         store.put_commit("r1", commit_id, commit())
@@ -579,6 +636,7 @@ def test_find_commit_ids(store: SQLRefStore) -> None:
 
 # --- staging -------------------------------------------------------------------------------------
 def test_staged_entry_round_trip(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
     full = entry(1, address="s3://bucket/imported/a.parquet", address_type=AddressType.FULL,
                  size=2**42, mtime=1_712_345_678.123456789, content_type="application/x-parquet",
                  metadata={"owner": "ünïcödé", "empty": "", "json": '{"a": [1]}', "B": "x"})
@@ -594,6 +652,7 @@ def test_staged_entry_round_trip(store: SQLRefStore) -> None:
 
 
 def test_staging_replace_tombstone_and_undo(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
     assert store.get_staged("r1", "t1", "a") is None
     assert not store.has_staged("r1", "t1")
     store.put_staged("r1", "t1", EntryRecord("a", entry(1)))
@@ -611,6 +670,8 @@ def test_staging_replace_tombstone_and_undo(store: SQLRefStore) -> None:
 
 
 def test_staging_tokens_and_repositories_are_isolated(store: SQLRefStore) -> None:
+    for repo_id in ("r1", "r2"):
+        new_repo(store, repo_id)
     store.put_staged("r1", "t1", EntryRecord("a", entry(1)))
     store.put_staged("r1", "t2", EntryRecord("a", entry(2)))
     store.put_staged("r2", "t1", EntryRecord("a", None))
@@ -625,6 +686,7 @@ def test_staging_tokens_and_repositories_are_isolated(store: SQLRefStore) -> Non
 
 
 def test_list_staged_prefix_after_and_order(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
     paths = [f"dir/{name}" for name in AWKWARD_NAMES] + ["dir", "dir0", "dj", "Dir/x"]
     for i, path in enumerate(paths):
         store.put_staged("r1", "t1", EntryRecord(path, None if i % 2 else entry(i)))
@@ -652,6 +714,7 @@ def _count_staged_selects(store: SQLRefStore) -> tuple[list[str], Any]:
 
 
 def test_list_staged_streams_in_pages(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
     total = 2_600
     expected: list[EntryRecord] = []
     for i in range(total):
@@ -677,6 +740,7 @@ def test_list_staged_streams_in_pages(store: SQLRefStore) -> None:
 def test_list_staged_with_an_exact_page_multiple(refstore_url: str) -> None:
     store = SQLRefStore(refstore_url, page_size=2)
     try:
+        new_repo(store, "r1")
         for i in range(4):
             store.put_staged("r1", "t1", EntryRecord(f"p{i}", entry(i)))
         assert [r.path for r in store.list_staged("r1", "t1")] == ["p0", "p1", "p2", "p3"]

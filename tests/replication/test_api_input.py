@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import MIRRORS, create_source, two_regions
 
 
@@ -21,4 +23,20 @@ def test_a_bad_mirror_namespace_is_400(tmp_path: Path, sqlite_mirrors: dict[str,
             r = c.post(f"{MIRRORS}/src/mirrors", json={
                 "name": "src-mirror", "region": "west", "storage_namespace": namespace})
             assert r.status_code == 400, r.text
+            assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []
+
+
+def test_a_namespace_that_is_no_valid_text_is_400_at_the_sidecar_itself(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    """The server's front gate refuses such JSON before proxying; the sidecar's own port
+    refuses the namespace."""
+    body = b'{"name": "src-mirror", "region": "west", "storage_namespace": "local://m\\ud800"}'
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=True) as (east, _west):
+        create_source(east)
+        sidecar = httpx.Client(base_url=east.sidecars[0].url, auth=(ADMIN_KEY, ADMIN_SECRET))
+        with sidecar, east.client() as c:
+            for client in (sidecar, c):
+                r = client.post(f"{MIRRORS}/src/mirrors", content=body,
+                                headers={"content-type": "application/json"})
+                assert r.status_code == 400, r.text
             assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []
