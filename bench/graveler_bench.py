@@ -14,8 +14,9 @@ directory, then times, each with a fresh ``RangeManager`` (cold caches):
 Each case runs ``--repeat`` times, every run elsewhere (the new partition at another
 place in the keyspace, other random keys) because its cost is that of the ranges it
 lands in, whose sizes vary. The files a run wrote are deleted before the next. The
-median time is printed, with the ranges written and reused and the entries in the
-written ranges ("rewritten") of the median run by those counts.
+median time is printed, with the ranges written and reused, the entries in the
+written ranges ("rewritten") of the median run by those counts, and the rows
+rewritten per second of the median time.
 
 It prints one line per case and the ratio of the partition apply time at the
 largest size to that at the smallest: with content-defined ranges the cost
@@ -86,8 +87,9 @@ class Case:
     rewritten: int | None = None
 
     def line(self) -> str:
-        counts = "" if self.written is None else (
-            f"{self.written:>8} {self.reused:>8} {self.rewritten:>10}")
+        counts = "" if self.written is None or self.rewritten is None else (
+            f"{self.written:>8} {self.reused:>8} {self.rewritten:>10} "
+            f"{self.rewritten / self.seconds:>11,.0f}")
         return f"{self.n:>9} {self.k:>6} {self.kind:<18} {self.seconds:>9.3f} {counts}"
 
 
@@ -200,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"raggedness={args.raggedness} k={args.k} repeat={args.repeat} (median seconds, "
               "each run with cold caches)")
         print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'written':>8} {'reused':>8} "
-              f"{'rewritten':>10}")
+              f"{'rewritten':>10} {'rows/s':>11}")
         results = {n: run_size(n, args.k, args.raggedness, args.batch, workdir, rng,
                                args.repeat) for n in sizes}
     finally:
