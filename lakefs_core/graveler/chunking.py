@@ -20,7 +20,10 @@ from the same records.
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -108,8 +111,11 @@ class MetarangeBuilder:
         self._records, self._encodings = [], []
 
 
-#: stores one range given as a table with its record encodings; returns nothing
-TableSink = Callable[[RangeInfo, pa.Table, pa.Array], None]
+#: the record encodings of a run of rows: one binary item per row
+EncodingRun: TypeAlias = "pa.Array | pa.ChunkedArray"
+#: stores one range given as a table with its record encodings (None: not at hand);
+#: returns nothing
+TableSink = Callable[[RangeInfo, pa.Table, pa.ChunkedArray | None], None]
 
 
 class TableMetarangeBuilder:
@@ -121,15 +127,22 @@ class TableMetarangeBuilder:
     positions of the rows whose path is a hash boundary. Completed ranges are handed
     to ``sink`` as one table with contiguous columns. :meth:`reuse` passes whole
     ranges through unread, at a cut only, as with :class:`MetarangeBuilder`.
+
+    With an ``executor``, completed ranges are joined, hashed and handed to ``sink``
+    there (at most ``in_flight`` at a time), and :meth:`finish` waits for them.
     """
 
-    def __init__(self, raggedness: int, max_range_entries: int, sink: TableSink) -> None:
+    def __init__(self, raggedness: int, max_range_entries: int, sink: TableSink, *,
+                 executor: Executor | None = None, in_flight: int = 4) -> None:
         self.raggedness = raggedness
         self.max_range_entries = max_range_entries
-        self.ranges: list[RangeInfo] = []
+        self._ranges: list[RangeInfo | Future[RangeInfo]] = []
         self._sink = sink
+        self._executor = executor
+        self._in_flight = in_flight
+        self._running: deque[Future[RangeInfo]] = deque()
         self._tables: list[pa.Table] = []
-        self._encodings: list[pa.Array] = []
+        self._encodings: list[EncodingRun] = []
         self._count = 0
 
     @property
@@ -141,7 +154,7 @@ class TableMetarangeBuilder:
         """Whether the builder would have cut right after the last key of ``info``."""
         return info.count >= self.max_range_entries or is_boundary(info.max_key, self.raggedness)
 
-    def add(self, table: pa.Table, encodings: pa.Array, boundaries: Sequence[int]) -> None:
+    def add(self, table: pa.Table, encodings: EncodingRun, boundaries: Sequence[int]) -> None:
         """Append a run of rows (its paths must follow every path added before).
 
         Args:
@@ -170,15 +183,15 @@ class TableMetarangeBuilder:
         """Pass an existing range through unchanged."""
         if not self.at_cut:
             raise RuntimeError("a range can only be reused at a cut")
-        self.ranges.append(info)
+        self._ranges.append(info)
 
     def finish(self) -> list[RangeInfo]:
         """Complete the last range and return every range, in order."""
         if self._count:
             self._cut()
-        return self.ranges
+        return [r if isinstance(r, RangeInfo) else r.result() for r in self._ranges]
 
-    def _pend(self, table: pa.Table, encodings: pa.Array, start: int, end: int) -> None:
+    def _pend(self, table: pa.Table, encodings: EncodingRun, start: int, end: int) -> None:
         if start == 0 and end == table.num_rows:
             self._tables.append(table)
             self._encodings.append(encodings)
@@ -189,17 +202,29 @@ class TableMetarangeBuilder:
 
     def _cut(self) -> None:
         tables, encodings = self._tables, self._encodings
+        self._tables, self._encodings, self._count = [], [], 0
+        if self._executor is None:
+            self._ranges.append(self._complete(tables, encodings))
+            return
+        while len(self._running) >= self._in_flight:
+            self._running.popleft().result()
+        future = self._executor.submit(self._complete, tables, encodings)
+        self._running.append(future)
+        self._ranges.append(future)
+
+    def _complete(self, tables: list[pa.Table], encodings: list[EncodingRun]) -> RangeInfo:
         table = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
-        joined = encodings[0] if len(encodings) == 1 else pa.concat_arrays(encodings)
-        payload = payload_of(joined)
+        chunks = [c for run in encodings
+                  for c in (run.chunks if isinstance(run, pa.ChunkedArray) else [run])]
+        payload = [payload_of(c) for c in chunks]
         paths = table.column("path")
         info = RangeInfo(
-            id=range_id_of_payload(payload),
+            id=range_id_of_payload(*payload),
             min_key=paths[0].as_py(),
             max_key=paths[-1].as_py(),
             count=table.num_rows,
-            estimated_size=len(payload),
+            estimated_size=sum(len(p) for p in payload),
         )
-        self._sink(info, table, joined)
-        self.ranges.append(info)
-        self._tables, self._encodings, self._count = [], [], 0
+        same_type = all(c.type == chunks[0].type for c in chunks)
+        self._sink(info, table, pa.chunked_array(chunks) if same_type else None)
+        return info

@@ -215,11 +215,19 @@ def payload_of(encodings: pa.Array) -> memoryview:
     return memoryview(data)[int(offsets[0]):int(offsets[-1])]
 
 
-def range_id_of_payload(payload: memoryview | bytes) -> str:
-    """A range id from the concatenated encodings of its records (in path order)."""
-    digest = hashlib.sha256(b"L" + _LEN.pack(len(payload)))
-    digest.update(payload)
+def range_id_of_payload(*payload: memoryview | bytes) -> str:
+    """A range id from the concatenated encodings of its records (in path order),
+    given whole or in consecutive parts."""
+    digest = hashlib.sha256(b"L" + _LEN.pack(sum(len(part) for part in payload)))
+    for part in payload:
+        digest.update(part)
     return digest.hexdigest()
+
+
+def binary_array(items: Sequence[bytes]) -> pa.Array:
+    """A binary array of ``items``: 32-bit offsets unless they add up to 2 GiB or more."""
+    large = sum(len(item) for item in items) >= 1 << 31
+    return pa.array(items, type=pa.large_binary() if large else pa.binary())
 
 
 # Fixed-width parts of a record's encoding, between its variable-length strings:
@@ -235,11 +243,11 @@ _NAN_BITS = int.from_bytes(_NAN, "big")
 _RECORD_FIXED = 5 * 9 + 2 * 17
 
 
-def _fixed_parts(parts: np.ndarray) -> pa.Array:
+def _fixed_parts(parts: np.ndarray, large: bool) -> pa.Array:
     """A binary array over the rows of a packed numpy record array (zero-copy)."""
     n, width = len(parts), parts.dtype.itemsize
-    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
-    return pa.Array.from_buffers(pa.large_binary(), n, [
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64 if large else np.int32)
+    return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), n, [
         None, pa.py_buffer(offsets), pa.py_buffer(parts.view(np.uint8))])
 
 
@@ -250,7 +258,7 @@ def _str_parts(n: int, lengths: np.ndarray) -> np.ndarray:
     return parts
 
 
-def _metadata_parts(metadata: pa.Array) -> tuple[pa.Array, np.ndarray]:
+def _metadata_parts(metadata: pa.Array, large: bool) -> tuple[pa.Array, np.ndarray]:
     """The metadata encodings (a JSON object per row in the file) and their lengths."""
     n = len(metadata)
     nonempty = np.flatnonzero(
@@ -258,7 +266,7 @@ def _metadata_parts(metadata: pa.Array) -> tuple[pa.Array, np.ndarray]:
     if not len(nonempty):
         empty = np.empty(n, dtype=_STR_HEAD)
         empty["S"], empty["len"] = b"M", 0
-        return _fixed_parts(empty), np.full(n, len(_EMPTY_MAPPING), dtype=np.uint64)
+        return _fixed_parts(empty, large), np.full(n, len(_EMPTY_MAPPING), dtype=np.uint64)
     encodings = [_EMPTY_MAPPING] * n
     for i in nonempty.tolist():
         text = metadata[i].as_py()
@@ -269,7 +277,7 @@ def _metadata_parts(metadata: pa.Array) -> tuple[pa.Array, np.ndarray]:
         if not isinstance(value, dict):
             raise StorageError(f"corrupt range file: metadata {text!r} is not an object")
         encodings[i] = _mapping(value)
-    array = pa.array(encodings, type=pa.large_binary())
+    array = pa.array(encodings, type=pa.large_binary() if large else pa.binary())
     return array, pc.binary_length(array).to_numpy().astype(np.uint64)
 
 
@@ -280,23 +288,27 @@ def table_record_encodings(table: pa.Table) -> pa.Array:
     :func:`~lakefs_core.graveler.rangefile.decode_range` reads it; the array's values
     are the payload that the range id hashes (see :func:`payload_of`). The table has
     the range file's columns (``path, address, address_type, size, etag, mtime,
-    content_type, metadata``), without nulls.
+    content_type, metadata``), without nulls. The array is ``binary`` (32-bit offsets,
+    zero-copy from the string columns) unless the payload might not fit them.
 
     Raises:
         StorageError: a metadata value is not a JSON object.
     """
     n = table.num_rows
     if n == 0:
-        return pa.array([], type=pa.large_binary())
+        return pa.array([], type=pa.binary())
+    # 32-bit offsets while the payload surely fits: fixed parts, metadata, strings
+    large = n * 200 + table.nbytes >= 1 << 31
+    binary = pa.large_binary() if large else pa.binary()
 
     def column(name: str) -> pa.Array:
         return table.column(name).combine_chunks()
 
-    strings = {name: column(name).cast(pa.large_binary())
+    strings = {name: column(name).cast(binary)
                for name in ("path", "address", "address_type", "etag", "content_type")}
     lengths = {name: pc.binary_length(a).to_numpy().astype(np.uint64)
                for name, a in strings.items()}
-    metadata, metadata_lengths = _metadata_parts(column("metadata"))
+    metadata, metadata_lengths = _metadata_parts(column("metadata"), large)
 
     head = np.empty(n, dtype=_HEAD)
     head["L"], head["S"] = b"L", b"S"
@@ -314,13 +326,13 @@ def table_record_encodings(table: pa.Table) -> pa.Array:
     mtime["value"] = bits
     mtime["len"] = lengths["content_type"]
     return pc.binary_join_element_wise(
-        _fixed_parts(head), strings["path"],
-        _fixed_parts(_str_parts(n, lengths["address"])), strings["address"],
-        _fixed_parts(_str_parts(n, lengths["address_type"])), strings["address_type"],
-        _fixed_parts(size), strings["etag"],
-        _fixed_parts(mtime), strings["content_type"],
+        _fixed_parts(head, large), strings["path"],
+        _fixed_parts(_str_parts(n, lengths["address"]), large), strings["address"],
+        _fixed_parts(_str_parts(n, lengths["address_type"]), large), strings["address_type"],
+        _fixed_parts(size, large), strings["etag"],
+        _fixed_parts(mtime, large), strings["content_type"],
         metadata,
-        pa.scalar(b"", type=pa.large_binary()),
+        pa.scalar(b"", type=binary),
     )
 
 

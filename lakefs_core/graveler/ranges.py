@@ -35,6 +35,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -52,6 +53,7 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.chunking import TableMetarangeBuilder, is_boundary
 from lakefs_core.graveler.encoding import (
     EMPTY_METARANGE_ID,
+    binary_array,
     metarange_id,
     record_encoding,
     table_record_encodings,
@@ -85,6 +87,10 @@ MAX_RANGE_FACTOR = 2
 MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
 #: changes that ``apply`` holds in memory at once (they stream in)
 CHANGE_BATCH = 65_536
+#: from this many added rows in one run on, their encodings are made column-wise
+COLUMNAR_CHANGES = 64
+#: threads of one ``apply`` that read ranges ahead and hash and write completed ones
+APPLY_THREADS = 2
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -159,7 +165,8 @@ class _Range:
 
     __slots__ = ("_encodings", "_records", "table")
 
-    def __init__(self, table: pa.Table, encodings: pa.Array | None = None) -> None:
+    def __init__(self, table: pa.Table,
+                 encodings: pa.Array | pa.ChunkedArray | None = None) -> None:
         self.table = table
         self._encodings = encodings
         self._records: tuple[EntryRecord, ...] | None = None
@@ -172,7 +179,8 @@ class _Range:
             self._records = tuple(records_of_table(self.table))
         return self._records
 
-    def encodings(self) -> pa.Array:
+    def encodings(self) -> pa.Array | pa.ChunkedArray:
+        """The record encodings, one binary item per row (in one or more chunks)."""
         if self._encodings is None:
             self._encodings = table_record_encodings(self.table)
         return self._encodings
@@ -319,7 +327,8 @@ class RangeManager:
         if not self.store.exists(address):
             self.store.put(address, content())
 
-    def _store_range(self, info: RangeInfo, table: pa.Table, encodings: pa.Array) -> None:
+    def _store_range(self, info: RangeInfo, table: pa.Table,
+                     encodings: pa.ChunkedArray | None) -> None:
         self._write_once(info.id, lambda: encode_range_table(table))
         if self._ranges.get(info.id) is None:
             self._ranges.put(info.id, _Range(table, encodings), info.count)
@@ -437,35 +446,15 @@ class RangeManager:
             RangeNotFoundError: the metarange or a range it lists is missing.
         """
         index = self._index(metarange_id)
+        with ThreadPoolExecutor(max_workers=APPLY_THREADS,
+                                thread_name_prefix="range-apply") as pool:
+            try:
+                run = _Apply(self, index, pool)
+                changed, new_ranges = run.run(_sorted_changes(changes))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         ranges = index.metarange.ranges
-        own_cuts = self._own_cuts(index)
-        builder = TableMetarangeBuilder(self.raggedness, self.max_range_entries,
-                                        self._store_range)
-        pending = _sorted_changes(changes)
-        change = next(pending, None)
-        changed = False
-        i = 0
-        while i < len(ranges):
-            info = ranges[i]
-            # The next range is taken over unread when the builder is at a cut and no
-            # pending change falls in it; if changes follow, it must also end where
-            # the builder would cut, so that they start a range just as they would
-            # in a rewrite from scratch.
-            if builder.at_cut and (change is None or (
-                    change.path > info.max_key and builder.ends_with_cut(info))):
-                builder.reuse(info)
-                i += 1
-            elif change is not None and change.path < info.min_key:
-                batch, change = _take(change, pending, info.min_key, inclusive=False)
-                changed = self._add_changes(builder, batch) or changed
-            else:
-                range_changed, change = self._rewrite(builder, info, own_cuts, change, pending)
-                changed = changed or range_changed
-                i += 1
-        while change is not None:
-            batch, change = _take(change, pending, None, inclusive=False)
-            changed = self._add_changes(builder, batch) or changed
-        new_ranges = builder.finish()
         if not changed:
             return ApplyResult(metarange_id, 0, len(ranges))
         old_ids = {r.id for r in ranges}
@@ -482,87 +471,6 @@ class RangeManager:
                 r.count == limit or is_boundary(r.max_key, self.raggedness)
                 for r in ranges[:-1])
         return index.own_cuts
-
-    def _add_changes(self, builder: TableMetarangeBuilder, batch: list[EntryRecord]) -> bool:
-        """Add changes that no old row lies among; True if any adds a path."""
-        present = [c for c in batch if c.entry is not None]
-        if present:
-            table, encodings, boundaries = self._change_rows(present)
-            builder.add(table, encodings, boundaries)
-        return bool(present)
-
-    def _change_rows(self, present: list[EntryRecord]) -> tuple[pa.Table, pa.Array, list[int]]:
-        """The table, record encodings and hash boundaries of records to add."""
-        encodings = pa.array([record_encoding(r) for r in present], type=pa.large_binary())
-        boundaries = [j for j, r in enumerate(present) if is_boundary(r.path, self.raggedness)]
-        return range_table(present), encodings, boundaries
-
-    def _rewrite(
-        self,
-        builder: TableMetarangeBuilder,
-        info: RangeInfo,
-        own_cuts: bool,
-        change: EntryRecord | None,
-        pending: Iterator[EntryRecord],
-    ) -> tuple[bool, EntryRecord | None]:
-        """Feed an old range with the changes that fall in it (paths up to its max key)
-        into the builder: untouched rows as slices, changed rows merged in by path.
-
-        Returns whether anything changed and the first change past the range.
-        """
-        rng = self._range(info.id)
-        table, n = rng.table, len(rng)
-        encodings = rng.encodings()
-        if own_cuts:
-            old_cuts = np.array([n - 1] if is_boundary(info.max_key, self.raggedness) else [],
-                                dtype=np.int64)
-        else:
-            old_cuts = np.flatnonzero([is_boundary(path, self.raggedness)
-                                       for path in table.column("path").to_pylist()])
-
-        def old_rows(start: int, end: int) -> None:
-            if start < end:
-                first, last = np.searchsorted(old_cuts, [start, end])
-                builder.add(table.slice(start, end - start), encodings.slice(start, end - start),
-                            (old_cuts[first:last] - start).tolist())
-
-        changed = False
-        pos = 0
-        while change is not None and change.path <= info.max_key:
-            batch, change = _take(change, pending, info.max_key, inclusive=True)
-            if len(batch) * 16 >= n - pos:  # many lookups: convert the column once
-                paths: list[str] | _Paths = table.column("path").to_pylist()
-            else:
-                paths = _Paths(table)
-            # where each change goes among the old rows, and which old row it replaces;
-            # runs: old rows [start, end), then the added rows up to `present[upto]`
-            present: list[EntryRecord] = []
-            runs: list[list[int]] = []
-            for c in batch:
-                at = bisect.bisect_left(paths, c.path, pos, n)
-                if at < n and paths[at] == c.path:
-                    changed = changed or rng.entry(at) != c.entry
-                    skip = 1
-                else:
-                    changed = changed or c.entry is not None
-                    skip = 0
-                if at > pos or not runs:
-                    runs.append([pos, at, len(present)])
-                pos = at + skip
-                if c.entry is not None:
-                    present.append(c)
-                runs[-1][2] = len(present)
-            c_table, c_encodings, c_cuts = self._change_rows(present)
-            done = 0
-            for start, end, upto in runs:
-                old_rows(start, end)
-                if upto > done:
-                    builder.add(c_table.slice(done, upto - done),
-                                c_encodings.slice(done, upto - done),
-                                [j - done for j in c_cuts if done <= j < upto])
-                    done = upto
-        old_rows(pos, n)
-        return changed, change
 
     # --- comparing ----------------------------------------------------------------
     def diff(
@@ -693,6 +601,167 @@ class RangeManager:
                 f"conflict: {len(conflicts)} paths changed on both sides", paths=conflicts
             ) from None
         return MergeResult(result.metarange_id if applied else dest_id, applied)
+
+
+class _Apply:
+    """One :meth:`RangeManager.apply`: merges the changes into the ranges they fall in.
+
+    Reads run one range ahead on ``pool`` (the range the next change falls in, with
+    its record encodings), and completed ranges are hashed and written there too,
+    while this thread merges the next range.
+    """
+
+    def __init__(self, manager: RangeManager, index: _Index, pool: Executor) -> None:
+        self.manager = manager
+        self.index = index
+        self.raggedness = manager.raggedness
+        self.own_cuts = manager._own_cuts(index)
+        self.pool = pool
+        self.builder = TableMetarangeBuilder(manager.raggedness, manager.max_range_entries,
+                                             manager._store_range, executor=pool)
+        self._loading: dict[str, Future[_Range]] = {}
+
+    def run(self, pending: Iterator[EntryRecord]) -> tuple[bool, list[RangeInfo]]:
+        """Apply the changes; whether any had an effect, and the new range list."""
+        ranges = self.index.metarange.ranges
+        builder = self.builder
+        change = next(pending, None)
+        self._read_ahead(change)
+        changed = False
+        i = 0
+        while i < len(ranges):
+            info = ranges[i]
+            # The next range is taken over unread when the builder is at a cut and no
+            # pending change falls in it; if changes follow, it must also end where
+            # the builder would cut, so that they start a range just as they would
+            # in a rewrite from scratch.
+            if builder.at_cut and (change is None or (
+                    change.path > info.max_key and builder.ends_with_cut(info))):
+                builder.reuse(info)
+                i += 1
+            elif change is not None and change.path < info.min_key:
+                batch, change = self._take(change, pending, info.min_key, inclusive=False)
+                changed = self._add_changes(batch) or changed
+            else:
+                range_changed, change = self._rewrite(info, change, pending)
+                changed = changed or range_changed
+                i += 1
+        while change is not None:
+            batch, change = self._take(change, pending, None, inclusive=False)
+            changed = self._add_changes(batch) or changed
+        return changed, builder.finish()
+
+    def _take(
+        self, first: EntryRecord, pending: Iterator[EntryRecord], bound: str | None, *,
+        inclusive: bool,
+    ) -> tuple[list[EntryRecord], EntryRecord | None]:
+        batch, change = _take(first, pending, bound, inclusive=inclusive)
+        self._read_ahead(change)
+        return batch, change
+
+    def _read_ahead(self, change: EntryRecord | None) -> None:
+        """Start reading the range that ``change`` falls in, if any."""
+        if change is None:
+            return
+        index = self.index
+        i = bisect.bisect_left(index.max_keys, change.path)
+        if i == len(index.max_keys):
+            return
+        info = index.metarange.ranges[i]
+        if info.min_key <= change.path and info.id not in self._loading:
+            def load() -> _Range:
+                rng = self.manager._range(info.id)
+                rng.encodings()
+                return rng
+            self._loading[info.id] = self.pool.submit(load)
+
+    def _open(self, info: RangeInfo) -> _Range:
+        loading = self._loading.pop(info.id, None)
+        return self.manager._range(info.id) if loading is None else loading.result()
+
+    def _add_changes(self, batch: list[EntryRecord]) -> bool:
+        """Add changes that no old row lies among; True if any adds a path."""
+        present = [c for c in batch if c.entry is not None]
+        if present:
+            self.builder.add(*self._change_rows(present))
+        return bool(present)
+
+    def _change_rows(self, present: list[EntryRecord]) -> tuple[pa.Table, pa.Array, list[int]]:
+        """The table, record encodings and hash boundaries of records to add."""
+        boundaries = [j for j, r in enumerate(present) if is_boundary(r.path, self.raggedness)]
+        if len(present) >= COLUMNAR_CHANGES and not any(
+                r.entry is not None and r.entry.metadata for r in present):
+            try:
+                table = range_table(present)
+                return table, table_record_encodings(table), boundaries
+            except (pa.ArrowException, ValueError, TypeError, OverflowError):
+                pass  # refused below as the per-record encoding refuses it
+        encodings = binary_array([record_encoding(r) for r in present])
+        return range_table(present), encodings, boundaries
+
+    def _rewrite(
+        self, info: RangeInfo, change: EntryRecord | None, pending: Iterator[EntryRecord],
+    ) -> tuple[bool, EntryRecord | None]:
+        """Feed an old range with the changes that fall in it (paths up to its max key)
+        into the builder: untouched rows as slices, changed rows merged in by path.
+
+        Returns whether anything changed and the first change past the range.
+        """
+        builder = self.builder
+        rng = self._open(info)
+        table, n = rng.table, len(rng)
+        encodings = rng.encodings()
+        if self.own_cuts:
+            old_cuts = np.array([n - 1] if is_boundary(info.max_key, self.raggedness) else [],
+                                dtype=np.int64)
+        else:
+            old_cuts = np.flatnonzero([is_boundary(path, self.raggedness)
+                                       for path in table.column("path").to_pylist()])
+
+        def old_rows(start: int, end: int) -> None:
+            if start < end:
+                first, last = np.searchsorted(old_cuts, [start, end])
+                builder.add(table.slice(start, end - start), encodings.slice(start, end - start),
+                            (old_cuts[first:last] - start).tolist())
+
+        changed = False
+        pos = 0
+        while change is not None and change.path <= info.max_key:
+            batch, change = self._take(change, pending, info.max_key, inclusive=True)
+            if len(batch) * 16 >= n - pos:  # many lookups: convert the column once
+                paths: list[str] | _Paths = table.column("path").to_pylist()
+            else:
+                paths = _Paths(table)
+            # where each change goes among the old rows, and which old row it replaces;
+            # runs: old rows [start, end), then the added rows up to `present[upto]`
+            present: list[EntryRecord] = []
+            runs: list[list[int]] = []
+            for c in batch:
+                at = bisect.bisect_left(paths, c.path, pos, n)
+                if at < n and paths[at] == c.path:
+                    changed = changed or rng.entry(at) != c.entry
+                    skip = 1
+                else:
+                    changed = changed or c.entry is not None
+                    skip = 0
+                if at > pos or not runs:
+                    runs.append([pos, at, len(present)])
+                pos = at + skip
+                if c.entry is not None:
+                    present.append(c)
+                runs[-1][2] = len(present)
+            if present:
+                c_table, c_encodings, c_cuts = self._change_rows(present)
+            done = 0
+            for start, end, upto in runs:
+                old_rows(start, end)
+                if upto > done:
+                    builder.add(c_table.slice(done, upto - done),
+                                c_encodings.slice(done, upto - done),
+                                [j - done for j in c_cuts if done <= j < upto])
+                    done = upto
+        old_rows(pos, n)
+        return changed, change
 
 
 def same_object(a: Entry | None, b: Entry | None) -> bool:
