@@ -13,7 +13,10 @@ the rows no change touches go over as slices of the old range's table and of its
 record encodings, the changed rows are merged in by path, and the new range's id is
 hashed over the joined encodings. Only changes and matched rows become Python
 objects, yet the ranges, ids and files are byte for byte those that adding every
-record one by one (:class:`~.chunking.MetarangeBuilder`) would give.
+record one by one (:class:`~.chunking.MetarangeBuilder`) would give. Two threads
+per ``apply`` read the next touched range ahead and hash and write completed ones
+(Arrow, Parquet and hashlib release the GIL), so storage latency and that work
+overlap the merging.
 
 Where the new ranges are cut depends on which rows are hash boundaries. Hashing
 every row of every opened range costs about as much as the rest of the rewrite, so
@@ -89,8 +92,8 @@ MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
 CHANGE_BATCH = 65_536
 #: from this many added rows in one run on, their encodings are made column-wise
 COLUMNAR_CHANGES = 64
-#: threads of one ``apply`` that read ranges ahead and hash and write completed ones
-APPLY_THREADS = 2
+#: threads of one ``apply`` that hash and write completed ranges (one more reads ahead)
+WRITE_THREADS = 2
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -446,13 +449,14 @@ class RangeManager:
             RangeNotFoundError: the metarange or a range it lists is missing.
         """
         index = self._index(metarange_id)
-        with ThreadPoolExecutor(max_workers=APPLY_THREADS,
-                                thread_name_prefix="range-apply") as pool:
+        with ThreadPoolExecutor(1, thread_name_prefix="range-read") as reader, \
+                ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="range-write") as writer:
             try:
-                run = _Apply(self, index, pool)
+                run = _Apply(self, index, reader, writer)
                 changed, new_ranges = run.run(_sorted_changes(changes))
             except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
+                reader.shutdown(wait=True, cancel_futures=True)
+                writer.shutdown(wait=True, cancel_futures=True)
                 raise
         ranges = index.metarange.ranges
         if not changed:
@@ -606,20 +610,22 @@ class RangeManager:
 class _Apply:
     """One :meth:`RangeManager.apply`: merges the changes into the ranges they fall in.
 
-    Reads run one range ahead on ``pool`` (the range the next change falls in, with
-    its record encodings), and completed ranges are hashed and written there too,
+    Reads run one range ahead on ``reader`` (the range the next change falls in, with
+    its record encodings), and completed ranges are hashed and written on ``writer``,
     while this thread merges the next range.
     """
 
-    def __init__(self, manager: RangeManager, index: _Index, pool: Executor) -> None:
+    def __init__(self, manager: RangeManager, index: _Index, reader: Executor,
+                 writer: Executor) -> None:
         self.manager = manager
         self.index = index
         self.raggedness = manager.raggedness
         self.own_cuts = manager._own_cuts(index)
-        self.pool = pool
+        self.reader = reader
         self.builder = TableMetarangeBuilder(manager.raggedness, manager.max_range_entries,
-                                             manager._store_range, executor=pool)
+                                             manager._store_range, executor=writer)
         self._loading: dict[str, Future[_Range]] = {}
+        self._opened = ""  # the id of the range being rewritten
 
     def run(self, pending: Iterator[EntryRecord]) -> tuple[bool, list[RangeInfo]]:
         """Apply the changes; whether any had an effect, and the new range list."""
@@ -668,14 +674,16 @@ class _Apply:
         if i == len(index.max_keys):
             return
         info = index.metarange.ranges[i]
-        if info.min_key <= change.path and info.id not in self._loading:
+        if info.min_key <= change.path and info.id not in self._loading and (
+                info.id != self._opened):
             def load() -> _Range:
                 rng = self.manager._range(info.id)
                 rng.encodings()
                 return rng
-            self._loading[info.id] = self.pool.submit(load)
+            self._loading[info.id] = self.reader.submit(load)
 
     def _open(self, info: RangeInfo) -> _Range:
+        self._opened = info.id
         loading = self._loading.pop(info.id, None)
         return self.manager._range(info.id) if loading is None else loading.result()
 
