@@ -200,7 +200,7 @@ class _Paths:
     (cheaper than converting the column when only a few lookups are made)."""
 
     def __init__(self, table: pa.Table) -> None:
-        self._paths = table.column("path").chunk(0) if table.num_rows else pa.array([])
+        self._paths = table.column("path").combine_chunks()
 
     def __len__(self) -> int:
         return len(self._paths)
