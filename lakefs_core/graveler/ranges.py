@@ -200,7 +200,8 @@ class _Paths:
     (cheaper than converting the column when only a few lookups are made)."""
 
     def __init__(self, table: pa.Table) -> None:
-        self._paths = table.column("path").combine_chunks()
+        paths = table.column("path")
+        self._paths = paths.chunk(0) if paths.num_chunks == 1 else paths.combine_chunks()
 
     def __len__(self) -> int:
         return len(self._paths)
