@@ -14,8 +14,10 @@ directory, then times, each with a fresh ``RangeManager`` (cold caches):
 Each case runs ``--repeat`` times, every run elsewhere (the new partition at another
 place in the keyspace, other random keys) because its cost is that of the ranges it
 lands in, whose sizes vary. The files a run wrote are deleted before the next. The
-median time is printed, with the ranges written and reused and the entries in the
-written ranges ("rewritten") of the median run by those counts.
+median time is printed (wall clock, and the CPU time of the process, all threads:
+on a shared machine the wall clock includes waiting for a core), with the ranges
+written and reused, the entries in the written ranges ("rewritten") of the median
+run by those counts, and the rows rewritten per second of the median time.
 
 It prints one line per case and the ratio of the partition apply time at the
 largest size to that at the smallest: with content-defined ranges the cost
@@ -80,15 +82,18 @@ class Case:
     k: int
     kind: str
     seconds: float
+    cpu: float
     written: int | None = None
     reused: int | None = None
     #: entries in the ranges written (what the operation had to read and rewrite)
     rewritten: int | None = None
 
     def line(self) -> str:
-        counts = "" if self.written is None else (
-            f"{self.written:>8} {self.reused:>8} {self.rewritten:>10}")
-        return f"{self.n:>9} {self.k:>6} {self.kind:<18} {self.seconds:>9.3f} {counts}"
+        counts = "" if self.written is None or self.rewritten is None else (
+            f"{self.written:>8} {self.reused:>8} {self.rewritten:>10} "
+            f"{self.rewritten / self.seconds:>11,.0f}")
+        return (f"{self.n:>9} {self.k:>6} {self.kind:<18} {self.seconds:>9.3f} "
+                f"{self.cpu:>7.3f} {counts}")
 
 
 def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
@@ -143,22 +148,26 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
     cases = []
     for kind in ("partition", "updates"):
         seconds: dict[str, list[float]] = {"apply": [], "diff": [], "merge": []}
+        cpu: dict[str, list[float]] = {"apply": [], "diff": [], "merge": []}
         counts: dict[str, list[tuple[int, int, int]]] = {"apply": [], "merge": []}
         for run in range(repeat):
             records = changes(kind, run)
             gc.collect()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             result = manager().apply(mr, records)
             seconds["apply"].append(time.perf_counter() - start)
+            cpu["apply"].append(time.process_time() - start_cpu)
 
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             diff = list(manager().diff(mr, result.metarange_id))
             seconds["diff"].append(time.perf_counter() - start)
+            cpu["diff"].append(time.process_time() - start_cpu)
             assert len(diff) == len(records)
 
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             merged = manager().merge(mr, result.metarange_id, dest)
             seconds["merge"].append(time.perf_counter() - start)
+            cpu["merge"].append(time.process_time() - start_cpu)
             assert merged.changes == len(records)
 
             for op, old, new in (("apply", mr, result.metarange_id),
@@ -173,6 +182,7 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
             median_counts = (statistics.median_low(counts[op]) if op in counts
                              else (None, None, None))
             cases.append(Case(n, k, f"{op}/{kind}", statistics.median(seconds[op]),
+                              statistics.median(cpu[op]),
                               *median_counts))
     for case in cases:
         print(case.line(), flush=True)
@@ -199,8 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(f"raggedness={args.raggedness} k={args.k} repeat={args.repeat} (median seconds, "
               "each run with cold caches)")
-        print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'written':>8} {'reused':>8} "
-              f"{'rewritten':>10}")
+        print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'cpu':>7} {'written':>8} "
+              f"{'reused':>8} {'rewritten':>10} {'rows/s':>11}")
         results = {n: run_size(n, args.k, args.raggedness, args.batch, workdir, rng,
                                args.repeat) for n in sizes}
     finally:

@@ -19,17 +19,26 @@ mapping   ``M`` encoded keys and values alternating, sorted by the key's encodin
 The encoding depends on nothing but the value (not on dict order, hash seeds,
 ``repr`` of floats or the platform), so an id computed in one process or region is
 the same in every other.
+
+A range's records can be encoded one by one (:func:`record_encoding`, from Python
+values) or all at once from the range's Arrow table (:func:`table_record_encodings`,
+column by column with numpy and Arrow kernels): both give the same bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lakefs_core.errors import ValidationError
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefs_core.errors import StorageError, ValidationError
 from lakefs_core.graveler.model import Commit, Entry, EntryRecord, RangeInfo
 
 _LEN = struct.Struct(">Q")
@@ -193,6 +202,138 @@ def entry_digest(record: EntryRecord) -> bytes:
 def range_id_of_encodings(encodings: Sequence[bytes]) -> str:
     """A range id from record encodings already in path order."""
     return _digest(_framed(b"L", encodings)).hex()
+
+
+def payload_of(encodings: pa.Array) -> memoryview:
+    """The concatenated values of a binary array: the bytes of its items, in order."""
+    if len(encodings) == 0:
+        return memoryview(b"")
+    width = np.int64 if pa.types.is_large_binary(encodings.type) else np.int32
+    _, offsets_buf, data = encodings.buffers()
+    offsets = np.frombuffer(offsets_buf, dtype=width, count=len(encodings) + 1,
+                            offset=encodings.offset * np.dtype(width).itemsize)
+    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
+
+
+def range_id_of_payload(*payload: memoryview | bytes) -> str:
+    """A range id from the concatenated encodings of its records (in path order),
+    given whole or in consecutive parts."""
+    digest = hashlib.sha256(b"L" + _LEN.pack(sum(len(part) for part in payload)))
+    for part in payload:
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def binary_array(items: Sequence[bytes]) -> pa.Array:
+    """A binary array of ``items``: 32-bit offsets unless they add up to 2 GiB or more."""
+    large = sum(len(item) for item in items) >= 1 << 31
+    return pa.array(items, type=pa.large_binary() if large else pa.binary())
+
+
+# Fixed-width parts of a record's encoding, between its variable-length strings:
+#   L len(record) S len(path) | path | S len(address) | address | S len(address_type) |
+#   address_type | I 8 size S len(etag) | etag | F 8 mtime S len(content_type) |
+#   content_type | metadata
+_HEAD = np.dtype([("L", "S1"), ("record", ">u8"), ("S", "S1"), ("len", ">u8")])
+_STR_HEAD = np.dtype([("S", "S1"), ("len", ">u8")])
+_NUMBER_STR_HEAD = np.dtype(
+    [("tag", "S1"), ("eight", ">u8"), ("value", ">u8"), ("S", "S1"), ("len", ">u8")])
+_NAN_BITS = int.from_bytes(_NAN, "big")
+#: what a record's payload holds besides its five strings and its metadata
+_RECORD_FIXED = 5 * 9 + 2 * 17
+
+
+def _fixed_parts(parts: np.ndarray, large: bool) -> pa.Array:
+    """A binary array over the rows of a packed numpy record array (zero-copy)."""
+    n, width = len(parts), parts.dtype.itemsize
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64 if large else np.int32)
+    return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), n, [
+        None, pa.py_buffer(offsets), pa.py_buffer(parts.view(np.uint8))])
+
+
+def _str_parts(n: int, lengths: np.ndarray) -> np.ndarray:
+    parts = np.empty(n, dtype=_STR_HEAD)
+    parts["S"] = b"S"
+    parts["len"] = lengths
+    return parts
+
+
+def _metadata_parts(metadata: pa.Array, large: bool) -> tuple[pa.Array, np.ndarray]:
+    """The metadata encodings (a JSON object per row in the file) and their lengths."""
+    n = len(metadata)
+    nonempty = np.flatnonzero(
+        pc.not_equal(metadata, "{}").to_numpy(zero_copy_only=False))
+    if not len(nonempty):
+        empty = np.empty(n, dtype=_STR_HEAD)
+        empty["S"], empty["len"] = b"M", 0
+        return _fixed_parts(empty, large), np.full(n, len(_EMPTY_MAPPING), dtype=np.uint64)
+    encodings = [_EMPTY_MAPPING] * n
+    for i in nonempty.tolist():
+        text = metadata[i].as_py()
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise StorageError(f"corrupt range file: metadata {text!r}: {e}") from None
+        if not isinstance(value, dict):
+            raise StorageError(f"corrupt range file: metadata {text!r} is not an object")
+        encodings[i] = _mapping(value)
+    array = pa.array(encodings, type=pa.large_binary() if large else pa.binary())
+    return array, pc.binary_length(array).to_numpy().astype(np.uint64)
+
+
+def table_record_encodings(table: pa.Table) -> pa.Array:
+    """The encodings of the records of a range table, as one binary array.
+
+    Item ``i`` equals :func:`record_encoding` of row ``i`` as
+    :func:`~lakefs_core.graveler.rangefile.decode_range` reads it; the array's values
+    are the payload that the range id hashes (see :func:`payload_of`). The table has
+    the range file's columns (``path, address, address_type, size, etag, mtime,
+    content_type, metadata``), without nulls. The array is ``binary`` (32-bit offsets,
+    zero-copy from the string columns) unless the payload might not fit them.
+
+    Raises:
+        StorageError: a metadata value is not a JSON object.
+    """
+    n = table.num_rows
+    if n == 0:
+        return pa.array([], type=pa.binary())
+    # 32-bit offsets while the payload surely fits: fixed parts, metadata, strings
+    large = n * 200 + table.nbytes >= 1 << 31
+    binary = pa.large_binary() if large else pa.binary()
+
+    def column(name: str) -> pa.Array:
+        return table.column(name).combine_chunks()
+
+    strings = {name: column(name).cast(binary)
+               for name in ("path", "address", "address_type", "etag", "content_type")}
+    lengths = {name: pc.binary_length(a).to_numpy().astype(np.uint64)
+               for name, a in strings.items()}
+    metadata, metadata_lengths = _metadata_parts(column("metadata"), large)
+
+    head = np.empty(n, dtype=_HEAD)
+    head["L"], head["S"] = b"L", b"S"
+    head["record"] = _RECORD_FIXED + sum(lengths.values()) + metadata_lengths
+    head["len"] = lengths["path"]
+    size = np.empty(n, dtype=_NUMBER_STR_HEAD)
+    size["tag"], size["eight"], size["S"] = b"I", 8, b"S"
+    size["value"] = column("size").to_numpy().view(np.uint64)
+    size["len"] = lengths["etag"]
+    mtime = np.empty(n, dtype=_NUMBER_STR_HEAD)
+    mtime["tag"], mtime["eight"], mtime["S"] = b"F", 8, b"S"
+    floats = column("mtime").to_numpy() + 0.0  # -0.0 + 0.0 == 0.0
+    bits = floats.view(np.uint64).copy()
+    bits[np.isnan(floats)] = _NAN_BITS  # one NaN
+    mtime["value"] = bits
+    mtime["len"] = lengths["content_type"]
+    return pc.binary_join_element_wise(
+        _fixed_parts(head, large), strings["path"],
+        _fixed_parts(_str_parts(n, lengths["address"]), large), strings["address"],
+        _fixed_parts(_str_parts(n, lengths["address_type"]), large), strings["address_type"],
+        _fixed_parts(size, large), strings["etag"],
+        _fixed_parts(mtime, large), strings["content_type"],
+        metadata,
+        pa.scalar(b"", type=binary),
+    )
 
 
 def range_id(records: Iterable[EntryRecord]) -> str:

@@ -5,6 +5,11 @@ A range file has one row per entry, sorted by ``path``:
 ``metadata`` is the user metadata as a JSON object with sorted keys. A metarange
 file has one row per range: ``range_id, min_key, max_key, count, estimated_size``.
 The file-level key-value metadata ``lakefs_type`` says which of the two a file is.
+
+A range is handled either as records (:func:`encode_range`, :func:`decode_range`) or
+as an Arrow table with exactly :data:`RANGE_SCHEMA` and one chunk per column
+(:func:`range_table`, :func:`decode_range_table`, :func:`encode_range_table`): the
+same records give the same table and the same file bytes either way.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefs_core.errors import StorageError, ValidationError
@@ -81,8 +87,8 @@ def _metadata_json(metadata: Mapping[str, str]) -> str:
     return json.dumps(dict(metadata), sort_keys=True, separators=(",", ":"))
 
 
-def encode_range(records: Sequence[EntryRecord]) -> bytes:
-    """The Parquet bytes of a range holding ``records`` (sorted, no tombstones)."""
+def range_table(records: Sequence[EntryRecord]) -> pa.Table:
+    """The Arrow table of a range holding ``records`` (sorted, no tombstones)."""
     present: list[Entry] = []
     for r in records:
         if r.entry is None:
@@ -98,19 +104,52 @@ def encode_range(records: Sequence[EntryRecord]) -> bytes:
         [e.content_type for e in present],
         [_metadata_json(e.metadata) for e in present],
     ]
-    return _to_bytes(pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [pa.array(c, type=f.type) for c, f in zip(columns, RANGE_SCHEMA, strict=True)],
         schema=RANGE_SCHEMA,
-    ))
+    )
 
 
-def decode_range(data: bytes) -> list[EntryRecord]:
-    """The records of a range file.
+def encode_range(records: Sequence[EntryRecord]) -> bytes:
+    """The Parquet bytes of a range holding ``records`` (sorted, no tombstones)."""
+    return _to_bytes(range_table(records))
+
+
+def encode_range_table(table: pa.Table) -> bytes:
+    """The Parquet bytes of a range table (the columns of :data:`RANGE_SCHEMA`).
+
+    The columns are made contiguous first: the bytes depend on the rows only, not on
+    how the table was put together from slices of others.
+    """
+    return _to_bytes(pa.Table.from_arrays(
+        [table.column(f.name).combine_chunks() for f in RANGE_SCHEMA], schema=RANGE_SCHEMA))
+
+
+def decode_range_table(data: bytes) -> pa.Table:
+    """The Arrow table of a range file, checked: the columns of :data:`RANGE_SCHEMA`,
+    no nulls, known address types.
 
     Raises:
         StorageError: the bytes are not a range file.
     """
     table = _from_bytes(data, RANGE_SCHEMA, "range")
+    columns = []
+    for f in RANGE_SCHEMA:
+        column = table.column(f.name)
+        if column.null_count:
+            raise StorageError(f"corrupt range file: nulls in {f.name}")
+        try:
+            columns.append(column.cast(f.type).combine_chunks())
+        except (pa.ArrowException, ValueError) as e:
+            raise StorageError(f"corrupt range file: column {f.name}: {e}") from None
+    known = pc.is_in(columns[2], value_set=pa.array(list(_ADDRESS_TYPES), pa.string()))
+    if not pc.all(known).as_py() and len(known):
+        raise StorageError("corrupt range file: unknown address type")
+    return pa.Table.from_arrays(columns, schema=RANGE_SCHEMA)
+
+
+def records_of_table(table: pa.Table) -> list[EntryRecord]:
+    """The records of a range table."""
     cols = [table.column(name).to_pylist() for name in RANGE_SCHEMA.names]
     try:
         cols[2] = [_ADDRESS_TYPES[t] for t in cols[2]]
@@ -124,6 +163,15 @@ def decode_range(data: bytes) -> list[EntryRecord]:
         for path, address, address_type, size, etag, mtime, content_type, metadata in zip(
             *cols, strict=True)
     ]
+
+
+def decode_range(data: bytes) -> list[EntryRecord]:
+    """The records of a range file.
+
+    Raises:
+        StorageError: the bytes are not a range file.
+    """
+    return records_of_table(decode_range_table(data))
 
 
 def encode_metarange(ranges: Sequence[RangeInfo]) -> bytes:

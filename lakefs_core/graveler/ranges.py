@@ -6,6 +6,31 @@ changes. Range boundaries are content-defined (see :mod:`.chunking`), which lets
 :meth:`RangeManager.apply`, :meth:`~RangeManager.diff` and
 :meth:`~RangeManager.merge` cost O(changes + touched ranges): ranges that a change
 does not touch keep their ids and are neither read nor written.
+
+Ranges are held as Arrow tables (cached, with their records and record encodings
+made on demand). :meth:`RangeManager.apply` rewrites a touched range column-wise:
+the rows no change touches go over as slices of the old range's table and of its
+record encodings, the changed rows are merged in by path, and the new range's id is
+hashed over the joined encodings. Only changes and matched rows become Python
+objects, yet the ranges, ids and files are byte for byte those that adding every
+record one by one (:class:`~.chunking.MetarangeBuilder`) would give. Two threads
+per ``apply`` read the next touched range ahead and hash and write completed ones
+(Arrow, Parquet and hashlib release the GIL), so storage latency and that work
+overlap the merging.
+
+Where the new ranges are cut depends on which rows are hash boundaries. Hashing
+every row of every opened range costs about as much as the rest of the rewrite, so
+``apply`` hashes only the changed rows and the last row of each range it opens, and
+takes every other row of an opened range to be no boundary. That holds for a range
+cut by a builder with this manager's ``raggedness`` and ``max_range_entries`` (it
+would have cut after such a row), and every metarange of a namespace is written with
+the same options: taking ranges over unread, as ``apply`` always has, relies on that
+already. The options are checked once per base metarange, from its descriptors alone
+(one hash per range): no range holds more than ``max_range_entries`` rows, and each
+but the last ends where this manager cuts (``count == max_range_entries``, or its max
+key is a hash boundary). A metarange written with other options fails this at once
+unless its cuts happen to be ours; then ``apply`` hashes every row of the ranges it
+opens, as a rewrite from scratch would, and builds the same ranges as before.
 """
 
 from __future__ import annotations
@@ -13,9 +38,12 @@ from __future__ import annotations
 import bisect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+import pyarrow as pa
 from cachetools import LRUCache
 
 from lakefs_core.block.base import BlockStore, join_address
@@ -25,8 +53,14 @@ from lakefs_core.errors import (
     RangeNotFoundError,
     ValidationError,
 )
-from lakefs_core.graveler.chunking import MetarangeBuilder
-from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id
+from lakefs_core.graveler.chunking import TableMetarangeBuilder, is_boundary
+from lakefs_core.graveler.encoding import (
+    EMPTY_METARANGE_ID,
+    binary_array,
+    metarange_id,
+    record_encoding,
+    table_record_encodings,
+)
 from lakefs_core.graveler.model import (
     Difference,
     DiffType,
@@ -37,9 +71,11 @@ from lakefs_core.graveler.model import (
 )
 from lakefs_core.graveler.rangefile import (
     decode_metarange,
-    decode_range,
+    decode_range_table,
     encode_metarange,
-    encode_range,
+    encode_range_table,
+    range_table,
+    records_of_table,
 )
 
 #: default mean entries per range: ~8k entries make a range file of a few hundred KiB
@@ -52,6 +88,12 @@ DEFAULT_RAGGEDNESS = 8_192
 MAX_RANGE_FACTOR = 2
 #: merge strategies: which side wins a path changed differently on both sides
 MERGE_STRATEGIES = (None, "dest-wins", "source-wins")
+#: changes that ``apply`` holds in memory at once (they stream in)
+CHANGE_BATCH = 65_536
+#: from this many added rows in one run on, their encodings are made column-wise
+COLUMNAR_CHANGES = 64
+#: threads of one ``apply`` that hash and write completed ranges (one more reads ahead)
+WRITE_THREADS = 2
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -106,12 +148,66 @@ class _LRU(Generic[_K, _V]):
             self._cache[key] = (value, w)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Index:
     """A metarange with its max keys, for binary search."""
 
     metarange: Metarange
     max_keys: tuple[str, ...]
+    #: whether its ranges are cut as this manager cuts (see the module docstring);
+    #: None until checked
+    own_cuts: bool | None = None
+
+
+class _Range:
+    """A range: its Arrow table, and its records and record encodings once asked for.
+
+    Immutable in content; the derived forms are computed at most a few times when
+    threads race for them, with the same result.
+    """
+
+    __slots__ = ("_encodings", "_records", "table")
+
+    def __init__(self, table: pa.Table,
+                 encodings: pa.Array | pa.ChunkedArray | None = None) -> None:
+        self.table = table
+        self._encodings = encodings
+        self._records: tuple[EntryRecord, ...] | None = None
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def records(self) -> tuple[EntryRecord, ...]:
+        if self._records is None:
+            self._records = tuple(records_of_table(self.table))
+        return self._records
+
+    def encodings(self) -> pa.Array | pa.ChunkedArray:
+        """The record encodings, one binary item per row (in one or more chunks)."""
+        if self._encodings is None:
+            self._encodings = table_record_encodings(self.table)
+        return self._encodings
+
+    def entry(self, i: int) -> Entry | None:
+        """The entry of row ``i``, as the records have it."""
+        if self._records is not None:
+            return self._records[i].entry
+        return records_of_table(self.table.slice(i, 1))[0].entry
+
+
+class _Paths:
+    """The paths of a range table as a sequence of str, for ``bisect``, read one by one
+    (cheaper than converting the column when only a few lookups are made)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        paths = table.column("path")
+        self._paths = paths.chunk(0) if paths.num_chunks == 1 else paths.combine_chunks()
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __getitem__(self, i: int) -> str:
+        return str(self._paths[i].as_py())
 
 
 def _path(record: EntryRecord) -> str:
@@ -215,7 +311,7 @@ class RangeManager:
         self.namespace = namespace
         self.raggedness = raggedness
         self.max_range_entries = max_range_entries
-        self._ranges: _LRU[str, tuple[EntryRecord, ...]] = _LRU(cache_size, cache_max_entries)
+        self._ranges: _LRU[str, _Range] = _LRU(cache_size, cache_max_entries)
         self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
 
     # --- files ------------------------------------------------------------------
@@ -235,17 +331,21 @@ class RangeManager:
         if not self.store.exists(address):
             self.store.put(address, content())
 
-    def _store_range(self, info: RangeInfo, records: Sequence[EntryRecord]) -> None:
-        self._write_once(info.id, lambda: encode_range(records))
+    def _store_range(self, info: RangeInfo, table: pa.Table,
+                     encodings: pa.ChunkedArray | None) -> None:
+        self._write_once(info.id, lambda: encode_range_table(table))
         if self._ranges.get(info.id) is None:
-            self._ranges.put(info.id, tuple(records), len(records))
+            self._ranges.put(info.id, _Range(table, encodings), info.count)
+
+    def _range(self, range_id: str) -> _Range:
+        rng = self._ranges.get(range_id)
+        if rng is None:
+            rng = _Range(decode_range_table(self._read_file(range_id, "range")))
+            self._ranges.put(range_id, rng, len(rng))
+        return rng
 
     def _records(self, range_id: str) -> tuple[EntryRecord, ...]:
-        records = self._ranges.get(range_id)
-        if records is None:
-            records = tuple(decode_range(self._read_file(range_id, "range")))
-            self._ranges.put(range_id, records, len(records))
-        return records
+        return self._range(range_id).records()
 
     def read_range(self, range_id: str) -> list[EntryRecord]:
         """The records of a range, sorted by path.
@@ -349,55 +449,33 @@ class RangeManager:
             ValidationError: changes out of order or with a repeated path.
             RangeNotFoundError: the metarange or a range it lists is missing.
         """
-        base = self._index(metarange_id).metarange
-        ranges = base.ranges
-        builder = MetarangeBuilder(self.raggedness, self.max_range_entries, self._store_range)
-        pending = _sorted_changes(changes)
-        change = next(pending, None)
-        old: Sequence[EntryRecord] = ()
-        pos = 0
-        i = 0
-        changed = False
-        while True:
-            if pos >= len(old) and i < len(ranges):
-                # Between old ranges. The next one is taken over unread when the
-                # builder is at a cut and no pending change falls in it; if changes
-                # follow, it must also end where the builder would cut, so that they
-                # start a range just as they would in a rewrite from scratch.
-                info = ranges[i]
-                if builder.at_cut and (change is None or (
-                        change.path > info.max_key and builder.ends_with_cut(info))):
-                    builder.reuse(info)
-                    i += 1
-                    continue
-                if change is None or change.path >= info.min_key:
-                    old, pos = self._records(info.id), 0
-                    i += 1
-                    continue
-            record = old[pos] if pos < len(old) else None
-            if change is None:
-                if record is None:
-                    break
-                builder.add(record)
-                pos += 1
-            elif record is not None and record.path < change.path:
-                builder.add(record)
-                pos += 1
-            else:
-                if record is not None and record.path == change.path:
-                    pos += 1
-                    changed = changed or record.entry != change.entry
-                else:
-                    changed = changed or change.entry is not None
-                if change.entry is not None:
-                    builder.add(change)
-                change = next(pending, None)
-        new_ranges = builder.finish()
+        index = self._index(metarange_id)
+        with ThreadPoolExecutor(1, thread_name_prefix="range-read") as reader, \
+                ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="range-write") as writer:
+            try:
+                run = _Apply(self, index, reader, writer)
+                changed, new_ranges = run.run(_sorted_changes(changes))
+            except BaseException:
+                reader.shutdown(wait=True, cancel_futures=True)
+                writer.shutdown(wait=True, cancel_futures=True)
+                raise
+        ranges = index.metarange.ranges
         if not changed:
             return ApplyResult(metarange_id, 0, len(ranges))
         old_ids = {r.id for r in ranges}
         reused = sum(1 for r in new_ranges if r.id in old_ids)
         return ApplyResult(self._write_metarange(new_ranges), len(new_ranges) - reused, reused)
+
+    def _own_cuts(self, index: _Index) -> bool:
+        """Whether a metarange's ranges are cut as this manager cuts them (see the
+        module docstring): then no row but the last of a range is a hash boundary."""
+        if index.own_cuts is None:
+            ranges = index.metarange.ranges
+            limit = self.max_range_entries
+            index.own_cuts = all(r.count <= limit for r in ranges) and all(
+                r.count == limit or is_boundary(r.max_key, self.raggedness)
+                for r in ranges[:-1])
+        return index.own_cuts
 
     # --- comparing ----------------------------------------------------------------
     def diff(
@@ -530,6 +608,171 @@ class RangeManager:
         return MergeResult(result.metarange_id if applied else dest_id, applied)
 
 
+class _Apply:
+    """One :meth:`RangeManager.apply`: merges the changes into the ranges they fall in.
+
+    Reads run one range ahead on ``reader`` (the range the next change falls in, with
+    its record encodings), and completed ranges are hashed and written on ``writer``,
+    while this thread merges the next range.
+    """
+
+    def __init__(self, manager: RangeManager, index: _Index, reader: Executor,
+                 writer: Executor) -> None:
+        self.manager = manager
+        self.index = index
+        self.raggedness = manager.raggedness
+        self.own_cuts = manager._own_cuts(index)
+        self.reader = reader
+        self.builder = TableMetarangeBuilder(manager.raggedness, manager.max_range_entries,
+                                             manager._store_range, executor=writer)
+        self._loading: dict[str, Future[_Range]] = {}
+        self._opened = ""  # the id of the range being rewritten
+
+    def run(self, pending: Iterator[EntryRecord]) -> tuple[bool, list[RangeInfo]]:
+        """Apply the changes; whether any had an effect, and the new range list."""
+        ranges = self.index.metarange.ranges
+        builder = self.builder
+        change = next(pending, None)
+        self._read_ahead(change)
+        changed = False
+        i = 0
+        while i < len(ranges):
+            info = ranges[i]
+            # The next range is taken over unread when the builder is at a cut and no
+            # pending change falls in it; if changes follow, it must also end where
+            # the builder would cut, so that they start a range just as they would
+            # in a rewrite from scratch.
+            if builder.at_cut and (change is None or (
+                    change.path > info.max_key and builder.ends_with_cut(info))):
+                builder.reuse(info)
+                i += 1
+            elif change is not None and change.path < info.min_key:
+                batch, change = self._take(change, pending, info.min_key, inclusive=False)
+                changed = self._add_changes(batch) or changed
+            else:
+                range_changed, change = self._rewrite(info, change, pending)
+                changed = changed or range_changed
+                i += 1
+        while change is not None:
+            batch, change = self._take(change, pending, None, inclusive=False)
+            changed = self._add_changes(batch) or changed
+        return changed, builder.finish()
+
+    def _take(
+        self, first: EntryRecord, pending: Iterator[EntryRecord], bound: str | None, *,
+        inclusive: bool,
+    ) -> tuple[list[EntryRecord], EntryRecord | None]:
+        batch, change = _take(first, pending, bound, inclusive=inclusive)
+        self._read_ahead(change)
+        return batch, change
+
+    def _read_ahead(self, change: EntryRecord | None) -> None:
+        """Start reading the range that ``change`` falls in, if any."""
+        if change is None:
+            return
+        index = self.index
+        i = bisect.bisect_left(index.max_keys, change.path)
+        if i == len(index.max_keys):
+            return
+        info = index.metarange.ranges[i]
+        if info.min_key <= change.path and info.id not in self._loading and (
+                info.id != self._opened):
+            def load() -> _Range:
+                rng = self.manager._range(info.id)
+                rng.encodings()
+                return rng
+            self._loading[info.id] = self.reader.submit(load)
+
+    def _open(self, info: RangeInfo) -> _Range:
+        self._opened = info.id
+        loading = self._loading.pop(info.id, None)
+        return self.manager._range(info.id) if loading is None else loading.result()
+
+    def _add_changes(self, batch: list[EntryRecord]) -> bool:
+        """Add changes that no old row lies among; True if any adds a path."""
+        present = [c for c in batch if c.entry is not None]
+        if present:
+            self.builder.add(*self._change_rows(present))
+        return bool(present)
+
+    def _change_rows(self, present: list[EntryRecord]) -> tuple[pa.Table, pa.Array, list[int]]:
+        """The table, record encodings and hash boundaries of records to add."""
+        boundaries = [j for j, r in enumerate(present) if is_boundary(r.path, self.raggedness)]
+        if len(present) >= COLUMNAR_CHANGES and not any(
+                r.entry is not None and r.entry.metadata for r in present):
+            try:
+                table = range_table(present)
+                return table, table_record_encodings(table), boundaries
+            except (pa.ArrowException, ValueError, TypeError, OverflowError):
+                pass  # refused below as the per-record encoding refuses it
+        encodings = binary_array([record_encoding(r) for r in present])
+        return range_table(present), encodings, boundaries
+
+    def _rewrite(
+        self, info: RangeInfo, change: EntryRecord | None, pending: Iterator[EntryRecord],
+    ) -> tuple[bool, EntryRecord | None]:
+        """Feed an old range with the changes that fall in it (paths up to its max key)
+        into the builder: untouched rows as slices, changed rows merged in by path.
+
+        Returns whether anything changed and the first change past the range.
+        """
+        builder = self.builder
+        rng = self._open(info)
+        table, n = rng.table, len(rng)
+        encodings = rng.encodings()
+        if self.own_cuts:
+            old_cuts = np.array([n - 1] if is_boundary(info.max_key, self.raggedness) else [],
+                                dtype=np.int64)
+        else:
+            old_cuts = np.flatnonzero([is_boundary(path, self.raggedness)
+                                       for path in table.column("path").to_pylist()])
+
+        def old_rows(start: int, end: int) -> None:
+            if start < end:
+                first, last = np.searchsorted(old_cuts, [start, end])
+                builder.add(table.slice(start, end - start), encodings.slice(start, end - start),
+                            (old_cuts[first:last] - start).tolist())
+
+        changed = False
+        pos = 0
+        while change is not None and change.path <= info.max_key:
+            batch, change = self._take(change, pending, info.max_key, inclusive=True)
+            if len(batch) * 16 >= n - pos:  # many lookups: convert the column once
+                paths: list[str] | _Paths = table.column("path").to_pylist()
+            else:
+                paths = _Paths(table)
+            # where each change goes among the old rows, and which old row it replaces;
+            # runs: old rows [start, end), then the added rows up to `present[upto]`
+            present: list[EntryRecord] = []
+            runs: list[list[int]] = []
+            for c in batch:
+                at = bisect.bisect_left(paths, c.path, pos, n)
+                if at < n and paths[at] == c.path:
+                    changed = changed or rng.entry(at) != c.entry
+                    skip = 1
+                else:
+                    changed = changed or c.entry is not None
+                    skip = 0
+                if at > pos or not runs:
+                    runs.append([pos, at, len(present)])
+                pos = at + skip
+                if c.entry is not None:
+                    present.append(c)
+                runs[-1][2] = len(present)
+            if present:
+                c_table, c_encodings, c_cuts = self._change_rows(present)
+            done = 0
+            for start, end, upto in runs:
+                old_rows(start, end)
+                if upto > done:
+                    builder.add(c_table.slice(done, upto - done),
+                                c_encodings.slice(done, upto - done),
+                                [j - done for j in c_cuts if done <= j < upto])
+                    done = upto
+        old_rows(pos, n)
+        return changed, change
+
+
 def same_object(a: Entry | None, b: Entry | None) -> bool:
     """Whether two entries (None: deleted) are the same object for a merge: the same
     content (ETag and size), content type and user metadata, wherever stored."""
@@ -570,3 +813,17 @@ def _join_by_path(
         else:
             yield x, y
             x, y = next(a, None), next(b, None)
+
+
+def _take(
+    first: EntryRecord, pending: Iterator[EntryRecord], bound: str | None, *, inclusive: bool
+) -> tuple[list[EntryRecord], EntryRecord | None]:
+    """Up to :data:`CHANGE_BATCH` changes from ``first`` on whose paths are below
+    ``bound`` (or at it, if ``inclusive``; any path if None); and the change after them."""
+    batch: list[EntryRecord] = []
+    change: EntryRecord | None = first
+    while change is not None and len(batch) < CHANGE_BATCH and (
+            bound is None or change.path < bound or (inclusive and change.path == bound)):
+        batch.append(change)
+        change = next(pending, None)
+    return batch, change
