@@ -10,8 +10,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import ColumnElement, Connection, Row, Select, and_, bindparam, select
 
+from lakefs_core.errors import ValidationError
 from lakefs_core.graveler.model import (
     AddressType,
     Branch,
@@ -190,3 +191,42 @@ SELECT_BRANCH_STAGED = (
         staged_entries.c.staging_token == branches.c.staging_token,
         staged_entries.c.path == bindparam("path"))))
     .where(branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name")))
+
+
+# --- key ranges and listings ------------------------------------------------------
+def prefix_end(prefix: str) -> str | None:
+    """The least string greater than every string that starts with ``prefix``.
+
+    Prefix filters use ``key >= prefix AND key < prefix_end(prefix)``: unlike LIKE
+    this needs no escaping of ``%`` and ``_``, is case-sensitive on SQLite too, and
+    is a plain index range scan. None means there is no upper bound.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= 0x10FFFF:
+            if 0xD800 <= code <= 0xDFFF:  # surrogates are not valid text
+                code = 0xE000
+            return "".join(chars) + chr(code)
+    return None
+
+
+def key_range(column: Any, prefix: str, after: str) -> list[ColumnElement[bool]]:
+    clauses: list[ColumnElement[bool]] = []
+    if prefix:
+        clauses.append(column >= prefix)
+        end = prefix_end(prefix)
+        if end is not None:
+            clauses.append(column < end)
+    if after:
+        clauses.append(column > after)
+    return clauses
+
+
+def fetch_all(conn: Connection, stmt: Select[Any]) -> Sequence[Row[Any]]:
+    return conn.execute(stmt).all()
+
+
+def check_amount(amount: int) -> None:
+    if amount < 0:
+        raise ValidationError(f"amount must not be negative, got {amount}")

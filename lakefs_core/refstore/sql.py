@@ -8,8 +8,10 @@ The engine comes from :func:`lakefs_core.database.create_engine` (SQLite in WAL 
 with a busy timeout and foreign keys on); on SQLite the store begins transactions
 itself, writers with ``BEGIN IMMEDIATE``.
 
-The tables are in :mod:`lakefs_core.refstore.schema`, the row conversions and the
-hot statements in :mod:`lakefs_core.refstore.rows`.
+The tables are in :mod:`lakefs_core.refstore.schema`, the row conversions, the hot
+statements and key-range helpers in :mod:`lakefs_core.refstore.rows`; the records of
+repository operations (garbage collection rules, dump and restore tasks, imports, pull
+requests) in :mod:`lakefs_core.refstore.sql_records`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     Row,
-    Select,
     Table,
     func,
     select,
@@ -45,16 +46,11 @@ from tenacity import (
 
 from lakefs_core.database import create_engine, parse_url, sqlite_begin
 from lakefs_core.errors import (
-    AlreadyExistsError,
     BranchChangedError,
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
-    ConflictError,
     DatabaseError,
-    ImportNotFoundError,
-    PullRequestChangedError,
-    PullRequestNotFoundError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -66,23 +62,15 @@ from lakefs_core.graveler.model import (
     Commit,
     CommitRecord,
     EntryRecord,
-    GarbageCollectionRules,
-    ImportState,
     MirrorMarking,
-    PullRequest,
-    PullRequestStatus,
-    RefsDump,
     Repository,
-    RepositoryTask,
     Tag,
-    TaskKind,
 )
 from lakefs_core.refstore.base import RefStore
 from lakefs_core.refstore.migrations import migrate_settings
 from lakefs_core.refstore.rows import (
     BRANCH_COLUMNS,
     ENTRY_COLUMNS,
-    PULL_REQUEST_COLUMNS,
     REPOSITORY_COLUMNS,
     SELECT_BRANCH,
     SELECT_BRANCH_STAGED,
@@ -95,13 +83,14 @@ from lakefs_core.refstore.rows import (
     SELECT_WRITE_TARGET,
     branch_of,
     branch_values,
+    check_amount,
     dump_map,
     dump_tokens,
     entry_record_of,
     entry_values,
+    fetch_all,
+    key_range,
     marking_of,
-    pull_request_of,
-    pull_request_values,
     repository_of,
 )
 from lakefs_core.refstore.schema import (
@@ -109,20 +98,16 @@ from lakefs_core.refstore.schema import (
     branch_protection,
     branches,
     commits,
-    gc_branch_rules,
-    gc_rules,
     hidden_branches,
-    imports,
     mirror_markings,
     present_commits,
-    pull_requests,
     repositories,
     repository_metadata,
-    repository_tasks,
     schema,
     staged_entries,
     tags,
 )
+from lakefs_core.refstore.sql_records import RepositoryRecords
 
 _log = logging.getLogger(__name__)
 
@@ -136,44 +121,6 @@ _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
 
 
 # --- helpers --------------------------------------------------------------------------
-def prefix_end(prefix: str) -> str | None:
-    """The least string greater than every string that starts with ``prefix``.
-
-    Prefix filters use ``key >= prefix AND key < prefix_end(prefix)``: unlike LIKE
-    this needs no escaping of ``%`` and ``_``, is case-sensitive on SQLite too, and
-    is a plain index range scan. None means there is no upper bound.
-    """
-    chars = list(prefix)
-    while chars:
-        code = ord(chars.pop()) + 1
-        if code <= 0x10FFFF:
-            if 0xD800 <= code <= 0xDFFF:  # surrogates are not valid text
-                code = 0xE000
-            return "".join(chars) + chr(code)
-    return None
-
-
-def _key_range(column: Any, prefix: str, after: str) -> list[ColumnElement[bool]]:
-    clauses: list[ColumnElement[bool]] = []
-    if prefix:
-        clauses.append(column >= prefix)
-        end = prefix_end(prefix)
-        if end is not None:
-            clauses.append(column < end)
-    if after:
-        clauses.append(column > after)
-    return clauses
-
-
-def _fetch_all(conn: Connection, stmt: Select[Any]) -> Sequence[Row[Any]]:
-    return conn.execute(stmt).all()
-
-
-def _check_amount(amount: int) -> None:
-    if amount < 0:
-        raise ValidationError(f"amount must not be negative, got {amount}")
-
-
 def _is_transient(exc: BaseException) -> bool:
     """A lock or serialization failure that a fresh attempt may not meet."""
     if not isinstance(exc, sa_exc.OperationalError):
@@ -219,7 +166,7 @@ def _commit_of(row: Row[Any]) -> Commit:
     )
 
 
-class SQLRefStore(RefStore):
+class SQLRefStore(RepositoryRecords, RefStore):
     """A :class:`RefStore` on SQLite or PostgreSQL through SQLAlchemy Core.
 
     The schema is created on construction if missing (idempotent, and safe when
@@ -418,9 +365,9 @@ class SQLRefStore(RefStore):
     def list_repositories(self, prefix: str = "", after: str = "",
                           amount: int = 1000) -> list[Repository]:
         """Repositories with id starting with ``prefix`` and greater than ``after``, sorted."""
-        _check_amount(amount)
+        check_amount(amount)
         stmt = (select(*REPOSITORY_COLUMNS)
-                .where(*_key_range(repositories.c.id, prefix, after))
+                .where(*key_range(repositories.c.id, prefix, after))
                 .order_by(repositories.c.id).limit(amount))
         return [repository_of(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
 
@@ -521,61 +468,6 @@ class SQLRefStore(RefStore):
                                                   hidden_branches.c.name == name)
         self._write(lambda conn: conn.execute(stmt), repo_fk=repo_id)
 
-    # --- garbage collection rules ---------------------------------------------------------
-    def get_gc_rules(self, repo_id: str) -> GarbageCollectionRules | None:
-        """The repository's garbage collection rules; None when none are set."""
-        def work(conn: Connection) -> GarbageCollectionRules | None:
-            default = conn.execute(select(gc_rules.c.default_retention_days).where(
-                gc_rules.c.repo == repo_id)).scalar()
-            if default is None:
-                return None
-            branch_rows = conn.execute(
-                select(gc_branch_rules.c.branch, gc_branch_rules.c.retention_days)
-                .where(gc_branch_rules.c.repo == repo_id).order_by(gc_branch_rules.c.branch))
-            return GarbageCollectionRules(default, {b: d for b, d in branch_rows})
-
-        return self._read(work)
-
-    def set_gc_rules(self, repo_id: str, rules: GarbageCollectionRules | None) -> None:
-        """Replace the repository's rules (None removes them), in one transaction."""
-        def work(conn: Connection) -> None:
-            self._require_repository(conn, repo_id)
-            conn.execute(gc_branch_rules.delete().where(gc_branch_rules.c.repo == repo_id))
-            conn.execute(gc_rules.delete().where(gc_rules.c.repo == repo_id))
-            if rules is None:
-                return
-            conn.execute(gc_rules.insert().values(
-                repo=repo_id, default_retention_days=rules.default_retention_days))
-            if rules.branch_retention_days:
-                conn.execute(gc_branch_rules.insert(), [
-                    {"repo": repo_id, "branch": b, "retention_days": d}
-                    for b, d in rules.branch_retention_days.items()])
-
-        self._write(work, repo_fk=repo_id)
-
-    # --- dump and restore tasks ------------------------------------------------------------
-    def put_task(self, repo_id: str, task: RepositoryTask) -> None:
-        """Record a task's progress. Raises RepositoryNotFoundError."""
-        refs = task.refs
-        row = {"repo": repo_id, "id": task.id, "kind": str(task.kind), "done": task.done,
-               "update_time": task.update_time, "error": task.error,
-               "commits_metarange_id": refs.commits_metarange_id if refs else None,
-               "tags_metarange_id": refs.tags_metarange_id if refs else None,
-               "branches_metarange_id": refs.branches_metarange_id if refs else None}
-        self._write(lambda conn: self._upsert(conn, repository_tasks, [row]), repo_fk=repo_id)
-
-    def get_task(self, repo_id: str, task_id: str) -> RepositoryTask | None:
-        row = self._read(lambda conn: conn.execute(select(repository_tasks).where(
-            repository_tasks.c.repo == repo_id, repository_tasks.c.id == task_id)).first())
-        if row is None:
-            return None
-        refs = None
-        if row.commits_metarange_id is not None:
-            refs = RefsDump(row.commits_metarange_id, row.tags_metarange_id,
-                            row.branches_metarange_id)
-        return RepositoryTask(id=row.id, kind=TaskKind(row.kind), done=row.done,
-                              update_time=row.update_time, error=row.error, refs=refs)
-
     # --- mirrors ------------------------------------------------------------------------
     def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:
         """The repository's mirror marking; None for other repositories (or none)."""
@@ -598,102 +490,6 @@ class SQLRefStore(RefStore):
     def is_commit_present(self, repo_id: str, commit_id: str) -> bool:
         params = {"repo": repo_id, "commit_id": commit_id}
         return self._read(lambda conn: conn.execute(SELECT_PRESENT, params).first()) is not None
-
-    # --- imports ----------------------------------------------------------------------
-    def create_import(self, repo_id: str, state: ImportState) -> None:
-        row = {"repo": repo_id, **_import_row(state)}
-        self._write(lambda conn: conn.execute(imports.insert().values(**row)), repo_fk=repo_id)
-
-    def _import_key(self, repo_id: str, import_id: str) -> tuple[ColumnElement[bool], ...]:
-        return imports.c.repo == repo_id, imports.c.id == import_id
-
-    def get_import(self, repo_id: str, import_id: str) -> ImportState:
-        stmt = select(imports).where(*self._import_key(repo_id, import_id))
-        row = self._read(lambda conn: conn.execute(stmt).first())
-        if row is None:
-            raise ImportNotFoundError()
-        return _import_state(row)
-
-    def update_import(self, repo_id: str, state: ImportState) -> bool:
-        values = _import_row(state)
-        del values["id"]
-        stmt = (imports.update()
-                .where(*self._import_key(repo_id, state.id), imports.c.completed.is_(False),
-                       imports.c.error == "")
-                .values(**values).execution_options(preserve_rowcount=True))
-        return bool(self._write(lambda conn: conn.execute(stmt).rowcount))
-
-    def cancel_import(self, repo_id: str, import_id: str, error: str) -> None:
-        def work(conn: Connection) -> None:
-            row = conn.execute(select(imports).where(
-                *self._import_key(repo_id, import_id))).first()
-            if row is None:
-                raise ImportNotFoundError()
-            state = _import_state(row)
-            if state.completed:
-                raise ConflictError("cannot cancel: the import is completed")
-            if state.error:
-                raise ConflictError(f"cannot cancel: the import ended: {state.error}")
-            if state.committing:
-                raise ConflictError("cannot cancel: the import is committing")
-            done = conn.execute(
-                imports.update()
-                .where(*self._import_key(repo_id, import_id), imports.c.completed.is_(False),
-                       imports.c.committing.is_(False), imports.c.error == "")
-                .values(error=error, updated_at=time.time())
-                .execution_options(preserve_rowcount=True)).rowcount
-            if not done:
-                raise ConflictError("cannot cancel import: it changed meanwhile")
-
-        self._write(work)
-
-    # --- pull requests --------------------------------------------------------------
-    def create_pull_request(self, repo_id: str, pr: PullRequest) -> None:
-        """Raises RepositoryNotFoundError; AlreadyExistsError if the id is taken."""
-        stmt = self._insert_new(pull_requests, repo=repo_id, id=pr.id,
-                                **pull_request_values(pr))
-        if self._write(lambda conn: conn.execute(stmt).rowcount, repo_fk=repo_id) == 0:
-            raise AlreadyExistsError(f"pull request {pr.id!r} already exists")
-
-    def get_pull_request(self, repo_id: str, pr_id: str) -> PullRequest:
-        """Raises PullRequestNotFoundError."""
-        row = self._read(lambda conn: conn.execute(select(*PULL_REQUEST_COLUMNS).where(
-            pull_requests.c.repo == repo_id, pull_requests.c.id == pr_id)).first())
-        if row is None:
-            raise PullRequestNotFoundError(f"pull request {pr_id!r} not found")
-        return pull_request_of(row)
-
-    def list_pull_requests(self, repo_id: str, *, prefix: str = "", after: str = "",
-                           amount: int = 1000,
-                           statuses: frozenset[PullRequestStatus] | None = None
-                           ) -> list[PullRequest]:
-        """Pull requests by id (only those of ``statuses`` when given)."""
-        _check_amount(amount)
-        where = [pull_requests.c.repo == repo_id,
-                 *_key_range(pull_requests.c.id, prefix, after)]
-        if statuses is not None:
-            where.append(pull_requests.c.status.in_(sorted(s.value for s in statuses)))
-        stmt = (select(*PULL_REQUEST_COLUMNS).where(*where).order_by(pull_requests.c.id)
-                .limit(amount))
-        return [pull_request_of(r) for r in self._read(lambda conn: _fetch_all(conn, stmt))]
-
-    def update_pull_request(self, repo_id: str, expected: PullRequest,
-                            new: PullRequest) -> None:
-        """Replace a pull request if its status is still ``expected``'s."""
-        key = (pull_requests.c.repo == repo_id, pull_requests.c.id == expected.id)
-        stmt = (pull_requests.update()
-                .where(*key, pull_requests.c.status == expected.status.value)
-                .values(**pull_request_values(new))
-                .execution_options(preserve_rowcount=True))
-
-        def work(conn: Connection) -> None:
-            if conn.execute(stmt).rowcount == 1:
-                return
-            if conn.execute(select(pull_requests.c.id).where(*key)).first() is None:
-                raise PullRequestNotFoundError(f"pull request {expected.id!r} not found")
-            raise PullRequestChangedError(f"pull request {expected.id!r} changed concurrently")
-
-        self._write(work)
 
     # --- branches ---------------------------------------------------------------------
     def create_branch(self, repo_id: str, branch: Branch) -> None:
@@ -759,9 +555,9 @@ class SQLRefStore(RefStore):
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]:
         """Branches named with ``prefix``, after ``after``, sorted (empty if no repository)."""
-        _check_amount(amount)
+        check_amount(amount)
         stmt = (select(*BRANCH_COLUMNS)
-                .where(branches.c.repo == repo_id, *_key_range(branches.c.name, prefix, after))
+                .where(branches.c.repo == repo_id, *key_range(branches.c.name, prefix, after))
                 .order_by(branches.c.name).limit(amount))
         return [branch_of(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
 
@@ -824,9 +620,9 @@ class SQLRefStore(RefStore):
     def list_tags(self, repo_id: str, prefix: str = "", after: str = "",
                   amount: int = 1000) -> list[Tag]:
         """Tags named with ``prefix``, after ``after``, sorted (empty if no repository)."""
-        _check_amount(amount)
+        check_amount(amount)
         stmt = (select(tags.c.name, tags.c.commit_id)
-                .where(tags.c.repo == repo_id, *_key_range(tags.c.name, prefix, after))
+                .where(tags.c.repo == repo_id, *key_range(tags.c.name, prefix, after))
                 .order_by(tags.c.name).limit(amount))
         rows = self._read(lambda conn: conn.execute(stmt).all())
         return [Tag(name=r.name, commit_id=r.commit_id) for r in rows]
@@ -869,18 +665,18 @@ class SQLRefStore(RefStore):
     def list_commits(self, repo_id: str, after: str = "",
                      amount: int = 1000) -> list[CommitRecord]:
         """Commit records with id > ``after``, sorted by id."""
-        _check_amount(amount)
+        check_amount(amount)
         stmt = (select(commits)
-                .where(commits.c.repo == repo_id, *_key_range(commits.c.commit_id, "", after))
+                .where(commits.c.repo == repo_id, *key_range(commits.c.commit_id, "", after))
                 .order_by(commits.c.commit_id).limit(amount))
-        rows = self._read(lambda conn: _fetch_all(conn, stmt))
+        rows = self._read(lambda conn: fetch_all(conn, stmt))
         return [CommitRecord(row.commit_id, _commit_of(row)) for row in rows]
 
     def find_commit_ids(self, repo_id: str, prefix: str, limit: int = 2) -> list[str]:
         """Up to ``limit`` commit ids starting with ``prefix``, sorted."""
-        _check_amount(limit)
+        check_amount(limit)
         stmt = (select(commits.c.commit_id)
-                .where(commits.c.repo == repo_id, *_key_range(commits.c.commit_id, prefix, ""))
+                .where(commits.c.repo == repo_id, *key_range(commits.c.commit_id, prefix, ""))
                 .order_by(commits.c.commit_id).limit(limit))
         return list(self._read(lambda conn: conn.execute(stmt).scalars().all()))
 
@@ -915,9 +711,9 @@ class SQLRefStore(RefStore):
         key = self._staged_key(repo_id, token)
         while True:
             stmt = (select(*ENTRY_COLUMNS)
-                    .where(*key, *_key_range(staged_entries.c.path, prefix, after))
+                    .where(*key, *key_range(staged_entries.c.path, prefix, after))
                     .order_by(staged_entries.c.path).limit(self._page_size))
-            rows = self._read(partial(_fetch_all, stmt=stmt))
+            rows = self._read(partial(fetch_all, stmt=stmt))
             for row in rows:
                 yield entry_record_of(row)
             if len(rows) < self._page_size:
@@ -939,17 +735,3 @@ class SQLRefStore(RefStore):
         """Whether anything (entry or tombstone) is staged under ``token``."""
         stmt = select(staged_entries.c.path).where(*self._staged_key(repo_id, token)).limit(1)
         return self._read(lambda conn: conn.execute(stmt).first()) is not None
-
-
-def _import_row(state: ImportState) -> dict[str, Any]:
-    return {"id": state.id, "branch": state.branch, "updated_at": state.updated_at,
-            "ingested": state.ingested, "metarange_id": state.metarange_id,
-            "commit_id": state.commit_id, "completed": state.completed,
-            "committing": state.committing, "error": state.error}
-
-
-def _import_state(row: Row[Any]) -> ImportState:
-    return ImportState(id=row.id, branch=row.branch, updated_at=row.updated_at,
-                       ingested=row.ingested, metarange_id=row.metarange_id,
-                       commit_id=row.commit_id, completed=row.completed,
-                       committing=row.committing, error=row.error)

@@ -44,7 +44,8 @@ from lakefs_core.graveler.model import (
     Tag,
     TaskKind,
 )
-from lakefs_core.refstore.sql import SQLRefStore, prefix_end
+from lakefs_core.refstore.rows import prefix_end
+from lakefs_core.refstore.sql import SQLRefStore
 
 T = TypeVar("T")
 
