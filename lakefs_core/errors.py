@@ -92,6 +92,10 @@ class StorageNotFoundError(NotFoundError):
     """No blockstore is configured with this storage id."""
 
 
+class ActionRunNotFoundError(NotFoundError):
+    """No action run (or hook run) by that id."""
+
+
 # --- already exists / conflicts ------------------------------------------------
 class AlreadyExistsError(LakeFSError):
     pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from lakefs_core.actions import ActionsService
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
@@ -36,6 +37,8 @@ class Services:
     #: authentication and authorization (auth's public interface)
     access: AuthService
     notifier: RefEventNotifier | None = None
+    #: runs the repositories' actions at the engine's hook points
+    actions: ActionsService | None = None
     #: zero-copy imports running in this process
     imports: Importer = field(init=False)
 
@@ -44,6 +47,8 @@ class Services:
 
     def close(self) -> None:
         self.imports.close()
+        if self.actions is not None:
+            self.actions.close()
         if self.notifier is not None:
             self.notifier.close()
         self.auth.close()
@@ -87,6 +92,8 @@ def build_services(config: ServerConfig) -> Services:
         auth.ensure_builtins()  # built-in policies of an earlier version, brought up to date
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
+    actions = ActionsService(graveler)
+    graveler.hooks = actions
     return Services(config=config, refstore=refstore, blockstores=blockstores,
                     graveler=graveler, catalog=Catalog(graveler), auth=auth,
-                    access=AuthService(auth), notifier=notifier)
+                    access=AuthService(auth), notifier=notifier, actions=actions)

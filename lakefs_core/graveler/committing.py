@@ -25,6 +25,7 @@ from lakefs_core.errors import (
 )
 from lakefs_core.graveler.core import new_token
 from lakefs_core.graveler.encoding import commit_id as commit_id_of
+from lakefs_core.graveler.hooks import EventType, HookRecord
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
@@ -65,8 +66,17 @@ class CommitEngine(StagingEngine):
             ProtectedBranchError / ReadOnlyRepositoryError: writes refused.
         """
         repo = self._check_direct_write(repo_id, branch_name)
-        return self._retrying()(self._commit_once, repo, branch_name, message, committer,
-                                dict(metadata or {}), allow_empty, creation_date)
+        meta = dict(metadata or {})
+        run_id = self.hooks.pre(HookRecord(
+            EventType.PRE_COMMIT, repo, source_ref=branch_name, branch_id=branch_name,
+            commit_message=message, committer=committer, commit_metadata=meta))
+        rec = self._retrying()(self._commit_once, repo, branch_name, message, committer,
+                               meta, allow_empty, creation_date)
+        self.hooks.post(HookRecord(
+            EventType.POST_COMMIT, repo, source_ref=rec.id, branch_id=branch_name,
+            commit_id=rec.id, commit_message=message, committer=committer,
+            commit_metadata=meta), run_id)
+        return rec
 
     def _commit_once(self, repo: Repository, branch_name: str, message: str, committer: str,
                      metadata: dict[str, str], allow_empty: bool,
@@ -273,6 +283,15 @@ class CommitEngine(StagingEngine):
         if strategy not in (None, "", *[s.value for s in MergeStrategy]):
             raise ValidationError(f"unknown merge strategy {strategy!r}")
         source = self.resolve_ref(repo_id, source_ref).commit_id
+        merge_message = message or f"Merge '{source_ref}' into '{dest_branch}'"
+        merge_metadata = {**(metadata or {}),
+                          MERGE_STRATEGY_KEY: strategy or DEFAULT_MERGE_STRATEGY}
+        repo = self._writable_repo(repo_id)
+        self.refstore.get_branch(repo_id, dest_branch)  # BranchNotFoundError before hooks
+        run_id = self.hooks.pre(HookRecord(
+            EventType.PRE_MERGE, repo, source_ref=source_ref, branch_id=dest_branch,
+            commit_message=merge_message, committer=committer,
+            commit_metadata=merge_metadata))
 
         def attempt() -> CommitRecord:
             repo = self._writable_repo(repo_id)
@@ -295,15 +314,19 @@ class CommitEngine(StagingEngine):
             commit = Commit(
                 parents=(dest,) if squash else (dest, source),
                 metarange_id=result.metarange_id,
-                message=message or f"Merge '{source_ref}' into '{dest_branch}'",
+                message=merge_message,
                 committer=committer, creation_date=self._now(),
-                metadata={**(metadata or {}),
-                          MERGE_STRATEGY_KEY: strategy or DEFAULT_MERGE_STRATEGY},
+                metadata=merge_metadata,
                 generation=(dst_c.generation if squash
                             else max(src_c.generation, dst_c.generation)) + 1)
             return self._land(repo_id, branch, commit)
 
-        return self._retrying()(attempt)
+        rec = self._retrying()(attempt)
+        self.hooks.post(HookRecord(
+            EventType.POST_MERGE, repo, source_ref=rec.id, branch_id=dest_branch,
+            commit_id=rec.id, commit_message=merge_message, committer=committer,
+            commit_metadata=merge_metadata), run_id)
+        return rec
 
     def _land(self, repo_id: str, branch: Branch, commit: Commit) -> CommitRecord:
         """Write a commit and move the branch to it (CAS on the branch as read)."""

@@ -35,6 +35,7 @@ from lakefs_core.errors import (
     ProtectedBranchError,
     ReadOnlyRepositoryError,
 )
+from lakefs_core.graveler.hooks import HookHandler, NoHooks
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
@@ -116,6 +117,8 @@ class EngineCore:
         self._ranges: LRUCache[tuple[str, str], RangeManager] = LRUCache(256)
         #: called with (repository, ref name) after a branch or tag moves; must not block
         self.ref_listeners: list[Callable[[str, str], None]] = []
+        #: runs the hooks of operations (the server's: the repository's actions)
+        self.hooks: HookHandler = NoHooks()
         # commit records are immutable: the same id always names the same record
         self._commits: LRUCache[tuple[str, str], Commit] = LRUCache(50_000)
         #: which commits a repository may serve (mirrors: only those proven present)

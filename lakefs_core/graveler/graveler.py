@@ -19,6 +19,8 @@ from dataclasses import replace
 
 from lakefs_core.block.registry import namespaces_overlap, validate_namespace
 from lakefs_core.errors import (
+    BranchExistsError,
+    BranchNotFoundError,
     CannotDeleteDefaultBranchError,
     ProtectedBranchError,
     RepositoryExistsError,
@@ -27,6 +29,7 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.committing import MergeStrategy
 from lakefs_core.graveler.core import INITIAL_COMMIT_MESSAGE, new_token
 from lakefs_core.graveler.encoding import commit_id as commit_id_of
+from lakefs_core.graveler.hooks import EventType, HookRecord
 from lakefs_core.graveler.model import (
     Branch,
     Commit,
@@ -141,14 +144,26 @@ class Graveler(PullRequestEngine):
     def create_branch(self, repo_id: str, name: str, source_ref: str, *,
                       hidden: bool = False) -> Branch:
         """Create a branch at ``source_ref``; a ``hidden`` one is left out of default listings."""
-        self._writable_repo(repo_id)
+        repo = self._writable_repo(repo_id)
         validate_branch_name(name)
         resolved = self.resolve_ref(repo_id, source_ref)
+        try:  # an existing branch fails before the hooks run, as it would after
+            self.refstore.get_branch(repo_id, name)
+        except BranchNotFoundError:
+            pass
+        else:
+            raise BranchExistsError(f"branch {name!r} already exists")
+        run_id = self.hooks.pre(HookRecord(
+            EventType.PRE_CREATE_BRANCH, repo, source_ref=resolved.commit_id,
+            branch_id=name, commit_id=resolved.commit_id))
         branch = Branch(name=name, commit_id=resolved.commit_id, staging_token=new_token())
         self.refstore.create_branch(repo_id, branch)
         if hidden:
             self.refstore.set_branch_hidden(repo_id, name, True)
         self._notify(repo_id, name)
+        self.hooks.post(HookRecord(
+            EventType.POST_CREATE_BRANCH, repo, source_ref=name, branch_id=name,
+            commit_id=resolved.commit_id), run_id)
         return branch
 
     def is_branch_hidden(self, repo_id: str, name: str) -> bool:
@@ -170,18 +185,27 @@ class Graveler(PullRequestEngine):
         if self.is_protected(repo_id, name):
             raise ProtectedBranchError(f"cannot delete protected branch {name!r}")
         branch = self.refstore.get_branch(repo_id, name)
+        run_id = self.hooks.pre(HookRecord(
+            EventType.PRE_DELETE_BRANCH, repo, source_ref=name, branch_id=name))
         self.refstore.delete_branch(repo_id, name)
         for token in (branch.staging_token, *branch.sealed_tokens):
             self.refstore.drop_staging(repo_id, token)
         self._notify(repo_id, name)
+        self.hooks.post(HookRecord(
+            EventType.POST_DELETE_BRANCH, repo, source_ref=branch.commit_id, branch_id=name),
+            run_id)
 
     # -------------------------------------------------------------------- tags
     def create_tag(self, repo_id: str, name: str, ref: str) -> Tag:
-        self._writable_repo(repo_id)
+        repo = self._writable_repo(repo_id)
         validate_tag_name(name)
         tag = Tag(name=name, commit_id=self.resolve_ref(repo_id, ref).commit_id)
+        record = HookRecord(EventType.PRE_CREATE_TAG, repo, source_ref=tag.commit_id,
+                            tag_id=name, commit_id=tag.commit_id)
+        run_id = self.hooks.pre(record)
         self.refstore.create_tag(repo_id, tag)
         self._notify(repo_id, name)
+        self.hooks.post(replace(record, event_type=EventType.POST_CREATE_TAG), run_id)
         return tag
 
     def get_tag(self, repo_id: str, name: str) -> Tag:
@@ -194,9 +218,14 @@ class Graveler(PullRequestEngine):
         return self.refstore.list_tags(repo_id, prefix=prefix, after=after, amount=amount)
 
     def delete_tag(self, repo_id: str, name: str) -> None:
-        self._writable_repo(repo_id)
+        repo = self._writable_repo(repo_id)
+        tag = self.refstore.get_tag(repo_id, name)
+        record = HookRecord(EventType.PRE_DELETE_TAG, repo, source_ref=tag.commit_id,
+                            tag_id=name, commit_id=tag.commit_id)
+        run_id = self.hooks.pre(record)
         self.refstore.delete_tag(repo_id, name)
         self._notify(repo_id, name)
+        self.hooks.post(replace(record, event_type=EventType.POST_DELETE_TAG), run_id)
 
 
 __all__ = [

@@ -235,3 +235,34 @@ class Difference:
     type: DiffType
     left: Entry | None
     right: Entry | None
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """One hook's run within an action run (lakeFS's HookRun), with its output."""
+
+    hook_run_id: str
+    action: str
+    hook_id: str
+    start_time: float
+    end_time: float
+    status: str  # "completed" or "failed"
+    output: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRun:
+    """The run of the actions matched by one event (lakeFS's ActionRun).
+
+    Ids sort newest first. ``commit_id`` is the commit the operation made or acted on
+    ("" until known: a pre-commit run learns it when the commit lands).
+    """
+
+    run_id: str
+    event_type: str
+    branch: str
+    source_ref: str
+    commit_id: str
+    start_time: float
+    end_time: float
+    status: str  # "completed" or "failed"

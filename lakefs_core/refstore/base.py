@@ -13,11 +13,13 @@ from typing import Self
 
 from lakefs_core.errors import BranchNotFoundError
 from lakefs_core.graveler.model import (
+    ActionRun,
     Branch,
     Commit,
     CommitRecord,
     EntryRecord,
     GarbageCollectionRules,
+    HookRun,
     ImportState,
     MirrorMarking,
     PullRequest,
@@ -184,6 +186,34 @@ class RefStore(ABC):
             PullRequestNotFoundError: no such pull request.
             PullRequestChangedError: its status changed since ``expected`` was read.
         """
+
+    # --- action runs -----------------------------------------------------------
+    @abstractmethod
+    def put_action_run(self, repo_id: str, run: ActionRun, hooks: Sequence[HookRun]) -> None:
+        """Record a finished run and its hooks' runs. Raises RepositoryNotFoundError."""
+
+    @abstractmethod
+    def set_action_run_commit(self, repo_id: str, run_id: str, commit_id: str) -> None:
+        """Name the commit a run's operation made (no-op for an unknown run)."""
+
+    @abstractmethod
+    def get_action_run(self, repo_id: str, run_id: str) -> ActionRun:
+        """Raises ActionRunNotFoundError."""
+
+    @abstractmethod
+    def list_action_runs(self, repo_id: str, *, after: str = "", amount: int = 1000,
+                         branch: str | None = None, commit_id: str | None = None
+                         ) -> list[ActionRun]:
+        """Runs by id (newest first), after ``after``; of a branch or commit when given."""
+
+    @abstractmethod
+    def list_hook_runs(self, repo_id: str, run_id: str, *, after: str = "",
+                       amount: int = 1000) -> list[HookRun]:
+        """A run's hook runs by id (their output left empty)."""
+
+    @abstractmethod
+    def get_hook_run(self, repo_id: str, run_id: str, hook_run_id: str) -> HookRun:
+        """A hook run with its output. Raises ActionRunNotFoundError."""
 
     # --- branches --------------------------------------------------------------
     @abstractmethod

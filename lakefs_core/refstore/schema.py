@@ -146,6 +146,34 @@ pull_requests = Table(
     Column("merged_commit_id", Text),
 )
 
+#: runs of a repository's actions (see :class:`ActionRun`); ids sort newest first
+action_runs = Table(
+    "action_runs", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("run_id", _key(), primary_key=True),
+    Column("event_type", Text, nullable=False),
+    Column("branch", Text, nullable=False),
+    Column("source_ref", Text, nullable=False),
+    Column("commit_id", Text, nullable=False),
+    Column("start_time", Double, nullable=False),
+    Column("end_time", Double, nullable=False),
+    Column("status", Text, nullable=False),
+)
+
+#: the hooks of each run, with their output (see :class:`HookRun`)
+hook_runs = Table(
+    "hook_runs", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("run_id", _key(), primary_key=True),
+    Column("hook_run_id", _key(), primary_key=True),
+    Column("action", Text, nullable=False),
+    Column("hook_id", Text, nullable=False),
+    Column("start_time", Double, nullable=False),
+    Column("end_time", Double, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("output", Text, nullable=False),
+)
+
 branches = Table(
     "branches", schema,
     Column("repo", _key(), _repo_fk(), primary_key=True),
@@ -199,4 +227,5 @@ staged_entries = Table(
 #: the tables holding a repository's rows, deleted with it (children first)
 REPO_CHILDREN = (imports, staged_entries, present_commits, commits, tags, hidden_branches,
                  branches, branch_protection, mirror_markings, pull_requests,
-                 repository_metadata, gc_branch_rules, gc_rules, repository_tasks)
+                 repository_metadata, gc_branch_rules, gc_rules, repository_tasks, hook_runs,
+                 action_runs)

@@ -1,5 +1,6 @@
 """The refstore's records of repository operations on SQLAlchemy Core: garbage
-collection rules, refs dump and restore tasks, zero-copy imports and pull requests.
+collection rules, refs dump and restore tasks, zero-copy imports, pull requests and
+action runs.
 
 A mixin of :class:`~lakefs_core.refstore.sql.SQLRefStore`, which provides the
 transactions (``_read``, ``_write``) and the statement helpers these methods use.
@@ -8,12 +9,13 @@ transactions (``_read``, ``_write``) and the statement helpers these methods use
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Row, Table, select
 
 from lakefs_core.errors import (
+    ActionRunNotFoundError,
     AlreadyExistsError,
     ConflictError,
     ImportNotFoundError,
@@ -21,7 +23,9 @@ from lakefs_core.errors import (
     PullRequestNotFoundError,
 )
 from lakefs_core.graveler.model import (
+    ActionRun,
     GarbageCollectionRules,
+    HookRun,
     ImportState,
     PullRequest,
     PullRequestStatus,
@@ -38,8 +42,10 @@ from lakefs_core.refstore.rows import (
     pull_request_values,
 )
 from lakefs_core.refstore.schema import (
+    action_runs,
     gc_branch_rules,
     gc_rules,
+    hook_runs,
     imports,
     pull_requests,
     repository_tasks,
@@ -49,7 +55,7 @@ T = TypeVar("T")
 
 
 class RepositoryRecords:
-    """Garbage collection rules, dump/restore tasks, imports and pull requests."""
+    """Garbage collection rules, dump/restore tasks, imports, pull requests, action runs."""
 
     if TYPE_CHECKING:  # provided by SQLRefStore
         def _read(self, work: Callable[[Connection], T]) -> T: ...
@@ -216,6 +222,78 @@ class RepositoryRecords:
             raise PullRequestChangedError(f"pull request {expected.id!r} changed concurrently")
 
         self._write(work)
+
+    # --- action runs ----------------------------------------------------------------
+    def put_action_run(self, repo_id: str, run: ActionRun, hooks: Sequence[HookRun]) -> None:
+        """Record a finished run and its hooks' runs, in one transaction."""
+        def work(conn: Connection) -> None:
+            conn.execute(action_runs.insert().values(
+                repo=repo_id, run_id=run.run_id, event_type=run.event_type,
+                branch=run.branch, source_ref=run.source_ref, commit_id=run.commit_id,
+                start_time=run.start_time, end_time=run.end_time, status=run.status))
+            if hooks:
+                conn.execute(hook_runs.insert(), [
+                    {"repo": repo_id, "run_id": run.run_id, "hook_run_id": h.hook_run_id,
+                     "action": h.action, "hook_id": h.hook_id, "start_time": h.start_time,
+                     "end_time": h.end_time, "status": h.status, "output": h.output}
+                    for h in hooks])
+
+        self._write(work, repo_fk=repo_id)
+
+    def set_action_run_commit(self, repo_id: str, run_id: str, commit_id: str) -> None:
+        stmt = (action_runs.update()
+                .where(action_runs.c.repo == repo_id, action_runs.c.run_id == run_id)
+                .values(commit_id=commit_id))
+        self._write(lambda conn: conn.execute(stmt))
+
+    def get_action_run(self, repo_id: str, run_id: str) -> ActionRun:
+        row = self._read(lambda conn: conn.execute(select(action_runs).where(
+            action_runs.c.repo == repo_id, action_runs.c.run_id == run_id)).first())
+        if row is None:
+            raise ActionRunNotFoundError(f"run {run_id!r} not found")
+        return _action_run(row)
+
+    def list_action_runs(self, repo_id: str, *, after: str = "", amount: int = 1000,
+                         branch: str | None = None, commit_id: str | None = None
+                         ) -> list[ActionRun]:
+        check_amount(amount)
+        where = [action_runs.c.repo == repo_id, *key_range(action_runs.c.run_id, "", after)]
+        if branch is not None:
+            where.append(action_runs.c.branch == branch)
+        if commit_id is not None:
+            where.append(action_runs.c.commit_id == commit_id)
+        stmt = (select(action_runs).where(*where).order_by(action_runs.c.run_id)
+                .limit(amount))
+        return [_action_run(r) for r in self._read(lambda conn: fetch_all(conn, stmt))]
+
+    def list_hook_runs(self, repo_id: str, run_id: str, *, after: str = "",
+                       amount: int = 1000) -> list[HookRun]:
+        check_amount(amount)
+        cols = [c for c in hook_runs.c if c.name != "output"]
+        stmt = (select(*cols).where(hook_runs.c.repo == repo_id, hook_runs.c.run_id == run_id,
+                                    *key_range(hook_runs.c.hook_run_id, "", after))
+                .order_by(hook_runs.c.hook_run_id).limit(amount))
+        return [_hook_run(r, "") for r in self._read(lambda conn: fetch_all(conn, stmt))]
+
+    def get_hook_run(self, repo_id: str, run_id: str, hook_run_id: str) -> HookRun:
+        row = self._read(lambda conn: conn.execute(select(hook_runs).where(
+            hook_runs.c.repo == repo_id, hook_runs.c.run_id == run_id,
+            hook_runs.c.hook_run_id == hook_run_id)).first())
+        if row is None:
+            raise ActionRunNotFoundError(f"hook run {hook_run_id!r} of run {run_id!r} not found")
+        return _hook_run(row, row.output)
+
+
+def _action_run(row: Row[Any]) -> ActionRun:
+    return ActionRun(run_id=row.run_id, event_type=row.event_type, branch=row.branch,
+                     source_ref=row.source_ref, commit_id=row.commit_id,
+                     start_time=row.start_time, end_time=row.end_time, status=row.status)
+
+
+def _hook_run(row: Row[Any], output: str) -> HookRun:
+    return HookRun(hook_run_id=row.hook_run_id, action=row.action, hook_id=row.hook_id,
+                   start_time=row.start_time, end_time=row.end_time, status=row.status,
+                   output=output)
 
 
 def _import_row(state: ImportState) -> dict[str, Any]:

@@ -1,6 +1,12 @@
-"""Action runs through lakeFS's SDK: this server runs no hooks, so there are none."""
+"""Actions and hooks through lakeFS's SDK, against a real webhook server on loopback."""
 
 from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import lakefs
 import pytest
@@ -10,20 +16,161 @@ from lakefs_testing.live_server import LiveServer
 from tests.api.sdk_support import put, sdk_client, viewer_client
 
 
-def test_a_repository_has_no_action_runs(server: LiveServer) -> None:
+class WebhookServer:
+    """Records each POST's path, query and JSON body; answers 500 on ``/fail``."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        calls = self.calls
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                calls.append({"path": self.path, "headers": dict(self.headers),
+                              "payload": json.loads(body)})
+                failing = self.path.startswith("/fail")
+                answer = b"schema check failed: column x" if failing else b"ok"
+                self.send_response(500 if failing else 200)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookServer]:
+    srv = WebhookServer()
+    yield srv
+    srv.close()
+
+
+def _action(name: str, event: str, url: str, branches: str = "[main]") -> str:
+    return f"""name: {name}
+description: a gate
+on:
+  {event}:
+    branches: {branches}
+hooks:
+  - id: check_{event.replace('-', '_')}
+    type: webhook
+    description: posts the event
+    properties:
+      url: "{url}"
+      timeout: 5s
+      query_params:
+        team: [data, ops]
+      headers:
+        X-Gate: yes-please
+"""
+
+
+def test_pre_commit_gate_post_merge_payload_and_runs(server: LiveServer,
+                                                     webhook: WebhookServer) -> None:
     client = sdk_client(server)
-    repo = lakefs.Repository("acts", client=client).create(storage_namespace="local://acts")
-    put(repo.branch("main"), "_lakefs_actions/hook.yaml", "name: never run")
-    commit = repo.branch("main").commit("an action that is not run").get_commit().id
     actions = client.sdk_client.actions_api
-    runs = actions.list_repository_runs("acts", branch="main", commit=commit)
-    assert runs.results == [] and runs.pagination.has_more is False
-    for call in (lambda: actions.get_run("acts", "r1"),
-                 lambda: actions.list_run_hooks("acts", "r1"),
-                 lambda: actions.get_run_hook_output("acts", "r1", "h1"),
-                 lambda: actions.list_repository_runs("no-such-repo")):
-        with pytest.raises(ApiException) as info:
-            call()
-        assert info.value.status == 404
+    repo = lakefs.Repository("acts", client=client).create(storage_namespace="local://acts")
+    main = repo.branch("main")
+    # a failing pre-commit hook, read from the branch's staged action file, blocks it
+    put(main, "_lakefs_actions/gate.yaml",
+        _action("gate", "pre-commit", f"{webhook.url}/fail"))
+    head = main.get_commit().id
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        main.commit("blocked")
+    assert info.value.status_code == 412
+    assert "pre-commit hook aborted" in str(info.value)
+    assert "schema check failed: column x" in str(info.value)
+    assert main.get_commit().id == head  # nothing committed
+    call = webhook.calls[-1]
+    assert call["path"] == "/fail?team=data&team=ops"
+    assert call["headers"]["X-Gate"] == "yes-please"
+    assert call["payload"]["event_type"] == "pre-commit"
+    assert call["payload"]["branch_id"] == "main"
+    assert call["payload"]["commit_message"] == "blocked"
+    failed = actions.list_repository_runs("acts", branch="main").results
+    assert [r.status for r in failed] == ["failed"]
+    hooks = actions.list_run_hooks("acts", failed[0].run_id).results
+    assert [(h.hook_id, h.action, h.status) for h in hooks] == [
+        ("check_pre_commit", "gate", "failed")]
+    output = actions.get_run_hook_output("acts", failed[0].run_id, hooks[0].hook_run_id)
+    text = output.decode() if isinstance(output, bytes) else str(output)
+    assert "POST " in text and "500" in text and "schema check failed" in text
+
+    # a passing one lets it through; a post-merge hook gets lakeFS's payload
+    put(main, "_lakefs_actions/gate.yaml", _action("gate", "pre-commit", f"{webhook.url}/ok"))
+    put(main, "_lakefs_actions/notify.yaml",
+        _action("notify", "post-merge", f"{webhook.url}/merged"))
+    ref = main.commit("gates in place", metadata={"team": "data"})
+    committed = ref.get_commit().id
+    feature = repo.branch("feature").create(source_reference="main")
+    put(feature, "data/a.csv", "a,b\n1,2\n")
+    feature.commit("data", metadata={"k": "v"})
+    merge_id = feature.merge_into(main, message="bring data")
+    merged = [c for c in webhook.calls if c["path"].startswith("/merged")]
+    assert len(merged) == 1
+    payload = merged[0]["payload"]
+    assert payload["event_type"] == "post-merge"
+    assert payload["action_name"] == "notify"
+    assert payload["hook_id"] == "check_post_merge"
+    assert payload["repository_id"] == "acts"
+    assert payload["branch_id"] == "main"
+    assert payload["commit_id"] == merge_id == payload["source_ref"]
+    assert payload["commit_message"] == "bring data"
+    assert payload["committer"] == "admin"
+    assert payload["commit_metadata"][".lakefs.merge.strategy"] == "default"
+    assert payload["event_time"].endswith("Z")
+
+    runs = actions.list_repository_runs("acts", branch="main").results
+    assert [r.event_type for r in runs] == ["post-merge", "pre-commit", "pre-commit"]
+    assert [r.status for r in runs] == ["completed", "completed", "failed"]
+    # the passing pre-commit run learnt its commit; filter by commit finds it
+    by_commit = actions.list_repository_runs("acts", commit=committed).results
+    assert [(r.event_type, r.commit_id) for r in by_commit] == [("pre-commit", committed)]
+    assert actions.get_run("acts", runs[0].run_id).commit_id == merge_id
+
+    for call_ in (lambda: actions.get_run("acts", "r1"),
+                  lambda: actions.list_run_hooks("acts", "r1"),
+                  lambda: actions.get_run_hook_output("acts", runs[0].run_id, "h1"),
+                  lambda: actions.list_repository_runs("no-such-repo")):
+        with pytest.raises(ApiException) as api_info:
+            call_()
+        assert api_info.value.status == 404
     with viewer_client(server) as viewer:  # Viewers have no ci:ReadAction
         assert viewer.get("/repositories/acts/actions/runs").status_code == 403
+
+
+def test_invalid_action_file_fails_the_gated_operation(server: LiveServer,
+                                                       webhook: WebhookServer) -> None:
+    client = sdk_client(server)
+    repo = lakefs.Repository("bad-acts", client=client).create(
+        storage_namespace="local://bad-acts")
+    main = repo.branch("main")
+    put(main, "_lakefs_actions/broken.yaml",
+        _action("broken", "pre-commit", webhook.url).replace("pre-commit:", "pre-comit:"))
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        main.commit("gated by a broken file")
+    assert info.value.status_code == 412
+    assert "_lakefs_actions/broken.yaml" in str(info.value)
+    assert "'on': event 'pre-comit' is not supported" in str(info.value)
+    assert webhook.calls == []
+    # branch events are gated by the action files of their source ref
+    put(main, "_lakefs_actions/broken.yaml",
+        _action("tag-gate", "pre-create-branch", f"{webhook.url}/fail", branches="[dev*]"))
+    main.commit("a branch gate")
+    repo.branch("other").create(source_reference="main")  # no match: created
+    with pytest.raises(lakefs.exceptions.LakeFSException) as branch_info:
+        repo.branch("dev-1").create(source_reference="main")
+    assert branch_info.value.status_code == 412
+    names = [b.id for b in repo.branches()]
+    assert "other" in names and "dev-1" not in names
+    assert webhook.calls[-1]["payload"]["branch_id"] == "dev-1"

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from lakefs_core.actions import ActionsService
 from lakefs_core.errors import (
     BranchChangedError,
     CommitNotFoundError,
@@ -16,6 +17,7 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.encoding import commit_id
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import Commit, CommitRecord, Entry, MirrorMarking
+from tests.api.test_actions import WebhookServer, _action
 from tests.engine.conftest import Env
 
 MARK = MirrorMarking("m1", "east", "src")
@@ -106,3 +108,28 @@ def test_detach_and_delete(env: Env, mirrors: MirrorService) -> None:
     assert mirrors.delete_repository("other", "m1") is False  # not this mirror's
     assert mirrors.delete_repository("other", "m2") is True
     assert mirrors.marking("other") is None
+
+
+def test_promotion_on_a_mirror_runs_no_hooks(env: Env, mirrors: MirrorService) -> None:
+    webhook = WebhookServer()
+    actions = ActionsService(env.graveler)
+    env.graveler.hooks = actions
+    try:
+        g, store = env.graveler, env.graveler.store_for("")
+        data = _action("on-commit", "post-commit", webhook.url, branches="['*']").encode()
+        store.put(env.namespace.rstrip("/") + "/data/action", data)
+        g.set_entry(env.repo, "main", "_lakefs_actions/a.yaml",
+                    Entry("data/action", len(data), "ea", 1.0))
+        records = source_commits(env, 1)
+        assert len(webhook.calls) == 1  # the source ran its hook
+        replicate_ranges(env)
+        mirrors.write_commits("mirror", records)
+        mirrors.mark_present("mirror", records[-1].id)
+        mirrors.promote_branch("mirror", "main", None, records[-1].id)
+        assert g.get_entry("mirror", "main", "_lakefs_actions/a.yaml").etag == "ea"
+        assert len(webhook.calls) == 1  # promotion ran none
+        assert g.refstore.list_action_runs("mirror") == []
+        assert len(g.refstore.list_action_runs(env.repo)) == 1
+    finally:
+        actions.close()
+        webhook.close()

@@ -1,0 +1,23 @@
+"""Actions and hooks: lakeFS's action files, run at the engine's hook points.
+
+Above the engine (it reads the action files through it and records runs in its
+refstore) and below the front doors, which serve the runs.
+"""
+
+from lakefs_core.actions.action import (
+    ACTIONS_PREFIX,
+    Action,
+    ActionHook,
+    InvalidActionError,
+    parse_action,
+)
+from lakefs_core.actions.service import ActionsService
+
+__all__ = [
+    "ACTIONS_PREFIX",
+    "Action",
+    "ActionHook",
+    "ActionsService",
+    "InvalidActionError",
+    "parse_action",
+]

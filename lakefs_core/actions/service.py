@@ -1,0 +1,176 @@
+"""Running a repository's actions at the engine's hook points, and recording the runs.
+
+The action files are read from the event's source ref; those matching the event and
+branch run in parallel, the hooks of one action in order (the first failure ends the
+action). A failed pre-event refuses the operation with a
+:class:`~lakefs_core.errors.PreconditionFailedError`; every run with a matched action
+is recorded in the refstore, hooks' output included.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+from lakefs_core.actions.action import (
+    ACTIONS_PREFIX,
+    Action,
+    InvalidActionError,
+    is_action_file,
+    parse_action,
+)
+from lakefs_core.actions.webhook import HookFailedError, Webhook
+from lakefs_core.block.base import join_address
+from lakefs_core.errors import PreconditionFailedError
+from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.hooks import HookRecord
+from lakefs_core.graveler.model import ActionRun, AddressType, HookRun
+
+log = logging.getLogger("lakefs_core.actions")
+
+COMPLETED = "completed"
+FAILED = "failed"
+#: how many actions of one event run at once
+MAX_PARALLEL_ACTIONS = 8
+_MAX_RUN_KEY = 1 << 64
+
+
+def new_run_id() -> str:
+    """A run id that sorts before every earlier one (listings are newest first)."""
+    return f"{_MAX_RUN_KEY - time.time_ns():020d}{os.urandom(4).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    runs: list[HookRun]
+    error: str  # "" when every hook passed
+
+
+class ActionsService:
+    """The server's hook handler: runs the repository's actions (see module doc)."""
+
+    def __init__(self, graveler: Graveler) -> None:
+        self.graveler = graveler
+        self.client = httpx.Client()
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- HookHandler -------------------------------------------------------------
+    def pre(self, record: HookRecord) -> str:
+        try:
+            actions = self._matched(record)
+        except InvalidActionError as exc:
+            raise PreconditionFailedError(
+                f"{record.event_type} hook aborted: {exc}") from None
+        if not actions:
+            return ""
+        run_id, error = self._run(record, actions)
+        if error:
+            raise PreconditionFailedError(
+                f"{record.event_type} hook aborted, run id '{run_id}': {error}")
+        return run_id
+
+    def post(self, record: HookRecord, pre_run_id: str = "") -> None:
+        if pre_run_id and record.commit_id:
+            self.graveler.refstore.set_action_run_commit(
+                record.repository.id, pre_run_id, record.commit_id)
+        try:
+            actions = self._matched(record)
+            if actions:
+                run_id, error = self._run(record, actions)
+                if error:
+                    log.warning("post hook failed", extra={
+                        "repository": record.repository.id, "run_id": run_id,
+                        "event_type": str(record.event_type), "error": error})
+        except Exception:  # noqa: BLE001 - a post-event never undoes its operation
+            log.exception("post hooks of %s failed", record.event_type)
+
+    # -- loading -----------------------------------------------------------------
+    def load_actions(self, record: HookRecord) -> list[Action]:
+        """Every action file of the event's source ref. Raises InvalidActionError."""
+        g, repo = self.graveler, record.repository
+        items, more = g.list_entries(repo.id, record.source_ref, prefix=ACTIONS_PREFIX,
+                                     delimiter="/", amount=1000)
+        actions: list[Action] = []
+        store = g.store_for(repo.storage_id)
+        for item in items:
+            if item.entry is None or not is_action_file(item.path):
+                continue
+            e = item.entry
+            address = (e.address if e.address_type is AddressType.FULL
+                       else join_address(repo.storage_namespace, e.address))
+            action = parse_action(item.path, store.get(address))
+            if any(a.name == action.name for a in actions):
+                raise InvalidActionError(
+                    f"invalid action file {item.path}: action name '{action.name}' "
+                    "already loaded")
+            actions.append(action)
+        if more:
+            log.warning("more than 1000 entries under %s: the rest are not read",
+                        ACTIONS_PREFIX)
+        return actions
+
+    def _matched(self, record: HookRecord) -> list[Action]:
+        if record.repository.read_only or self.graveler.mirror_marking(
+                record.repository.id) is not None:
+            return []  # a mirror runs no hooks: its source ran them
+        actions = [a for a in self.load_actions(record)
+                   if a.matches(record.event_type, record.branch_id)]
+        # webhook properties are checked before anything runs
+        for a in actions:
+            for h in a.hooks:
+                Webhook.from_hook(a.name, a.path, h)
+        return actions
+
+    # -- running -----------------------------------------------------------------
+    def _run(self, record: HookRecord, actions: list[Action]) -> tuple[str, str]:
+        run_id = new_run_id()
+        start = time.time()
+        workers = min(len(actions), MAX_PARALLEL_ACTIONS)
+        with ThreadPoolExecutor(workers, thread_name_prefix="action") as pool:
+            outcomes = list(pool.map(
+                lambda ia: self._run_action(record, run_id, ia[0], ia[1]),
+                enumerate(actions)))
+        errors = [o.error for o in outcomes if o.error]
+        run = ActionRun(run_id=run_id, event_type=record.event_type.value,
+                        branch=record.branch_id, source_ref=record.source_ref,
+                        commit_id=record.commit_id, start_time=start, end_time=time.time(),
+                        status=FAILED if errors else COMPLETED)
+        self.graveler.refstore.put_action_run(
+            record.repository.id, run, [r for o in outcomes for r in o.runs])
+        return run_id, "; ".join(errors)
+
+    def _run_action(self, record: HookRecord, run_id: str, index: int,
+                    action: Action) -> _Outcome:
+        runs: list[HookRun] = []
+        for j, hook in enumerate(action.hooks):
+            hook_run_id = f"{index:04d}_{j:04d}"
+            start = time.time()
+            webhook = Webhook.from_hook(action.name, action.path, hook)
+            try:
+                output = webhook.run(record, self.client)
+            except HookFailedError as exc:
+                runs.append(HookRun(hook_run_id, action.name, hook.id, start, time.time(),
+                                    FAILED, exc.output))
+                return _Outcome(runs, f"hook run id '{hook_run_id}' failed on action "
+                                      f"'{action.name}' hook '{hook.id}': {exc}"
+                                      f"{_response_tail(exc.output)}")
+            runs.append(HookRun(hook_run_id, action.name, hook.id, start, time.time(),
+                                COMPLETED, output))
+        return _Outcome(runs, "")
+
+
+def _response_tail(output: str, limit: int = 1000) -> str:
+    """The body a failing hook answered, for the refused operation's message."""
+    _, sep, rest = output.partition("\nResponse:\n")
+    if not sep:
+        return ""
+    _, _, body = rest.partition("\n\n")
+    body = body.strip()
+    return f": {body[:limit]}" if body else ""

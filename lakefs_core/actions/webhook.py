@@ -1,0 +1,177 @@
+"""The ``webhook`` hook: POST the event as lakeFS's JSON payload, pass on a 2xx.
+
+Properties as lakeFS reads them: ``url`` (required), ``timeout`` (a Go duration,
+default one minute), ``query_params`` (a value or a list of values per name) and
+``headers``; the last two may use ``{{ ENV.NAME }}`` for the server's environment,
+shown masked in the run's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from lakefs_core.actions.action import ActionHook, InvalidActionError
+from lakefs_core.graveler.hooks import HookRecord
+
+DEFAULT_TIMEOUT = 60.0
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_ENV = re.compile(r"^\s*\{\{\s*ENV\.(\w+)\s*\}\}\s*$")
+
+
+class HookFailedError(Exception):
+    """A hook did not pass; its message says why, ``output`` is what it logged."""
+
+    def __init__(self, message: str, output: str = "") -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a Go duration (``30s``, ``1m30s``, ``500ms``). Raises ValueError."""
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not text or pos != len(text):
+        raise ValueError(f"invalid duration {text!r}")
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A property value, maybe taken from the environment (then never shown)."""
+
+    value: str
+    from_env: bool
+
+    def __str__(self) -> str:
+        return "*****" if self.from_env else self.value
+
+
+def _secret(text: str) -> Secret:
+    m = _ENV.match(text)
+    if m is None:
+        return Secret(text, False)
+    value = os.environ.get(m.group(1))
+    if value is None:
+        raise HookFailedError(f"missing env var {m.group(1)}")
+    return Secret(value, True)
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    action_name: str
+    hook_id: str
+    url: str
+    timeout: float
+    query_params: Mapping[str, tuple[str, ...]]
+    headers: Mapping[str, str]
+
+    @classmethod
+    def from_hook(cls, action_name: str, path: str, hook: ActionHook) -> Webhook:
+        """Raises InvalidActionError for malformed properties."""
+        props = hook.properties
+
+        def bad(what: str) -> InvalidActionError:
+            return InvalidActionError(
+                f"invalid action file {path}: hook '{hook.id}' properties.{what}")
+
+        url = props.get("url")
+        if not isinstance(url, str) or not url:
+            raise bad("url: missing url")
+        timeout = DEFAULT_TIMEOUT
+        raw_timeout = props.get("timeout")
+        if isinstance(raw_timeout, str) and raw_timeout:
+            try:
+                timeout = parse_duration(raw_timeout)
+            except ValueError as exc:
+                raise bad(f"timeout: {exc}") from None
+        params: dict[str, tuple[str, ...]] = {}
+        raw_params = props.get("query_params") or {}
+        if not isinstance(raw_params, dict):
+            raise bad("query_params: unsupported query params")
+        for k, v in raw_params.items():
+            values = v if isinstance(v, list) else [v]
+            if not all(isinstance(x, str) for x in values):
+                raise bad(f"query_params.{k}: values must be strings")
+            params[str(k)] = tuple(values)
+        raw_headers = props.get("headers") or {}
+        if not isinstance(raw_headers, dict) or not all(
+                isinstance(v, str) for v in raw_headers.values()):
+            raise bad("headers: values must be strings")
+        return cls(action_name, hook.id, url, timeout, params,
+                   {str(k): v for k, v in raw_headers.items()})
+
+    def run(self, record: HookRecord, client: httpx.Client) -> str:
+        """POST the event; the run's output. Raises HookFailedError (output attached)."""
+        out: list[str] = []
+        body = json.dumps(event_payload(self.action_name, self.hook_id, record))
+        out.append(f"Request:\nPOST {self.url}\nQuery Params:\n")
+        query: list[tuple[str, str | int | float | bool | None]] = []
+        try:
+            for k, values in self.query_params.items():
+                for v in values:
+                    s = _secret(v)
+                    query.append((k, s.value))
+                    out.append(f"{k}: {s}\n")
+            out.append("Headers:\n")
+            headers = {"Content-Type": "application/json"}
+            for k, v in self.headers.items():
+                s = _secret(v)
+                headers[k] = s.value
+                out.append(f"{k}: {s}\n")
+        except HookFailedError as exc:
+            raise HookFailedError(str(exc), "".join(out)) from None
+        out.append(f"Request Body:\n{body}\n\n")
+        start = time.monotonic()
+        try:
+            resp = client.post(self.url, params=query, headers=headers, content=body,
+                               timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            out.append(f"\nRequest duration: {time.monotonic() - start:.3f}s\n")
+            raise HookFailedError(f"webhook request failed: {exc}", "".join(out)) from None
+        out.append(f"\nRequest duration: {time.monotonic() - start:.3f}s\n")
+        out.append(f"\nResponse:\n{resp.http_version} {resp.status_code} "
+                   f"{resp.reason_phrase}\n")
+        out.extend(f"{k}: {v}\n" for k, v in resp.headers.items())
+        out.append(f"\n{resp.text}")
+        if not 200 <= resp.status_code < 300:
+            raise HookFailedError(
+                f"webhook request failed (status code: {resp.status_code})", "".join(out))
+        return "".join(out)
+
+
+def event_payload(action_name: str, hook_id: str, record: HookRecord) -> dict[str, Any]:
+    """lakeFS's event information (empty ``source_ref``, ``tag_id``, ``commit_id`` and
+    ``commit_metadata`` left out, as lakeFS does)."""
+    payload: dict[str, Any] = {
+        "event_type": record.event_type.value,
+        "event_time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "action_name": action_name,
+        "hook_id": hook_id,
+        "repository_id": record.repository.id,
+        "branch_id": record.branch_id,
+    }
+    if record.source_ref:
+        payload["source_ref"] = record.source_ref
+    if record.tag_id:
+        payload["tag_id"] = record.tag_id
+    if record.commit_id:
+        payload["commit_id"] = record.commit_id
+    payload["commit_message"] = record.commit_message
+    payload["committer"] = record.committer
+    if record.commit_metadata:
+        payload["commit_metadata"] = dict(record.commit_metadata)
+    return payload
