@@ -48,6 +48,8 @@ from lakefs_core.graveler.model import (
 )
 from lakefs_core.graveler.refs import validate_branch_name
 
+log = logging.getLogger("lakefs_core.graveler.retention")
+
 #: objects younger than this are never collected: a write may be about to stage them
 GC_GRACE_PERIOD_SECONDS = 6 * 3600
 #: lakeFS keeps retention days as a 32-bit integer
@@ -58,7 +60,6 @@ COMMITS_CSV_COLUMNS = ("commit_id", "expired", "metarange_id")
 ADDRESSES_PREFIX = "_lakefs/retention/gc/addresses/"
 
 _DAY = 86_400
-log = logging.getLogger("lakefs_core.graveler.retention")
 #: run ids sort newest first: they count down from the year 4000 (as lakeFS's do)
 _YEAR_4000 = 64_060_588_800
 
