@@ -145,6 +145,12 @@ class BlockStore(ABC):
         """A URL that uploads part ``part_number`` (1-based) of an upload with PUT."""
         raise self._not_supported()
 
+    def upload_part_copy(self, address: str, upload_id: str, part_number: int,
+                         source: str, byte_range: tuple[int, int] | None = None) -> str:
+        """Copy the object at ``source`` (or bytes ``first..last`` of it, inclusive) of
+        this store into part ``part_number`` of an upload; the part's ETag."""
+        raise self._not_supported()
+
     def complete_multipart_upload(self, address: str, upload_id: str,
                                   parts: Sequence[tuple[int, str]]) -> ObjectStat:
         """Join the uploaded ``(part number, etag)`` parts into the object at ``address``.

@@ -368,6 +368,25 @@ class S3BlockStore(BlockStore):
         return self._presign("PUT", address,
                              {"partNumber": str(part_number), "uploadId": upload_id})
 
+    def upload_part_copy(self, address: str, upload_id: str, part_number: int,
+                         source: str, byte_range: tuple[int, int] | None = None) -> str:
+        self._check_multipart()
+        if not 1 <= part_number <= _MAX_PARTS:
+            raise ValidationError(f"part number must be between 1 and {_MAX_PARTS}")
+        bucket, key = split_address(address)
+        src_bucket, src_key = split_address(source)
+        args: dict[str, Any] = {"Bucket": bucket, "Key": key, "UploadId": upload_id,
+                                "PartNumber": part_number,
+                                "CopySource": {"Bucket": src_bucket, "Key": src_key}}
+        if byte_range is not None:
+            first, last = _check_range(byte_range)
+            args["CopySourceRange"] = f"bytes={first}-{last}"
+        try:
+            result = self._client.upload_part_copy(**args)["CopyPartResult"]
+        except (ClientError, BotoCoreError) as e:
+            _raise_multipart(e, "copy part of", address, upload_id)
+        return _etag(str(result["ETag"]))
+
     def complete_multipart_upload(self, address: str, upload_id: str,
                                   parts: Sequence[tuple[int, str]]) -> ObjectStat:
         self._check_multipart()
@@ -419,7 +438,8 @@ def _raise_storage(e: ClientError | BotoCoreError, op: str, address: str,
 
 #: what S3 answers when the parts named do not make the upload (the client's mistake)
 _BAD_PARTS_CODES = frozenset({"InvalidPart", "InvalidPartOrder", "EntityTooSmall",
-                              "MalformedXML", "InvalidRequest"})
+                              "MalformedXML", "InvalidRequest", "InvalidRange",
+                              "InvalidArgument"})
 
 
 def _raise_multipart(e: ClientError | BotoCoreError, op: str, address: str,

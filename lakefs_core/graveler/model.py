@@ -154,11 +154,14 @@ class TaskKind(StrEnum):
 
     DUMP = "dump"
     RESTORE = "restore"
+    #: a garbage collection run's commits CSV, written in the background
+    GC_PREPARE_COMMITS = "gc_prepare_commits"
 
 
 @dataclass(frozen=True, slots=True)
 class RepositoryTask:
-    """A dump or restore of a repository's refs, as far as it has come.
+    """A dump or restore of a repository's refs (or the preparation of a garbage
+    collection run, whose id is the run's), as far as it has come.
 
     ``refs`` is the dump a finished dump task wrote (or the one a restore reads).
     """

@@ -13,23 +13,42 @@ collection run needs: the commits CSV under
 ``<namespace>/_lakefs/retention/gc/commits/run_id=<run id>/commits.csv`` with
 lakeFS's columns ``commit_id,expired,metarange_id``. Mirror repositories (read-only)
 refuse both: a mirror loses objects only when its source does.
+
+The commits CSV can also be written in the background (a recorded task whose id is
+the run id), and the uncommitted objects (every staged address of every branch) are
+written as a Parquet file with lakeFS's columns ``physical_address`` (relative to the
+namespace) and ``creation_date`` (Unix seconds) under
+``<namespace>/_lakefs/retention/gc/uncommitted/<run id>/uncommitted/``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import NotFoundError, ValidationError
 from lakefs_core.graveler.core import all_branches, all_commits
 from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.graveler.model import Commit, GarbageCollectionRules
+from lakefs_core.graveler.model import (
+    AddressType,
+    Commit,
+    GarbageCollectionRules,
+    Repository,
+    RepositoryTask,
+    TaskKind,
+)
 from lakefs_core.graveler.refs import validate_branch_name
+
+log = logging.getLogger("lakefs_core.graveler.retention")
 
 #: objects younger than this are never collected: a write may be about to stage them
 GC_GRACE_PERIOD_SECONDS = 6 * 3600
@@ -48,6 +67,11 @@ _YEAR_4000 = 64_060_588_800
 def commits_csv_key(run_id: str) -> str:
     """Where a run's commits CSV is, below the storage namespace."""
     return f"_lakefs/retention/gc/commits/run_id={run_id}/commits.csv"
+
+
+def uncommitted_prefix(run_id: str) -> str:
+    """Where a run's uncommitted objects are, below the storage namespace."""
+    return f"_lakefs/retention/gc/uncommitted/{run_id}/uncommitted/"
 
 
 def validate_gc_rules(default_retention_days: int,
@@ -206,7 +230,7 @@ class GarbageCollectionService:
         self._graveler.writable_repository(repo_id)
         self._refstore.set_gc_rules(repo_id, None)
 
-    def prepare_commits(self, repo_id: str) -> PreparedRun:
+    def prepare_commits(self, repo_id: str, run_id: str = "") -> PreparedRun:
         """Write the commits CSV of a new run, from the repository's rules.
 
         Raises:
@@ -221,13 +245,99 @@ class GarbageCollectionService:
         commits = {rec.id: rec.commit for rec in all_commits(self._refstore, repo_id)}
         now = self._graveler.clock()
         split = garbage_collection_commits(heads, commits, rules, now)
-        run_id = f"{_YEAR_4000 - int(now):011d}{secrets.token_hex(6)}"
-        location = join_address(repo.storage_namespace, commits_csv_key(run_id))
-        self._graveler.store_for(repo.storage_id).put(location, commits_csv(split, commits))
-        return PreparedRun(run_id=run_id, commits_location=location,
-                           addresses_location=join_address(repo.storage_namespace,
-                                                           ADDRESSES_PREFIX),
-                           commits=split)
+        run_id = run_id or self._new_run_id()
+        where = run_locations(repo, run_id)
+        self._graveler.store_for(repo.storage_id).put(where.commits_location,
+                                                      commits_csv(split, commits))
+        return PreparedRun(run_id=run_id, commits_location=where.commits_location,
+                           addresses_location=where.addresses_location, commits=split)
+
+    def _new_run_id(self) -> str:
+        return f"{_YEAR_4000 - int(self._graveler.clock()):011d}{secrets.token_hex(6)}"
+
+    # --- in the background ------------------------------------------------------------
+    def submit_prepare_commits(self, repo_id: str) -> RepositoryTask:
+        """Record a task that will write a run's commits CSV (its id is the run id).
+
+        Raises as :meth:`prepare_commits` when the run could not start.
+        """
+        self._graveler.writable_repository(repo_id)
+        self.get_rules(repo_id)
+        task = RepositoryTask(id=self._new_run_id(), kind=TaskKind.GC_PREPARE_COMMITS,
+                              done=False, update_time=self._graveler.clock())
+        self._refstore.put_task(repo_id, task)
+        return task
+
+    def run_prepare_commits(self, repo_id: str, task: RepositoryTask) -> RepositoryTask:
+        """Write the submitted run and record how it ended (an error is recorded)."""
+        error = ""
+        try:
+            self.prepare_commits(repo_id, run_id=task.id)
+        except Exception as exc:  # noqa: BLE001 - recorded for the status request
+            log.warning("garbage collection run %s of %s failed: %s", task.id, repo_id, exc)
+            error = str(exc) or type(exc).__name__
+        finished = replace(task, done=True, update_time=self._graveler.clock(), error=error)
+        self._refstore.put_task(repo_id, finished)
+        return finished
+
+    def prepare_commits_status(self, repo_id: str, task_id: str
+                               ) -> tuple[RepositoryTask, PreparedLocations]:
+        """A background run's task and where it writes.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+            NotFoundError: no such task.
+        """
+        repo = self._refstore.get_repository(repo_id)
+        task = self._refstore.get_task(repo_id, task_id)
+        if task is None or task.kind is not TaskKind.GC_PREPARE_COMMITS:
+            raise NotFoundError(f"task {task_id!r} not found")
+        return task, run_locations(repo, task.id)
+
+    # --- uncommitted ------------------------------------------------------------------
+    def prepare_uncommitted(self, repo_id: str) -> tuple[str, str]:
+        """Write every staged object of every branch (its address and creation time) as
+        one Parquet file of a new run; the run id and the location of its files.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+            ReadOnlyRepositoryError: the repository is a mirror.
+        """
+        repo = self._graveler.writable_repository(repo_id)
+        addresses: list[str] = []
+        created: list[int] = []
+        for branch in all_branches(self._refstore, repo_id):
+            for token in (branch.staging_token, *branch.sealed_tokens):
+                for rec in self._refstore.list_staged(repo_id, token):
+                    entry = rec.entry
+                    if entry is None or entry.address_type is not AddressType.RELATIVE:
+                        continue  # a staged delete, or an object outside the namespace
+                    addresses.append(entry.address)
+                    created.append(int(entry.mtime))
+        table = pa.table({"physical_address": pa.array(addresses, pa.string()),
+                          "creation_date": pa.array(created, pa.int64())})
+        sink = io.BytesIO()
+        pq.write_table(table, sink)
+        run_id = self._new_run_id()
+        location = join_address(repo.storage_namespace, uncommitted_prefix(run_id))
+        self._graveler.store_for(repo.storage_id).put(
+            join_address(location, "part-00000.parquet"), sink.getvalue())
+        return run_id, location
+
+
+@dataclass(frozen=True)
+class PreparedLocations:
+    """Where a garbage collection run's commits CSV is, and where its job writes."""
+
+    commits_location: str
+    addresses_location: str
+
+
+def run_locations(repo: Repository, run_id: str) -> PreparedLocations:
+    """The locations of run ``run_id`` of ``repo``."""
+    return PreparedLocations(
+        commits_location=join_address(repo.storage_namespace, commits_csv_key(run_id)),
+        addresses_location=join_address(repo.storage_namespace, ADDRESSES_PREFIX))
 
 
 __all__ = [
@@ -235,10 +345,13 @@ __all__ = [
     "GC_GRACE_PERIOD_SECONDS",
     "GarbageCollectionCommits",
     "GarbageCollectionService",
+    "PreparedLocations",
     "PreparedRun",
     "commits_csv",
     "commits_csv_key",
     "garbage_collection_commits",
     "retained_on_branch",
+    "run_locations",
+    "uncommitted_prefix",
     "validate_gc_rules",
 ]

@@ -198,6 +198,24 @@ def test_rbac_gives_no_url_without_the_permission(srv: LiveServer, client: Clien
                            params={"path": "rbac/new.txt", "parts": 1})
         assert pmpu.status_code == 403 and "X-Amz" not in pmpu.text
         assert _objects(srv, reader, "rbac/secret.txt", presign="true").status_code == 302
+        upload = client.sdk_client.experimental_api.create_presign_multipart_upload(
+            REPO, "main", "rbac/new.txt")
+        parts = f"/repositories/{REPO}/branches/main/staging/pmpu/{upload.upload_id}/parts"
+        part = reader.put(f"{parts}/1", params={"path": "rbac/new.txt"},
+                          json={"physical_address": upload.physical_address})
+        assert part.status_code == 403 and "X-Amz" not in part.text
+    copy = {"physical_address": upload.physical_address,
+            "copy_source": {"repository": REPO, "ref": "main", "path": "rbac/secret.txt"}}
+    # a copy reads its source: writing the upload is not enough
+    with _user(srv, client, "writer", ["fs:WriteObject"]) as writer:
+        refused = writer.put(f"{parts}/1/copy", params={"path": "rbac/new.txt"}, json=copy)
+        assert refused.status_code == 403
+    with _user(srv, client, "copier", ["fs:WriteObject", "fs:ReadObject"]) as copier:
+        assert copier.put(f"{parts}/1/copy", params={"path": "rbac/new.txt"},
+                          json=copy).status_code == 204
+    client.sdk_client.experimental_api.abort_presign_multipart_upload(
+        REPO, "main", upload.upload_id, "rbac/new.txt",
+        lakefs_sdk.AbortPresignMultipartUpload(physical_address=upload.physical_address))
 
 
 def test_read_only_repository_gives_no_upload_url(srv: LiveServer,
@@ -240,8 +258,12 @@ def test_local_store_answers_presign_as_lakefs(tmp_path: Path) -> None:
             assert resp.status_code == 400
             assert resp.json()["message"] == "local adapter: operation not supported"
         pmpu = http.post(f"{base}/branches/main/staging/pmpu", params={"path": "b.txt"})
-        assert pmpu.status_code == 501
-        assert pmpu.json()["message"] == "presign multipart upload API is not supported"
+        part = http.put(f"{base}/branches/main/staging/pmpu/u/parts/1",
+                        params={"path": "b.txt"},
+                        json={"physical_address": "local://local-repo/data/x"})
+        for resp in (pmpu, part):
+            assert resp.status_code == 501
+            assert resp.json()["message"] == "presign multipart upload API is not supported"
         with pytest.raises(lakefs_sdk.ApiException) as refused:
             obj.upload(b"forced", pre_sign=True)
         assert refused.value.status == 400
@@ -281,3 +303,58 @@ def test_each_store_of_a_multi_store_server_presigns_by_its_own_config(
         refused = http.get("/repositories/on-disk/refs/main/objects/stat",
                            params={"path": "x", "presign": "true"})
         assert refused.status_code == 400
+
+
+def test_multipart_upload_parts_signed_one_by_one_and_copied(
+        srv: LiveServer, client: Client, repo: lakefs.Repository) -> None:
+    api = client.sdk_client.experimental_api
+    main = repo.branch("main")
+    source = os.urandom(6 * MIB)
+    main.object("mpu/source.bin").upload(source)
+    upload = api.create_presign_multipart_upload(REPO, "main", "mpu/joined.bin")
+    # part 1: a byte range of a lakeFS object, copied by the store
+    copied = api.upload_part_copy_with_http_info(
+        REPO, "main", upload.upload_id, "mpu/joined.bin", 1,
+        lakefs_sdk.UploadPartCopyFrom(
+            physical_address=upload.physical_address,
+            copy_source=lakefs_sdk.CopyPartSource(repository=REPO, ref="main",
+                                                  path="mpu/source.bin",
+                                                  range=f"bytes=0-{5 * MIB - 1}")))
+    assert copied.status_code == 204
+    # part 2: a URL signed for it alone
+    url = api.upload_part(REPO, "main", upload.upload_id, "mpu/joined.bin", 2,
+                          lakefs_sdk.UploadPartFrom(
+                              physical_address=upload.physical_address)).presigned_url
+    put = httpx.put(url, content=b"tail")
+    assert put.status_code == 200, put.text
+    parts = [lakefs_sdk.UploadPart(part_number=1, etag=copied.headers["ETag"]),
+             lakefs_sdk.UploadPart(part_number=2, etag=put.headers["etag"])]
+    api.complete_presign_multipart_upload(
+        REPO, "main", upload.upload_id, "mpu/joined.bin",
+        lakefs_sdk.CompletePresignMultipartUpload(physical_address=upload.physical_address,
+                                                  parts=parts))
+    assert main.object("mpu/joined.bin").reader().read() == source[:5 * MIB] + b"tail"
+
+    other = api.create_presign_multipart_upload(REPO, "main", "mpu/bad.bin")
+    base = f"/repositories/{REPO}/branches/main/staging/pmpu/{other.upload_id}/parts"
+    copy = {"physical_address": other.physical_address,
+            "copy_source": {"repository": REPO, "ref": "main", "path": "mpu/source.bin"}}
+    with srv.client() as http:
+        assert http.put(f"{base}/0", params={"path": "mpu/bad.bin"},
+                        json={"physical_address": other.physical_address}).status_code == 400
+        assert http.put(f"{base}/10001/copy", params={"path": "mpu/bad.bin"},
+                        json=copy).status_code == 400
+        outside = http.put(f"{base}/1", params={"path": "mpu/bad.bin"},
+                           json={"physical_address": "s3://elsewhere/x"})
+        assert outside.status_code == 400 and "storage namespace" in outside.json()["message"]
+        bad_range = http.put(f"{base}/1/copy", params={"path": "mpu/bad.bin"},
+                             json={**copy, "copy_source": {**copy["copy_source"],
+                                                           "range": "bytes=9-1"}})
+        assert bad_range.status_code == 400 and "range" in bad_range.json()["message"]
+        missing = http.put(f"{base}/1/copy", params={"path": "mpu/bad.bin"},
+                           json={**copy, "copy_source": {**copy["copy_source"],
+                                                         "path": "mpu/none"}})
+        assert missing.status_code == 404
+    api.abort_presign_multipart_upload(
+        REPO, "main", other.upload_id, "mpu/bad.bin",
+        lakefs_sdk.AbortPresignMultipartUpload(physical_address=other.physical_address))

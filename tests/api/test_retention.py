@@ -1,5 +1,6 @@
-"""Garbage collection rules and prepare_commits through the lakefs SDK: set, get,
-delete, validation, the commits CSV a run reads, mirrors and RBAC."""
+"""Garbage collection rules and a run's preparation through the lakefs SDK: set, get,
+delete, validation, the commits CSV a run reads (now or in the background), the
+uncommitted objects, mirrors and RBAC."""
 
 from __future__ import annotations
 
@@ -159,6 +160,10 @@ def test_a_read_only_repository_keeps_its_rules_unset(srv: LiveServer, admin: Cl
         api.delete_gc_rules(name)
     with pytest.raises(lakefs_sdk.exceptions.ForbiddenException, match="read-only"):
         admin.sdk_client.internal_api.prepare_garbage_collection_commits(name)
+    with pytest.raises(lakefs_sdk.exceptions.ForbiddenException, match="read-only"):
+        admin.sdk_client.internal_api.prepare_garbage_collection_commits_async(name)
+    with pytest.raises(lakefs_sdk.exceptions.ForbiddenException, match="read-only"):
+        admin.sdk_client.internal_api.prepare_garbage_collection_uncommitted(name)
     with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
         api.get_gc_rules(name)
 
@@ -198,3 +203,90 @@ def test_rules_need_retention_permissions(srv: LiveServer, admin: Client,
     with srv.client() as http:
         assert http.get(f"/repositories/{repo.id}/gc/rules/set_allowed").status_code == 204
     assert admin.sdk_client.repositories_api.get_gc_rules(repo.id) == rules(5)
+
+
+def _wait_for_task(admin: Client, repo: str, task_id: str
+                   ) -> lakefs_sdk.PrepareGarbageCollectionCommitsStatus:
+    internal = admin.sdk_client.internal_api
+    deadline = time.monotonic() + 60
+    status = internal.prepare_garbage_collection_commits_status(repo, task_id)
+    while not status.completed and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = internal.prepare_garbage_collection_commits_status(repo, task_id)
+    return status
+
+
+def test_prepare_commits_runs_in_the_background(srv: LiveServer, admin: Client,
+                                                repo: lakefs.Repository) -> None:
+    internal = admin.sdk_client.internal_api
+    head = _commit(admin, repo.id, "main", "a", int(time.time()))
+    with pytest.raises(lakefs_sdk.exceptions.NotFoundException):  # no rules, no run
+        internal.prepare_garbage_collection_commits_async(repo.id)
+    admin.sdk_client.repositories_api.set_gc_rules(repo.id, rules(7))
+    task = internal.prepare_garbage_collection_commits_async(repo.id)
+    status = _wait_for_task(admin, repo.id, task.id)
+    assert status.completed and status.error is None, status
+    assert status.task_id == task.id
+    assert status.result is not None and status.result.run_id == task.id
+    assert status.result.gc_commits_location == (
+        f"local://{repo.id}/_lakefs/retention/gc/commits/run_id={task.id}/commits.csv")
+    assert status.result.gc_addresses_location == (
+        f"local://{repo.id}/_lakefs/retention/gc/addresses/")
+    rows = _read_csv(srv, status.result.gc_commits_location)
+    assert head in {r["commit_id"] for r in rows if r["expired"] == "false"}
+    with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
+        internal.prepare_garbage_collection_commits_status(repo.id, "no-such-task")
+    with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
+        internal.prepare_garbage_collection_commits_status("no-such-repo", task.id)
+    with srv.client() as http:  # the id is required
+        resp = http.get(f"/repositories/{repo.id}/gc/prepare_commits/status")
+        assert resp.status_code == 400, resp.text
+
+
+def test_prepare_uncommitted_writes_every_staged_object(srv: LiveServer, admin: Client,
+                                                        repo: lakefs.Repository) -> None:
+    import pyarrow.parquet as pq
+
+    main = repo.branch("main")
+    main.object("committed").upload(b"c")
+    main.commit(message="one")
+    dev = repo.branch("dev").create("main")
+    main.object("staged-1").upload(b"1")
+    main.object("committed").delete()  # a staged delete writes no object
+    dev.object("staged-2").upload(b"2")
+    namespace = f"local://{repo.id}/"
+    expected = {o.physical_address.removeprefix(namespace)
+                for o in (main.object("staged-1").stat(), dev.object("staged-2").stat())}
+
+    internal = admin.sdk_client.internal_api
+    got = internal.prepare_garbage_collection_uncommitted(
+        repo.id, lakefs_sdk.PrepareGCUncommittedRequest())
+    assert got.continuation_token is None
+    assert got.gc_uncommitted_location == (
+        f"{namespace}_lakefs/retention/gc/uncommitted/{got.run_id}/uncommitted/")
+    store = srv.services.blockstores.for_storage_id("")
+    files = [s.address for s in store.list(got.gc_uncommitted_location)]
+    assert len(files) == 1 and files[0].endswith(".parquet")
+    table = pq.read_table(io.BytesIO(store.get(files[0])))
+    assert table.column_names == ["physical_address", "creation_date"]
+    assert set(table.column("physical_address").to_pylist()) == expected
+    assert all(abs(t - time.time()) < 3600 for t in table.column("creation_date").to_pylist())
+
+    with pytest.raises(lakefs_sdk.exceptions.BadRequestException, match="continuation_token"):
+        internal.prepare_garbage_collection_uncommitted(
+            repo.id, lakefs_sdk.PrepareGCUncommittedRequest(continuation_token="bogus"))
+    with pytest.raises(lakefs_sdk.exceptions.NotFoundException):
+        internal.prepare_garbage_collection_uncommitted("no-such-repo")
+
+
+def test_background_and_uncommitted_preparation_need_retention_permissions(
+        srv: LiveServer, admin: Client, repo: lakefs.Repository) -> None:
+    admin.sdk_client.repositories_api.set_gc_rules(repo.id, rules(5))
+    task = admin.sdk_client.internal_api.prepare_garbage_collection_commits_async(repo.id)
+    gc = f"/repositories/{repo.id}/gc"
+    with user_client(srv, FS_READ_WRITE_ALL) as writer:
+        assert writer.post(f"{gc}/prepare_commits/async").status_code == 403
+        assert writer.get(f"{gc}/prepare_commits/status",
+                          params={"id": task.id}).status_code == 403
+        assert writer.post(f"{gc}/prepare_uncommited", json={}).status_code == 403
+    assert _wait_for_task(admin, repo.id, task.id).completed

@@ -10,6 +10,12 @@ A client uploads a large object straight to the store in parts:
    ``(part_number, etag)`` list completes the upload and stages the object at
    ``path`` (``DELETE`` with the address aborts it instead).
 
+Between the first and the last step, ``PUT .../pmpu/{uploadId}/parts/{partNumber}``
+pre-signs the URL of one more part, and ``PUT .../parts/{partNumber}/copy`` fills a
+part with (a byte range of) an object of a lakeFS ref in the same store, answering
+204 with the part's ``ETag`` header (the copy also needs ``fs:ReadObject`` on the
+source).
+
 Every step needs ``fs:WriteObject`` on the path and a branch that takes direct
 writes (read-only mirror repositories and protected branches refuse). A store that
 offers no pre-signed multipart upload answers 501, as lakeFS does.
@@ -17,10 +23,11 @@ offers no pre-signed multipart upload answers 501, as lakeFS does.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel
 
 from lakefs_core.api.routes.objects import (
@@ -63,6 +70,41 @@ class CompletePresignMultipartUpload(BaseModel):
 
 class AbortPresignMultipartUpload(BaseModel):
     physical_address: str
+
+
+class UploadPartFrom(BaseModel):
+    physical_address: str
+
+
+class UploadTo(BaseModel):
+    presigned_url: str
+
+
+class CopyPartSource(BaseModel):
+    repository: str
+    ref: str
+    path: str
+    range: str | None = None
+
+
+class UploadPartCopyFrom(BaseModel):
+    physical_address: str
+    copy_source: CopyPartSource
+
+
+PartNumber = Annotated[int, Path(ge=1, le=MAX_UPLOAD_PARTS,
+                                 description="the part's number (1-based)")]
+_BYTE_RANGE = re.compile(r"bytes=(\d+)-(\d+)")
+
+
+def _byte_range(value: str | None) -> tuple[int, int] | None:
+    """``bytes=first-last`` (inclusive) as a pair; one range only, as S3 copies."""
+    if value is None:
+        return None
+    match = _BYTE_RANGE.fullmatch(value)
+    if match is None or int(match[2]) < int(match[1]):
+        raise ValidationError(f"invalid range {value!r}: expected bytes=first-last")
+    return int(match[1]), int(match[2])
 
 
 def _writable_store(ctx: Ctx, repository: str, branch: str, path: str
@@ -141,3 +183,47 @@ def abort_presign_multipart_upload(
     relative_to_namespace(repo, abort.physical_address)
     store.abort_multipart_upload(abort.physical_address, uploadId)
     return Response(status_code=204)
+
+
+@router.put("/repositories/{repository}/branches/{branch}/staging/pmpu/{uploadId}"
+            "/parts/{partNumber}", response_model=UploadTo,
+            summary="pre-sign the URL of one part of a multipart upload")
+def upload_part(
+    repository: str,
+    branch: str,
+    uploadId: str,  # noqa: N803 - lakeFS's path parameter name
+    partNumber: PartNumber,  # noqa: N803 - lakeFS's path parameter name
+    body: UploadPartFrom,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> UploadTo:
+    repo, store = _writable_store(ctx, repository, branch, path)
+    relative_to_namespace(repo, body.physical_address)
+    url = store.presign_upload_part(body.physical_address, uploadId, partNumber)
+    return UploadTo(presigned_url=url.url)
+
+
+@router.put("/repositories/{repository}/branches/{branch}/staging/pmpu/{uploadId}"
+            "/parts/{partNumber}/copy", status_code=204, response_class=Response,
+            summary="fill one part of a multipart upload from an object of a ref")
+def upload_part_copy(
+    repository: str,
+    branch: str,
+    uploadId: str,  # noqa: N803 - lakeFS's path parameter name
+    partNumber: PartNumber,  # noqa: N803 - lakeFS's path parameter name
+    body: UploadPartCopyFrom,
+    ctx: Annotated[Ctx, Depends(authenticated)],
+    path: Annotated[str, Query(description="relative to the branch")],
+) -> Response:
+    source = body.copy_source
+    ctx.check(rbac.READ_OBJECT, object_arn(source.repository, source.path))
+    byte_range = _byte_range(source.range)
+    repo, store = _writable_store(ctx, repository, branch, path)
+    relative_to_namespace(repo, body.physical_address)
+    catalog = ctx.services.catalog
+    source_repo, entry = catalog.stat(source.repository, source.ref, source.path)
+    if source_repo.storage_id != repo.storage_id:
+        raise ValidationError("the copy source is in another storage than the upload")
+    etag = store.upload_part_copy(body.physical_address, uploadId, partNumber,
+                                  catalog.physical_address(source_repo, entry), byte_range)
+    return Response(status_code=204, headers={"ETag": f'"{etag}"'})

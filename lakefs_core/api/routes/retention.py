@@ -2,16 +2,22 @@
 
 The rules live at ``/repositories/{repository}/settings/gc_rules`` (and at lakeFS's
 older internal ``/repositories/{repository}/gc/rules``); ``gc/prepare_commits`` writes
-the commits CSV a garbage collection run reads.
+the commits CSV a garbage collection run reads (``gc/prepare_commits/async`` in the
+background, its progress at ``gc/prepare_commits/status?id=``), and
+``gc/prepare_uncommited`` (lakeFS's spelling) the run's uncommitted objects.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, BackgroundTasks, Body, Depends, Query, Response
 from pydantic import BaseModel, Field, StrictInt
 
 from lakefs_core.api.security import Ctx, authenticated, repo_arn
 from lakefs_core.auth import rbac
+from lakefs_core.errors import ValidationError
 from lakefs_core.graveler.model import GarbageCollectionRules
 from lakefs_core.graveler.retention import (
     GC_GRACE_PERIOD_SECONDS,
@@ -44,6 +50,43 @@ class GarbageCollectionPrepareResponse(BaseModel):
     gc_commits_location: str = Field(description="location of the commits CSV of the run")
     gc_addresses_location: str = Field(description="location for the expired addresses")
     gc_commits_presigned_url: str | None = None
+
+
+class TaskCreation(BaseModel):
+    """lakeFS's TaskCreation."""
+
+    id: str = Field(description="the id of the task")
+
+
+class TaskError(BaseModel):
+    """lakeFS's Error, as a task status carries it."""
+
+    message: str
+
+
+class PrepareGarbageCollectionCommitsStatus(BaseModel):
+    """lakeFS's PrepareGarbageCollectionCommitsStatus."""
+
+    task_id: str
+    completed: bool
+    update_time: datetime
+    result: GarbageCollectionPrepareResponse | None = None
+    error: TaskError | None = None
+
+
+class PrepareGCUncommittedRequest(BaseModel):
+    """lakeFS's PrepareGCUncommittedRequest."""
+
+    continuation_token: str | None = None
+
+
+class PrepareGCUncommittedResponse(BaseModel):
+    """lakeFS's PrepareGCUncommittedResponse: one file holds all the objects, so no
+    continuation token is ever returned."""
+
+    run_id: str
+    gc_uncommitted_location: str = Field(description="location of uncommitted information data")
+    continuation_token: str | None = None
 
 
 class GarbageCollectionConfig(BaseModel):
@@ -136,6 +179,56 @@ def prepare_garbage_collection_commits(
     return GarbageCollectionPrepareResponse(run_id=run.run_id,
                                             gc_commits_location=run.commits_location,
                                             gc_addresses_location=run.addresses_location)
+
+
+@router.post("/repositories/{repository}/gc/prepare_commits/async", status_code=202,
+             response_model=TaskCreation, tags=["internal"])
+def prepare_garbage_collection_commits_async(
+        repository: str, background: BackgroundTasks,
+        ctx: Ctx = Depends(authenticated)) -> TaskCreation:
+    """Start writing the commits CSV of a new run (404 without rules); the task's id is
+    the run's."""
+    ctx.check(rbac.PREPARE_GARBAGE_COLLECTION_COMMITS, repo_arn(repository))
+    service = _service(ctx)
+    task = service.submit_prepare_commits(repository)
+    background.add_task(service.run_prepare_commits, repository, task)
+    return TaskCreation(id=task.id)
+
+
+@router.get("/repositories/{repository}/gc/prepare_commits/status",
+            response_model=PrepareGarbageCollectionCommitsStatus,
+            response_model_exclude_none=True, tags=["internal"])
+def prepare_garbage_collection_commits_status(
+        repository: str,
+        id: Annotated[str, Query(description="the task's id, as its submission returned it")],
+        ctx: Ctx = Depends(authenticated)) -> PrepareGarbageCollectionCommitsStatus:
+    ctx.check(rbac.PREPARE_GARBAGE_COLLECTION_COMMITS, repo_arn(repository))
+    task, where = _service(ctx).prepare_commits_status(repository, id)
+    result = None
+    if task.done and not task.error:
+        result = GarbageCollectionPrepareResponse(
+            run_id=task.id, gc_commits_location=where.commits_location,
+            gc_addresses_location=where.addresses_location)
+    return PrepareGarbageCollectionCommitsStatus(
+        task_id=task.id, completed=task.done,
+        update_time=datetime.fromtimestamp(task.update_time, UTC), result=result,
+        error=TaskError(message=task.error) if task.error else None)
+
+
+@router.post("/repositories/{repository}/gc/prepare_uncommited", status_code=201,
+             response_model=PrepareGCUncommittedResponse, response_model_exclude_none=True,
+             tags=["internal"])
+def prepare_garbage_collection_uncommitted(
+        repository: str,
+        body: Annotated[PrepareGCUncommittedRequest | None, Body()] = None,
+        ctx: Ctx = Depends(authenticated)) -> PrepareGCUncommittedResponse:
+    """Write the staged objects of every branch for a garbage collection run."""
+    ctx.check(rbac.PREPARE_GARBAGE_COLLECTION_UNCOMMITTED, repo_arn(repository))
+    if body is not None and body.continuation_token:
+        # every answer holds all the objects: no token was ever handed out
+        raise ValidationError("invalid continuation_token")
+    run_id, location = _service(ctx).prepare_uncommitted(repository)
+    return PrepareGCUncommittedResponse(run_id=run_id, gc_uncommitted_location=location)
 
 
 @router.get("/config/garbage-collection", response_model=GarbageCollectionConfig,
