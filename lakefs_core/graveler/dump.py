@@ -176,24 +176,15 @@ class RefsDumpService:
         if repo.default_branch not in {name for name, _ in branches}:
             raise ValidationError(f"the dump has no branch {repo.default_branch!r}, "
                                   "the repository's default branch")
-        for rec in commits:
-            self._graveler.put_commit_record(repo_id, rec)
-        for name, e in branches:
-            self._restore_branch(repo, name, e.address, e.metadata.get("hidden") == "true")
-        for name, e in tags:
-            self._refstore.create_tag(repo_id, Tag(name, e.address))
+        # all or nothing: a failure leaves the repository bare, so the restore can be retried
+        self._refstore.restore_refs(
+            repo_id, commits,
+            [(Branch(name, e.address, new_token()), e.metadata.get("hidden") == "true")
+             for name, e in branches],
+            [Tag(name, e.address) for name, e in tags],
+            present=self._refstore.get_mirror_marking(repo_id) is not None)
+        for name, _ in (*branches, *tags):
             self._graveler.notify_ref_moved(repo_id, name)
-
-    def _restore_branch(self, repo: Repository, name: str, commit_id: str,
-                        hidden: bool) -> None:
-        if name == repo.default_branch:
-            current = self._refstore.get_branch(repo.id, name)
-            self._refstore.update_branch(repo.id, current, replace(current, commit_id=commit_id))
-        else:
-            self._refstore.create_branch(repo.id, Branch(name, commit_id, new_token()))
-        if hidden:
-            self._refstore.set_branch_hidden(repo.id, name, True)
-        self._graveler.notify_ref_moved(repo.id, name)
 
     # --- tasks ----------------------------------------------------------------------------
     def submit(self, repo_id: str, kind: TaskKind, refs: RefsDump | None = None) -> RepositoryTask:

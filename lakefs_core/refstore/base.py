@@ -297,6 +297,23 @@ class RefStore(ABC):
     def delete_tag(self, repo_id: str, name: str) -> None:
         """Raises TagNotFoundError."""
 
+    # --- a dump's refs ---------------------------------------------------------------
+    @abstractmethod
+    def restore_refs(self, repo_id: str, commits: Sequence[CommitRecord],
+                     branches: Sequence[tuple[Branch, bool]], tags: Sequence[Tag], *,
+                     present: bool = False) -> None:
+        """Write a dump's refs into a bare repository, all or nothing (one transaction).
+
+        Every commit record (also marked present when ``present``: a detached mirror's
+        own records), every branch with its hidden flag (the default branch's row,
+        which a bare repository has without a head, gets its head), every tag.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+            NonEmptyRepositoryError: it has a commit, a tag or a branch head (meanwhile).
+            BranchExistsError / TagExistsError: a name appears twice.
+        """
+
     # --- commits ------------------------------------------------------------------
     @abstractmethod
     def put_commit(self, repo_id: str, commit_id: str, commit: Commit) -> None:

@@ -51,6 +51,7 @@ from lakefs_core.errors import (
     BranchNotFoundError,
     CommitNotFoundError,
     DatabaseError,
+    NonEmptyRepositoryError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -110,6 +111,9 @@ from lakefs_core.refstore.schema import (
 from lakefs_core.refstore.sql_records import RepositoryRecords
 
 _log = logging.getLogger(__name__)
+
+#: the tables under names that a dump's refs (parameters named like them) leave free
+commits_table, branches_table, tags_table = commits, branches, tags
 
 T = TypeVar("T")
 
@@ -600,6 +604,51 @@ class SQLRefStore(RepositoryRecords, RefStore):
             raise BranchChangedError(f"branch {expected.name!r} changed concurrently")
 
         self._write(work)
+
+    # --- a dump's refs -----------------------------------------------------------------
+    def restore_refs(self, repo_id: str, commits: Sequence[CommitRecord],
+                     branches: Sequence[tuple[Branch, bool]], tags: Sequence[Tag], *,
+                     present: bool = False) -> None:
+        commit_stmts = [self._commit_insert(repo_id, r.id, r.commit) for r in commits]
+
+        def work(conn: Connection) -> None:
+            self._require_repository(conn, repo_id, lock="update")
+            if (conn.execute(select(commits_table.c.commit_id)
+                             .where(commits_table.c.repo == repo_id).limit(1)).first()
+                    or conn.execute(select(tags_table.c.name)
+                                    .where(tags_table.c.repo == repo_id).limit(1)).first()
+                    or conn.execute(select(branches_table.c.name).where(
+                        branches_table.c.repo == repo_id,
+                        branches_table.c.commit_id != "").limit(1)).first()):
+                raise NonEmptyRepositoryError("can only restore into a bare repository")
+            for stmt in commit_stmts:
+                conn.execute(stmt)
+            if present:
+                for rec in commits:
+                    conn.execute(self._insert_new(present_commits, repo=repo_id,
+                                                  commit_id=rec.id))
+            for branch, hidden in branches:
+                inserted = conn.execute(self._insert_new(
+                    branches_table, repo=repo_id, name=branch.name,
+                    **branch_values(branch))).rowcount
+                if not inserted and not conn.execute(
+                        branches_table.update().where(
+                            branches_table.c.repo == repo_id,
+                            branches_table.c.name == branch.name,
+                            branches_table.c.commit_id == "")
+                        .values(commit_id=branch.commit_id)
+                        .execution_options(preserve_rowcount=True)).rowcount:
+                    raise BranchExistsError("branch already exists: not unique")
+                if hidden:
+                    conn.execute(self._insert_new(hidden_branches, repo=repo_id,
+                                                  name=branch.name))
+            for tag in tags:
+                if not conn.execute(self._insert_new(
+                        tags_table, repo=repo_id, name=tag.name,
+                        commit_id=tag.commit_id)).rowcount:
+                    raise TagExistsError("tag already exists: not unique")
+
+        self._write(work, repo_fk=repo_id)
 
     # --- tags -------------------------------------------------------------------------
     def create_tag(self, repo_id: str, tag: Tag) -> None:

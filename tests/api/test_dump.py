@@ -207,3 +207,4 @@ def test_dump_and_restore_need_lakefs_permissions(srv: LiveServer, admin: Client
         assert nobody.get(f"/repositories/{name}/dump",
                           params={"task_id": "x"}).status_code == 403
     assert heads(admin, target) == {"main": ""}
+

@@ -19,6 +19,7 @@ from lakefs_core.errors import (
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    NonEmptyRepositoryError,
     PullRequestChangedError,
     PullRequestNotFoundError,
     RepositoryExistsError,
@@ -807,3 +808,43 @@ def test_a_mirror_repository_is_created_with_its_marking(store: SQLRefStore) -> 
         store.create_repository(repo, Branch("main", "", "t1"),
                                 MirrorMarking("mirror-2", "east", "src"))
     assert store.get_mirror_marking("m1") == marking  # the loser changed nothing
+
+
+# --- a dump's refs -------------------------------------------------------------------
+def _bare(store: SQLRefStore, repo_id: str) -> None:
+    repo = Repository(id=repo_id, storage_namespace=f"local://ns/{repo_id}",
+                      default_branch="main", creation_date=1_700_000_000)
+    store.create_repository(repo, Branch(name="main", commit_id="", staging_token="t0"))
+
+
+def test_restore_refs_writes_everything_in_one_go(store: SQLRefStore) -> None:
+    _bare(store, "r1")
+    records = [CommitRecord(f"c{n}", commit(str(n))) for n in range(3)]
+    store.restore_refs("r1", records,
+                       [(Branch("main", "c2", "new"), False), (Branch("dev", "c1", "t1"), True)],
+                       [Tag("v1", "c0")])
+    assert [c.id for c in store.list_commits("r1")] == ["c0", "c1", "c2"]
+    main = store.get_branch("r1", "main")
+    assert (main.commit_id, main.staging_token) == ("c2", "t0")  # its row, its token
+    assert store.get_branch("r1", "dev").commit_id == "c1" and store.is_branch_hidden("r1", "dev")
+    assert store.get_tag("r1", "v1").commit_id == "c0"
+    assert not store.is_commit_present("r1", "c0")
+    with pytest.raises(NonEmptyRepositoryError):  # not bare any more
+        store.restore_refs("r1", [], [], [Tag("v2", "c1")])
+
+
+def test_a_restore_refs_that_fails_midway_writes_nothing(store: SQLRefStore) -> None:
+    _bare(store, "r1")
+    records = [CommitRecord(f"c{n}", commit(str(n))) for n in range(3)]
+    with pytest.raises(TagExistsError):  # the last write fails: the first ones are undone
+        store.restore_refs("r1", records, [(Branch("main", "c2", "x"), False),
+                                           (Branch("dev", "c1", "t1"), True)],
+                           [Tag("v1", "c0"), Tag("v1", "c1")], present=True)
+    assert store.list_commits("r1") == [] and store.list_tags("r1") == []
+    assert [(b.name, b.commit_id) for b in store.list_branches("r1")] == [("main", "")]
+    assert not store.is_branch_hidden("r1", "dev") and not store.is_commit_present("r1", "c0")
+    # and so it can be retried
+    store.restore_refs("r1", records, [(Branch("main", "c2", "x"), False)], [],
+                       present=True)
+    assert store.get_branch("r1", "main").commit_id == "c2"
+    assert store.is_commit_present("r1", "c0")
