@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from lakectl.commands.actions import actions
 from lakectl.commands.branch import branch
 from lakectl.commands.commits import commit, diff, log, merge
 from lakectl.commands.fs import fs
@@ -84,7 +85,7 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (repo, branch, tag, commit, log, diff, merge, fs, import_, mirror):
+for command in (repo, branch, tag, commit, log, diff, merge, fs, import_, mirror, actions):
     lakectl.add_command(command)
 
 
