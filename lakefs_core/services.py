@@ -88,5 +88,7 @@ def build_services(config: ServerConfig) -> Services:
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     return Services(config=config, refstore=refstore, blockstores=blockstores,
-                    graveler=graveler, catalog=Catalog(graveler), auth=auth,
+                    graveler=graveler, auth=auth,
+                    catalog=Catalog(graveler, link_address_expiry=(
+                        config.storage_config.link_address_expiry)),
                     access=AuthService(auth), notifier=notifier)

@@ -1,5 +1,6 @@
 """The refstore's records of repository operations on SQLAlchemy Core: garbage
-collection rules, refs dump and restore tasks, zero-copy imports and pull requests.
+collection rules, refs dump and restore tasks, zero-copy imports, pull requests and
+the physical addresses handed out for linking.
 
 A mixin of :class:`~lakefs_core.refstore.sql.SQLRefStore`, which provides the
 transactions (``_read``, ``_write``) and the statement helpers these methods use.
@@ -41,6 +42,7 @@ from lakefs_core.refstore.schema import (
     gc_branch_rules,
     gc_rules,
     imports,
+    link_addresses,
     pull_requests,
     repository_tasks,
 )
@@ -49,7 +51,8 @@ T = TypeVar("T")
 
 
 class RepositoryRecords:
-    """Garbage collection rules, dump/restore tasks, imports and pull requests."""
+    """Garbage collection rules, dump/restore tasks, imports, pull requests and link
+    addresses."""
 
     if TYPE_CHECKING:  # provided by SQLRefStore
         def _read(self, work: Callable[[Connection], T]) -> T: ...
@@ -120,6 +123,30 @@ class RepositoryRecords:
                             row.branches_metarange_id)
         return RepositoryTask(id=row.id, kind=TaskKind(row.kind), done=row.done,
                               update_time=row.update_time, error=row.error, refs=refs)
+
+    # --- link addresses ---------------------------------------------------------------
+    def put_link_address(self, repo_id: str, address: str, *, expires_at: float,
+                         now: float) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(link_addresses.delete().where(
+                link_addresses.c.repo == repo_id, link_addresses.c.expires_at < now))
+            self._upsert(conn, link_addresses,
+                         [{"repo": repo_id, "address": address, "expires_at": expires_at}])
+
+        self._write(work, repo_fk=repo_id)
+
+    def take_link_address(self, repo_id: str, address: str) -> float | None:
+        key = (link_addresses.c.repo == repo_id, link_addresses.c.address == address)
+
+        def work(conn: Connection) -> float | None:
+            expires_at = conn.execute(select(link_addresses.c.expires_at).where(*key)).scalar()
+            if expires_at is None:
+                return None
+            taken = conn.execute(link_addresses.delete().where(*key)
+                                 .execution_options(preserve_rowcount=True)).rowcount
+            return float(expires_at) if taken else None
+
+        return self._write(work)
 
     # --- imports ----------------------------------------------------------------------
     def create_import(self, repo_id: str, state: ImportState) -> None:

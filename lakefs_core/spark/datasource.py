@@ -23,12 +23,15 @@ Writing::
         .option("commit_message", "features v2")
         .save("path/prefix")
 
-Each task writes Parquet files straight into the branch's storage namespace (under
-``data/spark-<job id>/``) and reports them; when the job commits, the driver stages
-every file at ``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit
-(``overwrite`` also deletes what was under the path, in the same commit). An
-aborted job deletes its files and stages nothing. Options ``commit_message``,
-``commit_metadata`` (a JSON object), ``max_file_bytes`` and ``compression`` tune it.
+Each task writes Parquet files straight into the branch's storage namespace, each at
+an address the server hands out for it (``GET .../staging/backing``, as lakeFS's own
+clients do: the server links only addresses it handed out), and reports them; when
+the job commits, the driver links every file at
+``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit (``overwrite`` also
+deletes what was under the path, in the same commit). A failed task deletes the files
+it wrote; an aborted job deletes the files of its finished tasks and stages nothing.
+Options ``commit_message``, ``commit_metadata`` (a JSON object), ``max_file_bytes``
+and ``compression`` tune it.
 Like any commit, the job's commit also takes what others staged on the branch
 meanwhile: concurrent jobs should write to branches of their own and merge.
 """
@@ -63,7 +66,6 @@ except ImportError as e:  # the optional extra: say which one
 
     raise ImportError(SPARK_EXTRA_HINT) from e
 
-from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
     LakeFSError,
     ObjectNotFoundError,
@@ -93,8 +95,6 @@ DEFAULT_MAX_FILE_BYTES = 256 << 20
 ROW_GROUP_BYTES = 64 << 20
 #: commit metadata key holding the id of the write job that made the commit
 JOB_ID_KEY = "spark.job_id"
-#: where writer tasks put their files, below the storage namespace
-WRITE_PREFIX = "data/spark-"
 
 
 def _spark_schema(schema: pa.Schema) -> StructType:
@@ -239,11 +239,6 @@ class WriteTarget:
     max_file_bytes: int
     compression: str
 
-    @property
-    def job_prefix(self) -> str:
-        """Where this job's tasks write, below the namespace."""
-        return f"{WRITE_PREFIX}{self.job_id}/"
-
     def logical_path(self, task: int, n: int) -> str:
         name = f"part-{task:05d}-{self.job_id}-{n:03d}.parquet"
         return f"{self.path}/{name}" if self.path else name
@@ -350,13 +345,11 @@ class _ParquetFiles:
             self.on_file()
 
 
-def _task_ids() -> tuple[int, int]:
+def _task_id() -> int:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    if ctx is None:
-        return 0, 0
-    return ctx.partitionId(), ctx.attemptNumber()
+    return 0 if ctx is None else ctx.partitionId()
 
 
 class LakeFSWriter(DataSourceArrowWriter):
@@ -369,15 +362,16 @@ class LakeFSWriter(DataSourceArrowWriter):
     # --- tasks ---------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakeFSCommitMessage:
         target = self.target
-        task, attempt = _task_ids()
+        task = _task_id()
         store = target.storage.open(target.namespace)
         written: list[WrittenFile] = []
         try:
-            with tempfile.TemporaryDirectory(prefix="lakefs-write-") as tmp:
+            with (LakeFSClient(target.server) as client,
+                  tempfile.TemporaryDirectory(prefix="lakefs-write-") as tmp):
                 spool = os.path.join(tmp, "part.parquet")
 
                 def upload() -> None:
-                    written.append(self._upload(store, spool, task, attempt, len(written)))
+                    written.append(self._upload(store, client, spool, task, len(written)))
 
                 files = _ParquetFiles(spool, target.compression, target.max_file_bytes, upload)
                 for batch in iterator:
@@ -390,14 +384,15 @@ class LakeFSWriter(DataSourceArrowWriter):
             raise
         return LakeFSCommitMessage(written)
 
-    def _upload(self, store: Any, spool: str, task: int, attempt: int, n: int) -> WrittenFile:
+    def _upload(self, store: Any, client: LakeFSClient, spool: str, task: int,
+                n: int) -> WrittenFile:
         target = self.target
-        relative = f"{target.job_prefix}{task:05d}-{attempt}-{n:03d}-{uuid.uuid4().hex[:8]}.parquet"
-        address = join_address(target.namespace, relative)
+        path = target.logical_path(task, n)
+        address = client.get_physical_address(target.repository, target.branch, path)
         with open(spool, "rb") as f:
             stat = store.put(address, iter(lambda: f.read(8 << 20), b""))
         os.unlink(spool)
-        return WrittenFile(target.logical_path(task, n), address, stat.size, stat.etag)
+        return WrittenFile(path, address, stat.size, stat.etag)
 
     # --- driver --------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -406,8 +401,7 @@ class LakeFSWriter(DataSourceArrowWriter):
         On failure, what was staged is reset and the files are deleted.
         """
         target = self.target
-        files = [f for m in messages if isinstance(m, LakeFSCommitMessage) for f in m.files]
-        self._delete_files(keep={f.physical_address for f in files})  # failed attempts' files
+        files = _written(messages)
         staged: list[str] = []
         with LakeFSClient(target.server) as client:
             try:
@@ -427,7 +421,7 @@ class LakeFSWriter(DataSourceArrowWriter):
                 for path in staged:
                     with contextlib.suppress(Exception):
                         client.reset_object(target.repository, target.branch, path)
-                self._delete_files(keep=set())
+                self._delete_files(files)
                 raise
 
     def _delete_old(self, client: LakeFSClient, new_paths: set[str]) -> list[str]:
@@ -456,16 +450,20 @@ class LakeFSWriter(DataSourceArrowWriter):
                  target.repository, target.branch)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Delete every file the job wrote; nothing was staged."""
-        self._delete_files(keep=set())
+        """Delete the files of the job's finished tasks; nothing was staged."""
+        self._delete_files(_written(messages))
         log.info("write job %s aborted: its files are deleted", self.target.job_id)
 
-    def _delete_files(self, keep: set[str]) -> None:
+    def _delete_files(self, files: Sequence[WrittenFile]) -> None:
         target = self.target
         store = target.storage.open(target.namespace)
-        for stat in list(store.list(join_address(target.namespace, target.job_prefix))):
-            if stat.address not in keep:
-                store.delete(stat.address)
+        for f in files:
+            with contextlib.suppress(Exception):
+                store.delete(f.physical_address)
+
+
+def _written(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
+    return [f for m in messages if isinstance(m, LakeFSCommitMessage) for f in m.files]
 
 
 def register(spark: Any) -> None:
