@@ -322,20 +322,6 @@ def test_link_takes_only_addresses_handed_out(srv: LiveServer, repo: lakefs.Repo
     assert [c.path for c in main.uncommitted()] == ["mine/a.bin"]
 
 
-def test_link_address_records_are_pruned(srv: LiveServer, repo: lakefs.Repository) -> None:
-    refstore = srv.services.refstore
-    refstore.put_link_address(repo.id, "local://x/data/old", expires_at=10.0, now=5.0)
-    refstore.put_link_address(repo.id, "local://x/data/kept", expires_at=30.0, now=5.0)
-    # a later handout drops the records that expired before it
-    refstore.put_link_address(repo.id, "local://x/data/new", expires_at=50.0, now=20.0)
-    assert refstore.take_link_address(repo.id, "local://x/data/old") is None
-    assert refstore.take_link_address(repo.id, "local://x/data/kept") == 30.0
-    assert refstore.take_link_address(repo.id, "local://x/data/kept") is None
-    # records go with their repository
-    repo.delete()
-    assert refstore.take_link_address(repo.id, "local://x/data/new") is None
-
-
 # --- status codes and headers -----------------------------------------------------------
 def test_get_with_ranges_and_headers(repo: lakefs.Repository, http: httpx.Client) -> None:
     data = b"0123456789abcdef"
