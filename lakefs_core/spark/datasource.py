@@ -25,11 +25,14 @@ Writing::
 
 Each task writes Parquet files straight into the branch's storage namespace, each at
 an address the server hands out for it (``GET .../staging/backing``, as lakeFS's own
-clients do: the server links only addresses it handed out), and reports them; when
-the job commits, the driver links every file at
-``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit (``overwrite`` also
-deletes what was under the path, in the same commit). A failed task deletes the files
-it wrote; an aborted job deletes the files of its finished tasks and stages nothing.
+clients do: the server links only addresses it handed out), and reports them. Before
+writing a file a task notes its address in the job's ledger (one small object per
+file under ``data/spark-<job id>/``), so that the driver finds the files of failed
+and late task attempts too. When the job commits, the driver links every reported
+file at ``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit
+(``overwrite`` also deletes what was under the path, in the same commit), then
+deletes the ledger and the files no one reported. An aborted job deletes every file
+of its ledger and stages nothing.
 Options ``commit_message``, ``commit_metadata`` (a JSON object), ``max_file_bytes``
 and ``compression`` tune it.
 Like any commit, the job's commit also takes what others staged on the branch
@@ -66,6 +69,7 @@ except ImportError as e:  # the optional extra: say which one
 
     raise ImportError(SPARK_EXTRA_HINT) from e
 
+from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
     LakeFSError,
     ObjectNotFoundError,
@@ -95,6 +99,8 @@ DEFAULT_MAX_FILE_BYTES = 256 << 20
 ROW_GROUP_BYTES = 64 << 20
 #: commit metadata key holding the id of the write job that made the commit
 JOB_ID_KEY = "spark.job_id"
+#: where a write job's ledger of written addresses lives, below the storage namespace
+LEDGER_PREFIX = "data/spark-"
 
 
 def _spark_schema(schema: pa.Schema) -> StructType:
@@ -238,6 +244,11 @@ class WriteTarget:
     commit_metadata: Mapping[str, str]
     max_file_bytes: int
     compression: str
+
+    @property
+    def ledger(self) -> str:
+        """The address under which this job's tasks note the addresses they write."""
+        return join_address(self.namespace, f"{LEDGER_PREFIX}{self.job_id}/")
 
     def logical_path(self, task: int, n: int) -> str:
         name = f"part-{task:05d}-{self.job_id}-{n:03d}.parquet"
@@ -389,6 +400,7 @@ class LakeFSWriter(DataSourceArrowWriter):
         target = self.target
         path = target.logical_path(task, n)
         address = client.get_physical_address(target.repository, target.branch, path)
+        store.put(f"{target.ledger}{uuid.uuid4().hex}", address.encode())
         with open(spool, "rb") as f:
             stat = store.put(address, iter(lambda: f.read(8 << 20), b""))
         os.unlink(spool)
@@ -402,6 +414,7 @@ class LakeFSWriter(DataSourceArrowWriter):
         """
         target = self.target
         files = _written(messages)
+        self._delete_files(keep={f.physical_address for f in files})  # failed attempts' files
         staged: list[str] = []
         with LakeFSClient(target.server) as client:
             try:
@@ -421,7 +434,7 @@ class LakeFSWriter(DataSourceArrowWriter):
                 for path in staged:
                     with contextlib.suppress(Exception):
                         client.reset_object(target.repository, target.branch, path)
-                self._delete_files(files)
+                self._delete_files(keep=set())
                 raise
 
     def _delete_old(self, client: LakeFSClient, new_paths: set[str]) -> list[str]:
@@ -450,16 +463,18 @@ class LakeFSWriter(DataSourceArrowWriter):
                  target.repository, target.branch)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Delete the files of the job's finished tasks; nothing was staged."""
-        self._delete_files(_written(messages))
+        """Delete every file the job wrote; nothing was staged."""
+        self._delete_files(keep=set())
         log.info("write job %s aborted: its files are deleted", self.target.job_id)
 
-    def _delete_files(self, files: Sequence[WrittenFile]) -> None:
-        target = self.target
-        store = target.storage.open(target.namespace)
-        for f in files:
-            with contextlib.suppress(Exception):
-                store.delete(f.physical_address)
+    def _delete_files(self, keep: set[str]) -> None:
+        """Delete the files in the job's ledger but those in ``keep``, and the ledger."""
+        store = self.target.storage.open(self.target.namespace)
+        for note in list(store.list(self.target.ledger)):
+            address = store.get(note.address).decode()
+            if address not in keep:
+                store.delete(address)
+            store.delete(note.address)
 
 
 def _written(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
