@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,16 +53,21 @@ def _table(rows: int, seed: int) -> pa.Table:
     return pa.table(cols)
 
 
-def _write_dataset(root: str, files: int, rows: int) -> list[tuple[str, str, int]]:
-    """Write the files into the namespace; returns (path, physical address, size) each."""
+def _write_dataset(client: httpx.Client, root: str, files: int, rows: int
+                   ) -> list[tuple[str, str, int]]:
+    """Write the files into the namespace, each at an address the server hands out;
+    returns (path, physical address, size) each."""
     out = []
     for i in range(files):
-        rel = f"data/bench/part-{i:05d}.parquet"
-        local = os.path.join(root, REPO, rel)
+        path = f"{PATH}/part-{i:05d}.parquet"
+        r = client.get(f"/repositories/{REPO}/branches/main/staging/backing",
+                       params={"path": path})
+        r.raise_for_status()
+        address = r.json()["physical_address"]
+        local = os.path.join(root, REPO, address.removeprefix(f"local://{REPO}/"))
         os.makedirs(os.path.dirname(local), exist_ok=True)
         pq.write_table(_table(rows, i), local, compression="snappy", row_group_size=128 * 1024)
-        out.append((f"{PATH}/part-{i:05d}.parquet", f"local://{REPO}/{rel}",
-                    os.path.getsize(local)))
+        out.append((path, address, os.path.getsize(local)))
     return out
 
 
@@ -101,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                                                    "storage_namespace": f"local://{REPO}"})
                 r.raise_for_status()
                 started = time.perf_counter()
-                files = _write_dataset(root, args.files, args.rows_per_file)
+                files = _write_dataset(c, root, args.files, args.rows_per_file)
                 total = sum(size for _, _, size in files)
                 print(f"wrote {len(files)} files, {total / 2**30:.2f} GiB "
                       f"({args.rows_per_file} rows each) in {time.perf_counter() - started:.1f}s")

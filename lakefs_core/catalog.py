@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from lakefs_core.block.base import BlockStore, PresignedURL, PresignMode, join_address
-from lakefs_core.errors import ReadOnlyRepositoryError
+from lakefs_core.errors import LinkAddressError, ReadOnlyRepositoryError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 
@@ -42,8 +43,13 @@ class ObjectContent:
 class Catalog:
     """Object-level operations for the API and the gateway."""
 
-    def __init__(self, graveler: Graveler) -> None:
+    def __init__(self, graveler: Graveler, *,
+                 link_address_expiry: timedelta = timedelta(hours=6),
+                 clock: Callable[[], float] = time.time) -> None:
         self.graveler = graveler
+        self.link_address_expiry = link_address_expiry
+        #: the time that handed-out link addresses expire by (replaceable in tests)
+        self.clock = clock
 
     def store_of(self, repo: Repository) -> BlockStore:
         return self.graveler.store_for(repo.storage_id)
@@ -65,6 +71,38 @@ class Catalog:
     def new_data_address(self) -> str:
         """A fresh relative address for object data (never reused)."""
         return f"{DATA_PREFIX}/{uuid.uuid4().hex[:20]}/{uuid.uuid4().hex}"
+
+    def hand_out_address(self, repo: Repository) -> str:
+        """A fresh physical address for a client to write to, recorded so that it can be
+        linked once before :attr:`link_address_expiry` passes."""
+        address = join_address(repo.storage_namespace, self.new_data_address())
+        now = self.clock()
+        self.graveler.refstore.put_link_address(
+            repo.id, address, expires_at=now + self.link_address_expiry.total_seconds(),
+            now=now)
+        return address
+
+    def check_address(self, repo: Repository, address: str) -> None:
+        """Like :meth:`claim_address`, without taking the record: checked before anything
+        is said about what is stored at ``address``.
+
+        Raises:
+            LinkAddressError: as :meth:`claim_address`.
+        """
+        expires_at = self.graveler.refstore.get_link_address(repo.id, address)
+        if expires_at is None or expires_at < self.clock():
+            raise LinkAddressError()
+
+    def claim_address(self, repo: Repository, address: str) -> None:
+        """Take the record of a handed-out address for linking it.
+
+        Raises:
+            LinkAddressError: the address was not handed out for the repository, or
+                was already linked, or its handout expired.
+        """
+        expires_at = self.graveler.refstore.take_link_address(repo.id, address)
+        if expires_at is None or expires_at < self.clock():
+            raise LinkAddressError()
 
     def write_data(self, repo: Repository, data: bytes | Iterable[bytes],
                    content_type: str = DEFAULT_CONTENT_TYPE,

@@ -261,11 +261,18 @@ class ReplicationEndpointConfig(ConfigModel):
 
 
 class StorageConfig(ConfigModel):
-    """``storage_config``: hints the server gives clients about storage."""
+    """``storage_config``: hints the server gives clients about storage, and how long
+    an address it hands out for direct writes may be linked.
+
+    Attributes:
+        link_address_expiry: an address from ``GET .../staging/backing`` (or a pre-signed
+            multipart upload) can be linked once, within this time (lakeFS's 6 hours).
+    """
 
     default_namespace_prefix: str | None = Field(
         default=None, description="suggested storage namespace prefix for new repositories"
     )
+    link_address_expiry: Duration = timedelta(hours=6)
 
 
 class S3GatewayConfig(ConfigModel):

@@ -42,6 +42,14 @@ class OperationNotSupportedError(ValidationError):
     lakeFS answers for its adapters' unsupported operations."""
 
 
+class LinkAddressError(ValidationError):
+    """A physical address to link that the server did not hand out for the repository,
+    or whose handout expired or was already linked (lakeFS's bad address token)."""
+
+    def __init__(self, message: str = "bad address token (expired or invalid)") -> None:
+        super().__init__(message)
+
+
 class InvalidRefError(ValidationError):
     """A ref expression cannot be parsed."""
 

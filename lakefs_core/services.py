@@ -95,5 +95,7 @@ def build_services(config: ServerConfig) -> Services:
     actions = ActionsService(graveler)
     graveler.hooks = actions
     return Services(config=config, refstore=refstore, blockstores=blockstores,
-                    graveler=graveler, catalog=Catalog(graveler), auth=auth,
+                    graveler=graveler, auth=auth,
+                    catalog=Catalog(graveler, link_address_expiry=(
+                        config.storage_config.link_address_expiry)),
                     access=AuthService(auth), notifier=notifier, actions=actions)

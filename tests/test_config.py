@@ -149,6 +149,7 @@ def test_server_defaults_are_the_embedded_mode(
     assert cfg.replication.endpoint == "http://127.0.0.1:8008"
     assert cfg.auth.api.endpoint is None
     assert cfg.storage_config.default_namespace_prefix is None
+    assert cfg.storage_config.link_address_expiry == timedelta(hours=6)
     assert cfg.is_embedded
 
 
@@ -245,6 +246,12 @@ def test_postgres_needs_a_real_secret_key(tmp_path: Path) -> None:
             "s3://bucket/repos",
             ("storage_config", "default_namespace_prefix"),
             "s3://bucket/repos",
+        ),
+        (
+            "LAKEFS_STORAGE_CONFIG_LINK_ADDRESS_EXPIRY",
+            "30m",
+            ("storage_config", "link_address_expiry"),
+            timedelta(minutes=30),
         ),
         ("LAKEFS_INSTALLATION_USER_NAME", "admin", ("installation", "user_name"), "admin"),
         ("LAKEFS_LOGGING_LEVEL", "debug", ("logging", "level"), "DEBUG"),

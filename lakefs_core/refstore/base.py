@@ -120,6 +120,27 @@ class RefStore(ABC):
     def get_task(self, repo_id: str, task_id: str) -> RepositoryTask | None:
         """A task of the repository; None if unknown."""
 
+    # --- link addresses ------------------------------------------------------------
+    @abstractmethod
+    def put_link_address(self, repo_id: str, address: str, *, expires_at: float,
+                         now: float) -> None:
+        """Record an address handed out for a client to write to and then link, and drop
+        the repository's records that expired before ``now`` (so that the records of a
+        repository never outnumber the addresses handed out within one expiry period).
+
+        Raises RepositoryNotFoundError.
+        """
+
+    @abstractmethod
+    def get_link_address(self, repo_id: str, address: str) -> float | None:
+        """The expiry time of a handed-out address not yet taken; None if there is none."""
+
+    @abstractmethod
+    def take_link_address(self, repo_id: str, address: str) -> float | None:
+        """Remove the record of a handed-out address and return its expiry time; None if
+        there is none (never handed out, or already taken). Of concurrent callers, one
+        gets the record."""
+
     # --- mirrors ------------------------------------------------------------------
     @abstractmethod
     def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:

@@ -115,6 +115,15 @@ repository_tasks = Table(
     Column("branches_metarange_id", Text),
 )
 
+#: physical addresses handed out for clients to write to and then link (lakeFS's
+#: link address tokens): linking takes an unexpired one and removes it
+link_addresses = Table(
+    "link_addresses", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("address", _key(), primary_key=True),
+    Column("expires_at", Double, nullable=False),
+)
+
 #: zero-copy imports: progress and outcome (see :class:`ImportState`)
 imports = Table(
     "imports", schema,
@@ -228,4 +237,4 @@ staged_entries = Table(
 REPO_CHILDREN = (imports, staged_entries, present_commits, commits, tags, hidden_branches,
                  branches, branch_protection, mirror_markings, pull_requests,
                  repository_metadata, gc_branch_rules, gc_rules, repository_tasks, hook_runs,
-                 action_runs)
+                 action_runs, link_addresses)

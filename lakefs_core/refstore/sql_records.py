@@ -1,6 +1,6 @@
 """The refstore's records of repository operations on SQLAlchemy Core: garbage
-collection rules, refs dump and restore tasks, zero-copy imports, pull requests and
-action runs.
+collection rules, refs dump and restore tasks, zero-copy imports, pull requests, action
+runs and the physical addresses handed out for linking.
 
 A mixin of :class:`~lakefs_core.refstore.sql.SQLRefStore`, which provides the
 transactions (``_read``, ``_write``) and the statement helpers these methods use.
@@ -47,6 +47,7 @@ from lakefs_core.refstore.schema import (
     gc_rules,
     hook_runs,
     imports,
+    link_addresses,
     pull_requests,
     repository_tasks,
 )
@@ -55,7 +56,8 @@ T = TypeVar("T")
 
 
 class RepositoryRecords:
-    """Garbage collection rules, dump/restore tasks, imports, pull requests, action runs."""
+    """Garbage collection rules, dump/restore tasks, imports, pull requests, action runs
+    and link addresses."""
 
     if TYPE_CHECKING:  # provided by SQLRefStore
         def _read(self, work: Callable[[Connection], T]) -> T: ...
@@ -126,6 +128,37 @@ class RepositoryRecords:
                             row.branches_metarange_id)
         return RepositoryTask(id=row.id, kind=TaskKind(row.kind), done=row.done,
                               update_time=row.update_time, error=row.error, refs=refs)
+
+    # --- link addresses ---------------------------------------------------------------
+    def put_link_address(self, repo_id: str, address: str, *, expires_at: float,
+                         now: float) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(link_addresses.delete().where(
+                link_addresses.c.repo == repo_id, link_addresses.c.expires_at < now))
+            self._upsert(conn, link_addresses,
+                         [{"repo": repo_id, "address": address, "expires_at": expires_at}])
+
+        self._write(work, repo_fk=repo_id)
+
+    def get_link_address(self, repo_id: str, address: str) -> float | None:
+        expires_at = self._read(lambda conn: conn.execute(
+            select(link_addresses.c.expires_at).where(
+                link_addresses.c.repo == repo_id,
+                link_addresses.c.address == address)).scalar())
+        return None if expires_at is None else float(expires_at)
+
+    def take_link_address(self, repo_id: str, address: str) -> float | None:
+        key = (link_addresses.c.repo == repo_id, link_addresses.c.address == address)
+
+        def work(conn: Connection) -> float | None:
+            expires_at = conn.execute(select(link_addresses.c.expires_at).where(*key)).scalar()
+            if expires_at is None:
+                return None
+            taken = conn.execute(link_addresses.delete().where(*key)
+                                 .execution_options(preserve_rowcount=True)).rowcount
+            return float(expires_at) if taken else None
+
+        return self._write(work)
 
     # --- imports ----------------------------------------------------------------------
     def create_import(self, repo_id: str, state: ImportState) -> None:

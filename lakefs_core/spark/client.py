@@ -206,10 +206,19 @@ class LakeFSClient:
                                   f"stat {repository}@{ref}/{path}",
                                   params={"path": path}).json())
 
+    def get_physical_address(self, repository: str, branch: str, path: str) -> str:
+        """A fresh address in the namespace to write an object to, for linking at
+        ``path`` with :meth:`link_physical_address` (once, before it expires)."""
+        data = self._request("GET", f"/repositories/{repository}/branches/{branch}/staging/backing",
+                             f"get an address for {repository}@{branch}/{path}",
+                             params={"path": path}).json()
+        return str(data["physical_address"])
+
     def link_physical_address(self, repository: str, branch: str, path: str,
                               physical_address: str, size: int, checksum: str,
                               content_type: str = "application/octet-stream") -> None:
-        """Stage at ``path`` an object already written at ``physical_address``."""
+        """Stage at ``path`` an object already written at ``physical_address``, an address
+        from :meth:`get_physical_address`."""
         body = {"staging": {"physical_address": physical_address}, "checksum": checksum,
                 "size_bytes": size, "content_type": content_type}
         self._request("PUT", f"/repositories/{repository}/branches/{branch}/staging/backing",

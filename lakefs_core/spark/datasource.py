@@ -23,12 +23,18 @@ Writing::
         .option("commit_message", "features v2")
         .save("path/prefix")
 
-Each task writes Parquet files straight into the branch's storage namespace (under
-``data/spark-<job id>/``) and reports them; when the job commits, the driver stages
-every file at ``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit
-(``overwrite`` also deletes what was under the path, in the same commit). An
-aborted job deletes its files and stages nothing. Options ``commit_message``,
-``commit_metadata`` (a JSON object), ``max_file_bytes`` and ``compression`` tune it.
+Each task writes Parquet files straight into the branch's storage namespace, each at
+an address the server hands out for it (``GET .../staging/backing``, as lakeFS's own
+clients do: the server links only addresses it handed out), and reports them. Before
+writing a file a task notes its address in the job's ledger (one small object per
+file under ``data/spark-<job id>/``), so that the driver finds the files of failed
+and late task attempts too. When the job commits, the driver links every reported
+file at ``<path>/part-<task>-<job id>-<n>.parquet`` and makes one commit
+(``overwrite`` also deletes what was under the path, in the same commit), then
+deletes the ledger and the files no one reported. An aborted job deletes every file
+of its ledger and stages nothing.
+Options ``commit_message``, ``commit_metadata`` (a JSON object), ``max_file_bytes``
+and ``compression`` tune it.
 Like any commit, the job's commit also takes what others staged on the branch
 meanwhile: concurrent jobs should write to branches of their own and merge.
 """
@@ -93,8 +99,8 @@ DEFAULT_MAX_FILE_BYTES = 256 << 20
 ROW_GROUP_BYTES = 64 << 20
 #: commit metadata key holding the id of the write job that made the commit
 JOB_ID_KEY = "spark.job_id"
-#: where writer tasks put their files, below the storage namespace
-WRITE_PREFIX = "data/spark-"
+#: where a write job's ledger of written addresses lives, below the storage namespace
+LEDGER_PREFIX = "data/spark-"
 
 
 def _spark_schema(schema: pa.Schema) -> StructType:
@@ -240,9 +246,9 @@ class WriteTarget:
     compression: str
 
     @property
-    def job_prefix(self) -> str:
-        """Where this job's tasks write, below the namespace."""
-        return f"{WRITE_PREFIX}{self.job_id}/"
+    def ledger(self) -> str:
+        """The address under which this job's tasks note the addresses they write."""
+        return join_address(self.namespace, f"{LEDGER_PREFIX}{self.job_id}/")
 
     def logical_path(self, task: int, n: int) -> str:
         name = f"part-{task:05d}-{self.job_id}-{n:03d}.parquet"
@@ -350,13 +356,11 @@ class _ParquetFiles:
             self.on_file()
 
 
-def _task_ids() -> tuple[int, int]:
+def _task_id() -> int:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    if ctx is None:
-        return 0, 0
-    return ctx.partitionId(), ctx.attemptNumber()
+    return 0 if ctx is None else ctx.partitionId()
 
 
 class LakeFSWriter(DataSourceArrowWriter):
@@ -369,15 +373,16 @@ class LakeFSWriter(DataSourceArrowWriter):
     # --- tasks ---------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakeFSCommitMessage:
         target = self.target
-        task, attempt = _task_ids()
+        task = _task_id()
         store = target.storage.open(target.namespace)
         written: list[WrittenFile] = []
         try:
-            with tempfile.TemporaryDirectory(prefix="lakefs-write-") as tmp:
+            with (LakeFSClient(target.server) as client,
+                  tempfile.TemporaryDirectory(prefix="lakefs-write-") as tmp):
                 spool = os.path.join(tmp, "part.parquet")
 
                 def upload() -> None:
-                    written.append(self._upload(store, spool, task, attempt, len(written)))
+                    written.append(self._upload(store, client, spool, task, len(written)))
 
                 files = _ParquetFiles(spool, target.compression, target.max_file_bytes, upload)
                 for batch in iterator:
@@ -390,14 +395,16 @@ class LakeFSWriter(DataSourceArrowWriter):
             raise
         return LakeFSCommitMessage(written)
 
-    def _upload(self, store: Any, spool: str, task: int, attempt: int, n: int) -> WrittenFile:
+    def _upload(self, store: Any, client: LakeFSClient, spool: str, task: int,
+                n: int) -> WrittenFile:
         target = self.target
-        relative = f"{target.job_prefix}{task:05d}-{attempt}-{n:03d}-{uuid.uuid4().hex[:8]}.parquet"
-        address = join_address(target.namespace, relative)
+        path = target.logical_path(task, n)
+        address = client.get_physical_address(target.repository, target.branch, path)
+        store.put(f"{target.ledger}{uuid.uuid4().hex}", address.encode())
         with open(spool, "rb") as f:
             stat = store.put(address, iter(lambda: f.read(8 << 20), b""))
         os.unlink(spool)
-        return WrittenFile(target.logical_path(task, n), address, stat.size, stat.etag)
+        return WrittenFile(path, address, stat.size, stat.etag)
 
     # --- driver --------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -406,7 +413,7 @@ class LakeFSWriter(DataSourceArrowWriter):
         On failure, what was staged is reset and the files are deleted.
         """
         target = self.target
-        files = [f for m in messages if isinstance(m, LakeFSCommitMessage) for f in m.files]
+        files = _written(messages)
         self._delete_files(keep={f.physical_address for f in files})  # failed attempts' files
         staged: list[str] = []
         with LakeFSClient(target.server) as client:
@@ -461,11 +468,17 @@ class LakeFSWriter(DataSourceArrowWriter):
         log.info("write job %s aborted: its files are deleted", self.target.job_id)
 
     def _delete_files(self, keep: set[str]) -> None:
-        target = self.target
-        store = target.storage.open(target.namespace)
-        for stat in list(store.list(join_address(target.namespace, target.job_prefix))):
-            if stat.address not in keep:
-                store.delete(stat.address)
+        """Delete the files in the job's ledger but those in ``keep``, and the ledger."""
+        store = self.target.storage.open(self.target.namespace)
+        for note in list(store.list(self.target.ledger)):
+            address = store.get(note.address).decode()
+            if address not in keep:
+                store.delete(address)
+            store.delete(note.address)
+
+
+def _written(messages: Sequence[WriterCommitMessage | None]) -> list[WrittenFile]:
+    return [f for m in messages if isinstance(m, LakeFSCommitMessage) for f in m.files]
 
 
 def register(spark: Any) -> None:

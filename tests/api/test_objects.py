@@ -232,7 +232,9 @@ def test_staging_get_write_and_link(srv: LiveServer, repo: lakefs.Repository,
     assert obj.stat().metadata == {"via": "staging"}
 
     url = f"/repositories/{repo.id}/branches/main/staging/backing"
-    body = {"staging": {"physical_address": address}, "checksum": "x", "size_bytes": len(data)}
+    fresh = http.get(url, params={"path": "linked/obj.bin"}).json()["physical_address"]
+    srv.services.blockstores.for_storage_id("").put(fresh, data)
+    body = {"staging": {"physical_address": fresh}, "checksum": "x", "size_bytes": len(data)}
     assert http.put(url, params={"path": "linked/obj.bin"}, json=body,
                     headers={"If-None-Match": "*"}).status_code == 412
     outside = {**body, "staging": {"physical_address": "local://elsewhere/data/x"}}
@@ -263,6 +265,66 @@ def test_staging_get_write_and_link(srv: LiveServer, repo: lakefs.Repository,
                     params={"path": "p"}).status_code == 204
     assert http.get(f"/repositories/{repo.id}/branches/nope/objects/stage_allowed",
                     params={"path": "p"}).status_code == 404
+
+
+BAD_ADDRESS = (400, "bad address token (expired or invalid)")
+
+
+def _link(http: httpx.Client, repo: lakefs.Repository, path: str, address: str,
+          size: int) -> httpx.Response:
+    return http.put(f"/repositories/{repo.id}/branches/main/staging/backing",
+                    params={"path": path}, json={"staging": {"physical_address": address},
+                                                 "checksum": "c", "size_bytes": size})
+
+
+def test_link_takes_only_addresses_handed_out(srv: LiveServer, repo: lakefs.Repository,
+                                              http: httpx.Client,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    store = srv.services.blockstores.for_storage_id("")
+    main = repo.branch("main")
+    main.object("secret/data.bin").upload(b"not yours")
+    main.commit(message="secret")
+    # an address seen in a listing is another object's data: linking it is refused
+    listed = http.get(f"/repositories/{repo.id}/refs/main/objects/ls",
+                      params={"prefix": "secret/"}).json()["results"][0]["physical_address"]
+    resp = _link(http, repo, "mine/copy.bin", listed, len(b"not yours"))
+    assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+    # and the answer says nothing of what is there (a wrong size is the same refusal)
+    resp = _link(http, repo, "mine/copy.bin", listed, 1)
+    assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+    # an address in the namespace that the server never handed out, with data there
+    forged = f"local://{repo.id}/data/forged/object"
+    store.put(forged, b"forged")
+    resp = _link(http, repo, "mine/forged.bin", forged, 6)
+    assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+    # the internal stage_object path refuses the same
+    staged = http.put(f"/repositories/{repo.id}/branches/main/objects",
+                      params={"path": "mine/staged.bin"},
+                      json={"physical_address": listed, "checksum": "c", "size_bytes": 9})
+    assert (staged.status_code, staged.json()["message"]) == BAD_ADDRESS
+    assert list(main.uncommitted()) == []
+
+    # a handed-out address links once
+    backing = f"/repositories/{repo.id}/branches/main/staging/backing"
+    address = http.get(backing, params={"path": "mine/a.bin"}).json()["physical_address"]
+    early = _link(http, repo, "mine/a.bin", address, 4)  # nothing written there yet
+    assert early.status_code == 400 and "no object" in early.json()["message"]
+    store.put(address, b"mine")  # the early link did not use the address up
+    assert _link(http, repo, "mine/a.bin", address, 4).status_code == 200
+    resp = _link(http, repo, "mine/b.bin", address, 4)
+    assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+    assert [c.path for c in main.uncommitted()] == ["mine/a.bin"]
+
+    # and only before it expires (clock moved past storage_config.link_address_expiry)
+    catalog = srv.services.catalog
+    assert catalog.link_address_expiry.total_seconds() == 6 * 3600
+    late = http.get(backing, params={"path": "mine/late.bin"}).json()["physical_address"]
+    store.put(late, b"late")
+    now = catalog.clock()
+    monkeypatch.setattr(catalog, "clock", lambda: now + 6 * 3600 + 1)
+    resp = _link(http, repo, "mine/late.bin", late, 4)
+    assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+    assert [c.path for c in main.uncommitted()] == ["mine/a.bin"]
 
 
 # --- status codes and headers -----------------------------------------------------------

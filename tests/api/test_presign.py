@@ -174,6 +174,70 @@ def _user(srv: LiveServer, client: Client, name: str, actions: list[str]) -> htt
     return srv.client(key.access_key_id, key.secret_access_key)
 
 
+BAD_ADDRESS = (400, "bad address token (expired or invalid)")
+
+
+@pytest.mark.parametrize("presign", [True, False])
+def test_linking_takes_only_addresses_handed_out(srv: LiveServer, client: Client,
+                                                 repo: lakefs.Repository, presign: bool) -> None:
+    """A user who may list and write ``drop/`` cannot link (and then read) another
+    object's data through its physical address from a listing."""
+    main = repo.branch("main")
+    main.object(f"vault/{presign}.bin").upload(b"confidential", pre_sign=presign)
+    backing = f"/repositories/{REPO}/branches/main/staging/backing"
+    name = f"dropper-{str(presign).lower()}"
+    with _user(srv, client, name, ["fs:ListObjects", "fs:ReadRepository", "fs:WriteObject",
+                                   "fs:ReadObject"]) as user:
+        listed = user.get(f"/repositories/{REPO}/refs/main/objects/ls",
+                          params={"prefix": f"vault/{presign}"}).json()["results"]
+        stolen = listed[0]["physical_address"]
+        assert stolen.startswith(f"s3://{repo.properties.storage_namespace.split('//')[1]}")
+        body = {"staging": {"physical_address": stolen}, "checksum": "c", "size_bytes": 12}
+        resp = user.put(backing, params={"path": f"drop/{presign}.bin"}, json=body)
+        assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+        assert not main.object(f"drop/{presign}.bin").exists()
+        # the handed-out way works, once
+        location = user.get(backing, params={"path": f"drop/{presign}.bin",
+                                             "presign": str(presign).lower()}).json()
+        if presign:
+            assert httpx.put(location["presigned_url"], content=b"mine").status_code == 200
+        else:
+            srv.services.blockstores.for_storage_id("").put(location["physical_address"],
+                                                            b"mine")
+        body = {"staging": {"physical_address": location["physical_address"]},
+                "checksum": "c", "size_bytes": 4}
+        assert user.put(backing, params={"path": f"drop/{presign}.bin"},
+                        json=body).status_code == 200
+        again = user.put(backing, params={"path": f"drop/again-{presign}.bin"}, json=body)
+        assert (again.status_code, again.json()["message"]) == BAD_ADDRESS
+    assert main.object(f"drop/{presign}.bin").reader().read() == b"mine"
+    assert not main.object(f"drop/again-{presign}.bin").exists()
+
+
+def test_multipart_complete_takes_only_its_own_address(srv: LiveServer, client: Client,
+                                                       repo: lakefs.Repository) -> None:
+    api = client.sdk_client.experimental_api
+    main = repo.branch("main")
+    main.object("vault/mpu.bin").upload(b"confidential")
+    stolen = main.object("vault/mpu.bin").stat().physical_address
+    upload = api.create_presign_multipart_upload(REPO, "main", "mpu/mine.bin", parts=1)
+    assert upload.presigned_urls is not None
+    etag = httpx.put(upload.presigned_urls[0], content=b"part").headers["etag"]
+    base = f"/repositories/{REPO}/branches/main/staging/pmpu/{upload.upload_id}"
+    complete = {"physical_address": stolen, "parts": [{"part_number": 1, "etag": etag}]}
+    with srv.client() as http:
+        resp = http.put(base, params={"path": "mpu/stolen.bin"}, json=complete)
+        assert (resp.status_code, resp.json()["message"]) == BAD_ADDRESS
+        assert not main.object("mpu/stolen.bin").exists()
+        complete["physical_address"] = upload.physical_address
+        assert http.put(base, params={"path": "mpu/mine.bin"},
+                        json=complete).status_code == 200
+        again = http.put(base, params={"path": "mpu/again.bin"}, json=complete)
+        assert (again.status_code, again.json()["message"]) == BAD_ADDRESS
+    assert main.object("mpu/mine.bin").reader().read() == b"part"
+    assert not main.object("mpu/again.bin").exists()
+
+
 def test_rbac_gives_no_url_without_the_permission(srv: LiveServer, client: Client,
                                                    repo: lakefs.Repository) -> None:
     repo.branch("main").object("rbac/secret.txt").upload(b"secret", pre_sign=True)

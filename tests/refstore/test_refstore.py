@@ -577,6 +577,31 @@ def test_repository_tasks(store: SQLRefStore) -> None:
         store.put_task("nope", started)
 
 
+def test_link_addresses(store: SQLRefStore) -> None:
+    for repo_id in ("r1", "r2"):
+        new_repo(store, repo_id)
+    store.put_link_address("r1", "s3://b/r1/data/old", expires_at=10.0, now=5.0)
+    store.put_link_address("r1", "s3://b/r1/data/kept", expires_at=30.0, now=5.0)
+    store.put_link_address("r2", "s3://b/r2/data/other", expires_at=10.0, now=5.0)
+    # a later handout drops the repository's records that expired before it
+    store.put_link_address("r1", "s3://b/r1/data/new", expires_at=50.0, now=20.0)
+    assert store.take_link_address("r1", "s3://b/r1/data/old") is None
+    # a record is taken once, and only for its repository
+    assert store.take_link_address("r2", "s3://b/r1/data/kept") is None
+    assert store.get_link_address("r1", "s3://b/r1/data/kept") == 30.0  # looked at ...
+    assert store.get_link_address("r2", "s3://b/r1/data/kept") is None
+    assert store.take_link_address("r1", "s3://b/r1/data/kept") == 30.0  # ... then taken
+    assert store.take_link_address("r1", "s3://b/r1/data/kept") is None
+    assert store.get_link_address("r1", "s3://b/r1/data/kept") is None
+    assert store.take_link_address("r2", "s3://b/r2/data/other") == 10.0
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_link_address("nope", "s3://b/x", expires_at=1.0, now=0.0)
+    # records go with their repository
+    store.delete_repository("r1")
+    new_repo(store, "r1")
+    assert store.take_link_address("r1", "s3://b/r1/data/new") is None
+
+
 def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
     ids = sorted(f"{n:03d}" for n in range(7))
     for repo_id in ("r1", "r2"):

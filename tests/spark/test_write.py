@@ -90,7 +90,7 @@ def _fail_after_first_file(root: str):  # type: ignore[no-untyped-def]
         ctx = TaskContext.get()
         if ctx is not None and ctx.partitionId() == 1:
             for _ in range(600):
-                if glob.glob(os.path.join(root, "data", "spark-*", "00000-*")):
+                if glob.glob(os.path.join(root, "data", "[0-9a-f]*", "*")):
                     break
                 time.sleep(0.1)
             raise RuntimeError("task failed on purpose")

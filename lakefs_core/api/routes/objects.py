@@ -41,7 +41,7 @@ from lakefs_core.api.routes import (
 )
 from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
 from lakefs_core.auth import rbac
-from lakefs_core.block.base import PresignMode, join_address
+from lakefs_core.block.base import PresignMode
 from lakefs_core.catalog import DEFAULT_CONTENT_TYPE
 from lakefs_core.errors import (
     NotFoundError,
@@ -631,12 +631,12 @@ def get_physical_address(
 ) -> StagingLocation:
     """A fresh address under the repository's namespace for the client to write to
     (with ``presign=true``, also a pre-signed URL to PUT the data to); then link it
-    with ``PUT`` on the same path."""
+    with ``PUT``, once, before ``storage_config.link_address_expiry`` passes."""
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
     services = ctx.services
     repo = _check_writable_branch(services, repository, branch)
-    address = join_address(repo.storage_namespace, services.catalog.new_data_address())
+    address = services.catalog.hand_out_address(repo)
     location = StagingLocation(physical_address=address)
     if presign:
         url = services.catalog.store_of(repo).presign(address, PresignMode.WRITE)
@@ -658,8 +658,9 @@ def link_physical_address(
 ) -> ObjectStats:
     """Stage an object the client wrote itself at an address from ``GET``.
 
-    The address must lie in the repository's namespace (outside ``_lakefs/``) and the
-    object must be there with the declared size.
+    The address must be one that ``GET`` handed out for this repository, not linked
+    yet and not expired (else 400 "bad address token (expired or invalid)"), and the
+    object must be there with the declared size. Linking uses the address up.
     """
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
     meta = staging_metadata
@@ -673,18 +674,22 @@ def _link_written(services: Services, repository: str, branch: str, path: str,
                   address: str | None, *, size: int, checksum: str, content_type: str | None,
                   metadata: Mapping[str, str] | None,
                   conditions: WriteConditions = WriteConditions()) -> ObjectStats:
-    """Stage at ``path`` an object written directly to ``address`` in the namespace."""
+    """Stage at ``path`` an object written directly to ``address``, an address the
+    server handed out (see :meth:`Catalog.claim_address`)."""
     validate_path(path)
     repo = _check_writable_branch(services, repository, branch)
     address = address or ""
     relative = relative_to_namespace(repo, address)
     content_type = content_type_of(content_type)
+    # the token first: nothing is said of what is stored at an address not handed out
+    services.catalog.check_address(repo, address)
     try:
         stat = services.catalog.store_of(repo).stat(address)
     except NotFoundError:
         raise ValidationError(f"no object at physical address {address!r}") from None
     if stat.size != size:
         raise ValidationError(f"size mismatch: {size} declared, {stat.size} at {address!r}")
+    services.catalog.claim_address(repo, address)
     entry = Entry(address=relative, size=stat.size, etag=checksum or stat.etag,
                   mtime=time.time(), address_type=AddressType.RELATIVE,
                   content_type=content_type, metadata=dict(metadata or {}))
@@ -728,7 +733,8 @@ def stage_object(
     ctx: Annotated[Ctx, Depends(authenticated)],
     path: Annotated[str, Query(description="relative to the branch")],
 ) -> ObjectStats:
-    """Like linking a physical address: the data must already be in the namespace."""
+    """Like linking a physical address: the data must already be at an address that
+    ``GET .../staging/backing`` handed out."""
     ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
     body = object_stage_creation
     return _link_written(ctx.services, repository, branch, path, body.physical_address,

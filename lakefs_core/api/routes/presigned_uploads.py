@@ -8,7 +8,9 @@ A client uploads a large object straight to the store in parts:
 2. the client PUTs each part to its URL and keeps the ETag each answer carries;
 3. ``PUT .../staging/pmpu/{uploadId}?path=`` with the address and the
    ``(part_number, etag)`` list completes the upload and stages the object at
-   ``path`` (``DELETE`` with the address aborts it instead).
+   ``path`` (``DELETE`` with the address aborts it instead). The address must be the
+   one step 1 handed out for the repository, not used yet and not expired (else 400
+   "bad address token (expired or invalid)"), as for linking an address.
 
 Between the first and the last step, ``PUT .../pmpu/{uploadId}/parts/{partNumber}``
 pre-signs the URL of one more part, and ``PUT .../parts/{partNumber}/copy`` fills a
@@ -38,7 +40,7 @@ from lakefs_core.api.routes.objects import (
 )
 from lakefs_core.api.security import Ctx, authenticated, object_arn
 from lakefs_core.auth import rbac
-from lakefs_core.block.base import BlockStore, join_address
+from lakefs_core.block.base import BlockStore
 from lakefs_core.errors import NotImplementedByServerError, ValidationError
 from lakefs_core.graveler.model import AddressType, Entry, Repository
 from lakefs_core.graveler.refs import validate_path
@@ -135,7 +137,7 @@ def create_presign_multipart_upload(
     if not 0 <= count <= MAX_UPLOAD_PARTS:
         raise ValidationError(f"parts can be between 0 and {MAX_UPLOAD_PARTS}")
     repo, store = _writable_store(ctx, repository, branch, path)
-    address = join_address(repo.storage_namespace, ctx.services.catalog.new_data_address())
+    address = ctx.services.catalog.hand_out_address(repo)
     upload_id = store.create_multipart_upload(address)
     urls = [store.presign_upload_part(address, upload_id, n).url for n in range(1, count + 1)]
     return PresignMultipartUpload(upload_id=upload_id, physical_address=address,
@@ -158,6 +160,7 @@ def complete_presign_multipart_upload(
         raise ValidationError("parts are required")
     relative = relative_to_namespace(repo, complete.physical_address)
     content_type = content_type_of(complete.content_type)
+    ctx.services.catalog.claim_address(repo, complete.physical_address)
     stat = store.complete_multipart_upload(
         complete.physical_address, uploadId,
         [(part.part_number, part.etag) for part in complete.parts])
