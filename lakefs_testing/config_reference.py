@@ -33,7 +33,7 @@ local blockstore under `data_dir`. Examples: [config/](../config/README.md).
 
 REPLICATION_INTRO = """
 Every setting of the replication service (`lakefs-replication run`,
-`python -m replication`). It reads an optional YAML file (the file named by
+`python -m replication run`). It reads an optional YAML file (the file named by
 `REPLICATION_CONFIG_FILE`; the Helm chart renders `replication.config` into one), then
 the environment variables below, which win: `REPLICATION_` and the key path, as for
 the server. The replication user's keys and the encryption key can also come from
