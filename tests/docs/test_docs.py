@@ -35,8 +35,8 @@ from lakefs_testing.replication_user import broad_replication_policy
 from replication.config import ReplicationConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md")
-                                     if not p.name.startswith("CONFIG_"))]
+PAGES = [ROOT / "README.md", ROOT / "config" / "README.md",
+         *sorted(p for p in (ROOT / "docs").glob("*.md") if not p.name.startswith("CONFIG_"))]
 GENERATED = sorted((ROOT / "docs").glob("CONFIG_*.md"))
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -94,7 +94,7 @@ def test_links_resolve(page: Path) -> None:
 
 def test_the_readme_links_every_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for page in PAGES[1:] + GENERATED:
+    for page in PAGES[2:] + GENERATED:
         assert f"](docs/{page.name})" in readme, f"README does not link docs/{page.name}"
 
 
