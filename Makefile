@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chaos-long
+.PHONY: run test lint bench clean chaos-long docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# rewrite docs/CONFIG_SERVER.md and docs/CONFIG_REPLICATION.md from the settings models
+docs: $(STAMP)
+	$(BIN)/python -m lakefs_testing.config_reference
 
 clean:
 	rm -rf $(VENV)

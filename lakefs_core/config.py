@@ -134,7 +134,14 @@ class LocalDatabaseConfig(ConfigModel):
 
 
 class PostgresConfig(ConfigModel):
-    """A PostgreSQL (or CockroachDB) database, lakeFS field names."""
+    """A PostgreSQL (or CockroachDB) database, lakeFS field names.
+
+    Attributes:
+        max_open_connections: accepted as lakeFS names it; not used (the server
+            sizes its own pools).
+        max_idle_connections: accepted as lakeFS names it; not used.
+        connection_max_lifetime: accepted as lakeFS names it; not used.
+    """
 
     connection_string: SecretStr | None = Field(
         default=None, description="libpq URI, e.g. postgres://user:pass@host:5432/db"
@@ -145,7 +152,12 @@ class PostgresConfig(ConfigModel):
 
 
 class DatabaseConfig(ConfigModel):
-    """Where the refstore (metadata) lives: ``local`` (SQLite) or ``postgres``."""
+    """Where the refstore (metadata) lives: ``local`` (SQLite) or ``postgres``.
+
+    Attributes:
+        type: ``local`` (SQLite, the embedded default) or ``postgres`` (also
+            CockroachDB); the section of that name configures it.
+    """
 
     type: Literal["local", "postgres"] = "local"
     local: LocalDatabaseConfig = Field(default_factory=LocalDatabaseConfig)
@@ -180,7 +192,13 @@ class DatabaseConfig(ConfigModel):
 
 
 class AuthCacheConfig(ConfigModel):
-    """``auth.cache``: how long resolved credentials and policies are reused."""
+    """``auth.cache``: how long resolved credentials and policies are reused.
+
+    Attributes:
+        enabled: reuse resolved credentials and policies.
+        size: how many access keys are kept.
+        ttl: how long one is reused before it is read again.
+    """
 
     enabled: bool = True
     size: int = Field(default=1024, ge=1)
@@ -199,6 +217,10 @@ class EncryptConfig(ConfigModel):
     """Key that encrypts stored credential secrets (and signs login tokens).
 
     Attributes:
+        secret_key: encrypts stored credential secrets and signs login tokens; the
+            same in every process of an installation (the replication service's
+            ``auth.encrypt.secret_key``). Unset: the embedded server generates one
+            into ``<data_dir>/secret_key``; any other database requires it.
         key_file: where the embedded mode keeps the key it generated, when no key was
             configured ("" otherwise).
         generated: True when that file was created by this load (the first start).
@@ -226,7 +248,15 @@ class AuthConfig(ConfigModel):
 
 
 class InstallationConfig(ConfigModel):
-    """First admin created at startup when the auth store is empty (lakeFS names)."""
+    """First admin created at startup when the auth store is empty (lakeFS names).
+
+    Attributes:
+        user_name: the first admin's name; with both keys set, it is created at
+            startup when no user exists yet.
+        access_key_id: the first admin's access key id.
+        secret_access_key: the first admin's secret access key.
+        fixed_id: accepted as lakeFS names it; not used.
+    """
 
     user_name: str | None = None
     access_key_id: SecretStr | None = None
@@ -235,7 +265,12 @@ class InstallationConfig(ConfigModel):
 
 
 class LoggingConfig(ConfigModel):
-    """``logging``: level (DEBUG, INFO, WARN, ERROR; any case) and format (text, json)."""
+    """``logging``: level (DEBUG, INFO, WARN, ERROR; any case) and format (text, json).
+
+    Attributes:
+        level: the least severe level logged (``WARNING`` is read as ``WARN``).
+        format: ``text``, or ``json`` (one JSON object a line).
+    """
 
     level: Literal["DEBUG", "INFO", "WARN", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
@@ -255,7 +290,11 @@ class LoggingConfig(ConfigModel):
 
 
 class ReplicationEndpointConfig(ConfigModel):
-    """Where the server's ``/service/replication/`` proxy sends requests."""
+    """Where the server's ``/service/replication/`` proxy sends requests.
+
+    Attributes:
+        endpoint: the replication service of this region (its ``listen_address``).
+    """
 
     endpoint: HttpEndpoint = "http://127.0.0.1:8008"
 
@@ -276,7 +315,13 @@ class StorageConfig(ConfigModel):
 
 
 class S3GatewayConfig(ConfigModel):
-    """``gateways.s3``: host names for virtual-host addressing, and the region it reports."""
+    """``gateways.s3``: host names for virtual-host addressing, and the region it reports.
+
+    Attributes:
+        domain_name: host names under which ``<repository>.<domain>`` addresses a
+            repository (virtual-host style); a comma-separated string is accepted.
+        region: the region the gateway reports and signs with.
+    """
 
     domain_name: list[str] = Field(default_factory=lambda: ["s3.local.lakefs.io"])
     region: str = "us-east-1"
@@ -374,6 +419,11 @@ class ServerConfig(PrefixedSettings):
 
     ``ServerConfig()`` reads ``LAKEFS_*`` from the process environment;
     :func:`load_server_config` also reads a YAML file.
+
+    Attributes:
+        listen_address: where the API, the S3 gateway and the replication proxy listen.
+        data_dir: where the embedded mode keeps its SQLite file, local blockstore and
+            generated secret key.
     """
 
     ENV_PREFIX: ClassVar[str] = SERVER_ENV_PREFIX

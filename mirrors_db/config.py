@@ -99,7 +99,12 @@ class PostgresMirrorsConfig(_Section):
 
 
 class SQLiteMirrorsConfig(_Section):
-    """``mirrors_database.sqlite``: one file, shared by the processes of one machine."""
+    """``mirrors_database.sqlite``: one file, shared by the processes of one machine.
+
+    Attributes:
+        path: the SQLite file (``~`` expanded); every region on the machine names the
+            same file.
+    """
 
     path: str = DEFAULT_SQLITE_PATH
 

@@ -146,7 +146,10 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             sidecar.mirrors.repository(repository)
         except RepositoryNotFoundError:
             raise RepositoryNotFoundError(f"repository {repository!r} not found") from None
-        if sidecar.mirrors.marking(repository) is not None:
+        marking = sidecar.mirrors.marking(repository)
+        if marking is not None and not marking.detached:
+            # a detached former mirror is an ordinary repository: it may be mirrored
+            # back (failback), a mirror that still follows its source may not
             raise ValidationError(f"repository {repository!r} is itself a mirror")
         mirror = sidecar.table.create_mirror(MirrorSpec(
             organization_id=sidecar.org, name=body.name, source_region=sidecar.region,

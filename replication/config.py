@@ -107,7 +107,12 @@ class MirrorsDatabaseSettings(MirrorsDatabaseConfig):
 
 # --- credentials and auth ------------------------------------------------------------------
 class LakeFSCredentials(ConfigModel):
-    """The replication user's lakeFS access key, the same on every installation."""
+    """The replication user's lakeFS access key, the same on every installation.
+
+    Attributes:
+        access_key_id: the replication user's access key id.
+        secret_access_key: its secret access key.
+    """
 
     access_key_id: SecretStr
     secret_access_key: SecretStr
@@ -208,7 +213,12 @@ class BuiltinCopierConfig(ConfigModel):
 
 
 class ObjectReplicationConfig(ConfigModel):
-    """Who copies object data: the store's ``native`` replication, or the ``builtin`` copier."""
+    """Who copies object data: the store's ``native`` replication, or the ``builtin`` copier.
+
+    Attributes:
+        mode: ``native`` (the object store replicates, e.g. S3 replication rules) or
+            ``builtin`` (this service copies the objects a new commit needs).
+    """
 
     mode: Literal["native", "builtin"] = "native"
     builtin: BuiltinCopierConfig = Field(default_factory=BuiltinCopierConfig)
@@ -220,6 +230,19 @@ class ReplicationConfig(PrefixedSettings):
 
     Every field and default of the replication configuration reference, plus
     ``source_lakefs`` (the replication user's credentials) and ``object_replication``.
+
+    Attributes:
+        region: this installation's region; mirrors name their destination by it.
+        organization_id: partition key of the mirrors table; the same in every region.
+        organization_name: on lakeFS Cloud, builds ``regional_endpoint`` when that is
+            not set.
+        regional_endpoint: URL of this region's lakeFS API.
+        dst_endpoints: lakeFS URL of every other region, by region name.
+        source_lakefs: the replication user's key, the same in every region.
+        listen_address: where the mirrors API listens.
+        list_mirrors_page_size: page size of every listing of the mirrors table.
+        list_repositories_page_size: page size when the mirrors manager lists this
+            region's repositories.
     """
 
     ENV_PREFIX: ClassVar[str] = REPLICATION_ENV_PREFIX

@@ -51,7 +51,16 @@ class _Section(BaseModel):
 
 
 class LocalConfig(_Section):
-    """``blockstore.local``: objects as files under ``path``."""
+    """``blockstore.local``: objects as files under ``path``.
+
+    Attributes:
+        path: the directory objects are stored under (the server resolves it to
+            ``<data_dir>/blockstore`` when not set).
+        import_enabled: allow zero-copy imports from local paths.
+        import_hidden: accepted as lakeFS names it; not used.
+        allowed_external_prefixes: directories outside ``path`` that imports may read
+            (``local:///absolute/path``).
+    """
 
     path: str = "~/lakefs/data/block"
     import_enabled: bool = False
@@ -60,7 +69,13 @@ class LocalConfig(_Section):
 
 
 class S3Credentials(_Section):
-    """``blockstore.s3.credentials``: static keys; omit to use the default AWS chain."""
+    """``blockstore.s3.credentials``: static keys; omit to use the default AWS chain.
+
+    Attributes:
+        access_key_id: the AWS access key id.
+        secret_access_key: its secret.
+        session_token: a session token for temporary credentials.
+    """
 
     access_key_id: str | None = None
     secret_access_key: str | None = None
@@ -129,13 +144,21 @@ class S3Config(_Section):
 
 
 class SigningConfig(_Section):
-    """``blockstore(s).signing``: the secret used to sign pre-signed links."""
+    """``blockstore(s).signing``: the secret used to sign pre-signed links.
+
+    Attributes:
+        secret_key: accepted as lakeFS names it; links are signed by the store.
+    """
 
     secret_key: str | None = None
 
 
 class BlockstoreConfig(_Section):
-    """The single-store ``blockstore`` section."""
+    """The single-store ``blockstore`` section.
+
+    Attributes:
+        type: ``local`` or ``s3``; the section of that name configures it.
+    """
 
     type: BlockstoreType = BlockstoreType.LOCAL
     local: LocalConfig | None = None
@@ -153,7 +176,14 @@ class BlockstoreConfig(_Section):
 
 
 class StoreConfig(BlockstoreConfig):
-    """One entry of ``blockstores.stores``: a blockstore plus its identity."""
+    """One entry of ``blockstores.stores``: a blockstore plus its identity.
+
+    Attributes:
+        id: the storage id repositories name to be bound to this store.
+        description: free text shown in the storage configuration.
+        backward_compatible: repositories created without a storage id use this
+            store (at most one store).
+    """
 
     id: str
     description: str = ""

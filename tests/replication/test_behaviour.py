@@ -154,6 +154,22 @@ def test_detach_after_source_loss(tmp_path: Path, sqlite_mirrors: dict[str, Any]
             assert c.delete(f"{MIRRORS}/src/mirrors/{mirror['id']}").status_code == 204
         west.sidecars[0].sidecar.reconcile()
         assert west.graveler.get_repository("src-mirror").read_only is False
+        # failback: the source region returns and the detached repository, now an
+        # ordinary one, is mirrored back into it
+        east.start_sidecar()
+        with west.client() as c:
+            r = c.post(f"{MIRRORS}/src-mirror/mirrors", json={
+                "name": "src-back", "region": "east", "storage_namespace": "local://src-back"})
+            assert r.status_code == 201, r.text
+        head = mirror_head(west, "src-mirror", "main")
+        wait_for(lambda: mirror_head(east, "src-back", "main") == head, 30, what="failback")
+        with east.client() as c:
+            r = c.get("/api/v1/repositories/src-back/refs/main/objects", params={"path": "new"})
+            assert r.status_code == 200 and r.content == b"n"
+            # a mirror that still follows its source cannot itself be mirrored
+            r = c.post(f"{MIRRORS}/src-back/mirrors", json={
+                "name": "src-again", "region": "west", "storage_namespace": "local://again"})
+            assert r.status_code == 400 and "is itself a mirror" in r.text
 
 
 def test_events_beat_the_polling_interval(tmp_path: Path,
