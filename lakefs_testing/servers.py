@@ -15,15 +15,28 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+#: ports this process handed out: the kernel may offer a port again as soon as the probe
+#: socket is closed, before whoever asked has bound it
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now, and not handed out before by this process."""
+    with _handed_out_lock:
+        for _ in range(1000):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+    raise RuntimeError("no free TCP port on 127.0.0.1 that was not handed out already")
 
 
 def _pg_bindir() -> str:
