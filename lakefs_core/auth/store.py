@@ -537,14 +537,19 @@ class AuthStore:
             return [self._group(r) for r in conn.execute(query)]
 
     # --- policies ------------------------------------------------------------------
-    def create_policy(self, policy: Policy) -> Policy:
+    def create_policy(self, policy: Policy, *, system: bool = False) -> Policy:
         """Store a new policy.
+
+        ``system``: a policy the server makes itself, under a name no user can choose
+        (lakeFS's ``ACL(_-_)<group>`` for a group's ACL), so that it never takes over a
+        user's policy of the same name.
 
         Raises:
             ValidationError: Invalid name.
             AlreadyExistsError: A policy with this name exists.
         """
-        validate_entity_id("policy", policy.name)
+        if not system:
+            validate_entity_id("policy", policy.name)
         try:
             with self._tx(write=True) as conn:
                 if self._exists(conn, policies, "name", policy.name):

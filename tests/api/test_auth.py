@@ -323,3 +323,54 @@ def test_a_token_longer_than_the_login_duration_is_refused(srv: LiveServer) -> N
         assert me.status_code == 200, me.text
         me = anon.get("/user", headers={"Authorization": f"Bearer {forever}"})
         assert me.status_code == 401
+
+
+# --- group ACLs --------------------------------------------------------------------------
+def test_group_acls_grant_what_they_say(srv: LiveServer, http: httpx.Client) -> None:
+    """lakeFS's simplified permissions: an ACL on a group is a policy its members get."""
+    group, reader, other = name("aclgroup"), name("acluser"), name("aclrepo")
+    assert http.post("/auth/groups", json={"id": group}).status_code == 201
+    assert http.get(f"/auth/groups/{group}/acl").status_code == 404  # none set yet
+    auth = srv.services.auth
+    auth.create_user(reader)
+    auth.add_user_to_group(reader, group)
+    cred = auth.create_credentials(reader)
+    for repo in ("aclmine", other):
+        assert http.post("/repositories", json={
+            "name": repo, "storage_namespace": f"local://{repo}"}).status_code == 201
+    with srv.client(cred.access_key_id, cred.secret) as member:
+        assert member.get("/repositories/aclmine").status_code == 403
+        # Read on one repository
+        assert http.post(f"/auth/groups/{group}/acl", json={
+            "permission": "Read", "repositories": ["aclmine"]}).status_code == 201
+        assert http.get(f"/auth/groups/{group}/acl").json() == {
+            "permission": "Read", "all_repositories": False, "repositories": ["aclmine"]}
+        assert member.get("/repositories/aclmine").status_code == 200
+        assert member.get(f"/repositories/{other}").status_code == 403
+        assert member.post("/repositories/aclmine/branches", json={
+            "name": "dev", "source": "main"}).status_code == 403
+        # Write on every repository replaces it
+        assert http.post(f"/auth/groups/{group}/acl", json={
+            "permission": "Write", "all_repositories": True}).status_code == 201
+        assert http.get(f"/auth/groups/{group}/acl").json() == {
+            "permission": "Write", "all_repositories": True, "repositories": []}
+        assert member.post(f"/repositories/{other}/branches", json={
+            "name": "dev", "source": "main"}).status_code == 201
+        assert member.get("/auth/users").status_code == 403  # not Admin
+        assert len([p for p in auth.list_group_policies(group)
+                    if p.name.startswith("ACL(_-_)")]) == 1
+    # bad input: unknown permission, a scoped Admin, no repositories, a bad name
+    for body in ({"permission": "Owner"}, {"permission": "Admin", "repositories": ["a1b"]},
+                 {"permission": "Read", "all_repositories": False},
+                 {"permission": "Read", "repositories": ["Bad Name"]}):
+        resp = http.post(f"/auth/groups/{group}/acl", json=body)
+        assert resp.status_code == 400, (body, resp.text)
+    assert http.post("/auth/groups/no-such-group/acl",
+                     json={"permission": "Read"}).status_code == 404
+    assert http.get(f"/auth/groups/{group}/acl").json()["permission"] == "Write"  # unchanged
+
+
+def test_auth_capabilities_need_no_login(srv: LiveServer) -> None:
+    resp = httpx.get(f"{srv.endpoint}/api/v1/auth/capabilities", timeout=10)
+    assert resp.status_code == 200
+    assert resp.json() == {"invite_user": False, "forgot_password": False}

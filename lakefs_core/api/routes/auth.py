@@ -35,8 +35,9 @@ from lakefs_core.api.security import (
     services_of,
     user_arn,
 )
-from lakefs_core.auth import model, rbac
+from lakefs_core.auth import acl, model, rbac
 from lakefs_core.errors import NotFoundError, ValidationError
+from lakefs_core.graveler.refs import validate_repository_id
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 
@@ -460,3 +461,67 @@ def detach_policy_from_group(groupId: str, policyId: str,  # noqa: N803
     ctx.check(rbac.DETACH_POLICY, group_arn(groupId))
     ctx.services.auth.detach_policy_from_group(groupId, policyId)
     return Response(status_code=204)
+
+
+# --- group ACLs and capabilities ----------------------------------------------------------
+class ACLModel(BaseModel):
+    """lakeFS's ACL: a permission (Read, Write, Super, Admin) over repositories."""
+
+    permission: str
+    all_repositories: bool | None = None
+    repositories: list[str] | None = None
+
+
+class AuthCapabilities(BaseModel):
+    invite_user: bool
+    forgot_password: bool
+
+
+@router.get("/groups/{groupId}/acl", response_model=ACLModel, response_model_exclude_none=True,
+            summary="get ACL of group")
+def get_group_acl(groupId: str, ctx: Annotated[Ctx, Depends(authenticated)]  # noqa: N803
+                  ) -> ACLModel:
+    ctx.check(rbac.READ_GROUP, group_arn(groupId))
+    auth = ctx.services.auth
+    auth.get_group(groupId)
+    name = acl.policy_name(groupId)
+    found = next((p for p in auth.list_group_policies(groupId) if p.name == name), None)
+    granted = acl.from_policy(found) if found is not None else None
+    if granted is None:
+        raise NotFoundError(f"no ACL for group {groupId}")
+    return ACLModel(permission=granted.permission, all_repositories=granted.all_repositories,
+                    repositories=list(granted.repositories))
+
+
+@router.post("/groups/{groupId}/acl", status_code=201, response_class=Response,
+             summary="set ACL of group")
+def set_group_acl(groupId: str, body: ACLModel,  # noqa: N803
+                  ctx: Annotated[Ctx, Depends(authenticated)]) -> Response:
+    name = acl.policy_name(groupId)
+    ctx.check(rbac.ATTACH_POLICY, group_arn(groupId))
+    ctx.check(rbac.UPDATE_POLICY, policy_arn(name))
+    repositories = tuple(validate_repository_id(r) for r in body.repositories or ())
+    granted = acl.ACL(body.permission,
+                      all_repositories=(body.all_repositories
+                                        if body.all_repositories is not None
+                                        else not repositories),
+                      repositories=repositories)
+    auth = ctx.services.auth
+    auth.get_group(groupId)
+    policy = acl.to_policy(groupId, granted)
+    try:
+        auth.get_policy(name)
+    except NotFoundError:
+        auth.create_policy(policy, system=True)
+    else:
+        auth.update_policy(policy)
+    if all(p.name != name for p in auth.list_group_policies(groupId)):
+        auth.attach_policy_to_group(groupId, name)
+    return Response(status_code=201)
+
+
+@router.get("/capabilities", response_model=AuthCapabilities,
+            summary="list authentication capabilities supported")
+def get_auth_capabilities() -> AuthCapabilities:
+    """No e-mail service: users are not invited and passwords are not reset by mail."""
+    return AuthCapabilities(invite_user=False, forgot_password=False)
