@@ -16,13 +16,32 @@ metaranges; a deleted boundary key can make one new range cover two base ranges,
 but a deletion needs no object request). Proven files, objects and fully present
 ranges are cached: a range id, once present, is present for good (files are
 immutable).
+
+Objects are proven one of two ways, with the same proof (present, same size, same
+etag when comparable):
+
+- *stat*: one request per object;
+- *listing*: the namespace is listed, one request per page of :data:`LIST_PAGE` keys,
+  and each listed key is compared with the entry that names it.
+
+A range is *dense* when at least :data:`DENSE_SHARE` of its entries changed; the
+changed entries of dense ranges whose objects are under the namespace (relative
+addresses) are proven by listing when there are enough of them to pay for the
+listing (about one request per :data:`LIST_PAGE` objects the commit references),
+the others (sparse ranges, imported objects with full addresses elsewhere) by stat.
+The namespace is listed in shards (one per next character after the prefix the
+addresses share), at once up to the validator's ``concurrency``, and a shard whose
+listing grows past what stat would have cost stops and stats its rest. A first
+validation of a large repository thus costs about one request per thousand objects.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
@@ -37,6 +56,13 @@ from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
 
 _T = TypeVar("_T")
+
+#: keys one listing request returns (a ListObjectsV2 page)
+LIST_PAGE = 1000
+#: a range with at least this share of its entries changed is proven by listing
+DENSE_SHARE = 0.25
+#: store requests one validation makes at once, unless told otherwise
+DEFAULT_CONCURRENCY = 16
 
 
 class MissingKind(StrEnum):
@@ -110,8 +136,15 @@ class CountingStore(BlockStore):
         self.inner.delete(address)
 
     def list(self, prefix: str) -> Iterator[ObjectStat]:
+        """Counts one request per page of :data:`LIST_PAGE` keys (the first at once)."""
         self._count()
-        return self.inner.list(prefix)
+        return self._pages(self.inner.list(prefix))
+
+    def _pages(self, items: Iterator[ObjectStat]) -> Iterator[ObjectStat]:
+        for i, item in enumerate(items):
+            if i and not i % LIST_PAGE:
+                self._count()
+            yield item
 
     def copy(self, src: str, dst: str) -> ObjectStat:
         self._count()
@@ -191,12 +224,16 @@ class CommitValidator:
         store: the destination blockstore (wrap it in :class:`CountingStore` to count).
         namespace: the mirror repository's storage namespace in the destination.
         cache_limit: most ids and addresses remembered per cache.
+        concurrency: object requests (stats, listings) made at once.
     """
 
-    def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000
-                 ) -> None:
+    def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000,
+                 concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self.store = store
         self.namespace = namespace
+        self.concurrency = concurrency
         self.ranges = RangeManager(store, namespace)
         #: range and metarange files read and found to hash to their ids
         self._proven_files = _BoundedSet(cache_limit)
@@ -296,13 +333,15 @@ class CommitValidator:
             return result
         known = {r.id for r in bases}
         base_entries = _ForwardLookup(self.ranges, bases)
+        #: per new range read: its id, entry count and changed (path, entry) pairs
+        batches: list[tuple[str, int, list[tuple[str, Entry]]]] = []
         for info in targets:
             if info.id in known or info.id in self._complete:
                 continue
             records = self._range(info, result)
             if records is None:
                 continue
-            range_complete = True
+            changed: list[tuple[str, Entry]] = []
             for record in records:
                 entry = record.entry
                 if entry is None:
@@ -316,16 +355,98 @@ class CommitValidator:
                         MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
                         "base range disappeared"))
                     return result
-                result.objects_checked += 1
-                missing = self.check_object(record.path, entry)
-                if missing is not None:
-                    result.missing.append(missing)
-                    range_complete = False
-            if range_complete:
-                self._complete.add(info.id)
+                changed.append((record.path, entry))
+            batches.append((info.id, len(records), changed))
+        referenced = sum(r.count for r in targets)
+        found = self.check_objects([(n, c) for _, n, c in batches], referenced=referenced)
+        for (rid, _, changed), missing in zip(batches, found, strict=True):
+            result.objects_checked += len(changed)
+            result.missing.extend(missing)
+            if not missing:
+                self._complete.add(rid)
         if not result.missing:
             self._complete.add(target_mr)
         return result
+
+    # ----------------------------------------------------------------- objects
+    def check_objects(self, batches: Sequence[tuple[int, Sequence[tuple[str, Entry]]]], *,
+                      referenced: int) -> list[list[MissingItem]]:
+        """Prove objects present, by listing or by stat; what is missing, per batch.
+
+        Args:
+            batches: per range, its entry count and the (path, entry) pairs to prove.
+            referenced: about how many objects the namespace holds (the entries of the
+                commit, say): what a listing of it costs, in keys.
+
+        Returns:
+            per batch, its missing objects in the batch's order.
+        """
+        found: list[list[MissingItem | None]] = [[None] * len(c) for _, c in batches]
+        prefix = self.namespace.rstrip("/") + "/"
+        #: address -> (batch, index) of the entries to prove by listing
+        listed: dict[str, list[tuple[int, int]]] = {}
+        stats: list[tuple[int, int]] = []
+        for b, (count, changed) in enumerate(batches):
+            dense = len(changed) >= max(1, count) * DENSE_SHARE
+            for i, (_, entry) in enumerate(changed):
+                address = self.object_address(entry)
+                if address in self._proven_objects:
+                    continue
+                if dense and address.startswith(prefix):
+                    listed.setdefault(address, []).append((b, i))
+                else:
+                    stats.append((b, i))
+        shards = self._shards(listed)
+        # a listing costs a request per shard and per page of what the namespace holds
+        if len(shards) + referenced // LIST_PAGE >= len(listed):
+            shards = []
+            stats.extend(where for places in listed.values() for where in places)
+            listed = {}
+
+        def stat(where: tuple[int, int]) -> None:
+            b, i = where
+            path, entry = batches[b][1][i]
+            found[b][i] = self.check_object(path, entry)
+
+        def list_shard(shard: tuple[str, list[str]]) -> list[tuple[int, int]]:
+            """Prove a shard's addresses by listing; the places still to stat."""
+            shard_prefix, addresses = shard
+            wanted = set(addresses)
+            budget = LIST_PAGE * (len(wanted) + 1)  # past it, stats are cheaper
+            for n, obj in enumerate(self.store.list(shard_prefix)):
+                if obj.address in wanted:
+                    wanted.discard(obj.address)
+                    for b, i in listed[obj.address]:
+                        path, entry = batches[b][1][i]
+                        found[b][i] = self._compare(path, entry, obj)
+                    if not wanted:
+                        break
+                elif n >= budget:
+                    return [w for a in wanted for w in listed[a]]
+            for address in wanted:
+                for b, i in listed[address]:
+                    path, entry = batches[b][1][i]
+                    found[b][i] = MissingItem(MissingKind.OBJECT, path, address, entry)
+            return []
+
+        if stats or shards:
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                rest = [w for more in pool.map(list_shard, shards) for w in more]
+                for _ in pool.map(stat, stats + rest):
+                    pass
+        return [[m for m in batch if m is not None] for batch in found]
+
+    def _shards(self, addresses: Iterable[str]) -> list[tuple[str, list[str]]]:
+        """Listing prefixes covering ``addresses``: the prefix they share plus one more
+        character each, so shards can be listed at once."""
+        ordered = sorted(addresses)
+        if not ordered:
+            return []
+        common = os.path.commonprefix([ordered[0], ordered[-1]])
+        shards: dict[str, list[str]] = {}
+        for address in ordered:
+            shards.setdefault(address[:len(common) + 1], []).append(address)
+        return list(shards.items())
 
     def check_object(self, path: str, entry: Entry) -> MissingItem | None:
         """None when the object is present with the right size (and etag)."""
@@ -336,6 +457,11 @@ class CommitValidator:
             stat = self.store.stat(address)
         except ObjectNotFoundError:
             return MissingItem(MissingKind.OBJECT, path, address, entry)
+        return self._compare(path, entry, stat)
+
+    def _compare(self, path: str, entry: Entry, stat: ObjectStat) -> MissingItem | None:
+        """None when ``stat`` (from a stat or a listing) proves the entry's object."""
+        address = stat.address
         if stat.size != entry.size:
             return MissingItem(MissingKind.OBJECT, path, address, entry,
                                f"size {stat.size} != {entry.size}")
