@@ -38,6 +38,7 @@ validation of a large repository thus costs about one request per thousand objec
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -217,6 +218,38 @@ class _ForwardLookup:
         return None
 
 
+class _Prefetch:
+    """Listings of the namespace, shard by shard, started while a first validation is
+    still reading its ranges (the addresses of the first ones tell the shards)."""
+
+    def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, shards: Sequence[str],
+                 limit: int) -> None:
+        self.width = len(shards[0])  # every shard is the shared prefix + one character
+        self._futures = {p: pool.submit(self._list, store, p, limit) for p in shards}
+
+    @staticmethod
+    def _list(store: BlockStore, prefix: str, limit: int) -> dict[str, ObjectStat] | None:
+        """The shard's objects; None when it holds more than ``limit`` (given up)."""
+        out: dict[str, ObjectStat] = {}
+        for n, obj in enumerate(store.list(prefix)):
+            if n >= limit:
+                return None
+            out[obj.address] = obj
+        return out
+
+    def lookup(self, address: str) -> tuple[bool, ObjectStat | None]:
+        """(whether a finished listing covers ``address``, what it listed there)."""
+        future = self._futures.get(address[:self.width])
+        listing = None if future is None else future.result()
+        if listing is None:
+            return False, None
+        return True, listing.get(address)
+
+    def cancel(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+
+
 class CommitValidator:
     """Validates commits of one mirror against its destination namespace.
 
@@ -333,32 +366,47 @@ class CommitValidator:
             return result
         known = {r.id for r in bases}
         base_entries = _ForwardLookup(self.ranges, bases)
+        referenced = sum(r.count for r in targets)
         #: per new range read: its id, entry count and changed (path, entry) pairs
         batches: list[tuple[str, int, list[tuple[str, Entry]]]] = []
-        for info in targets:
-            if info.id in known or info.id in self._complete:
-                continue
-            records = self._range(info, result)
-            if records is None:
-                continue
-            changed: list[tuple[str, Entry]] = []
-            for record in records:
-                entry = record.entry
-                if entry is None:
+        #: a first validation lists the namespace while it reads the ranges
+        sample: list[str] | None = [] if not bases else None
+        prefetch: _Prefetch | None = None
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for info in targets:
+                if info.id in known or info.id in self._complete:
                     continue
-                try:
-                    if base_entries.get(record.path) == entry:
-                        continue  # present with the base
-                except (RangeNotFoundError, StorageError):
-                    gone = base_entries.loading
-                    result.missing.append(MissingItem(
-                        MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
-                        "base range disappeared"))
-                    return result
-                changed.append((record.path, entry))
-            batches.append((info.id, len(records), changed))
-        referenced = sum(r.count for r in targets)
-        found = self.check_objects([(n, c) for _, n, c in batches], referenced=referenced)
+                records = self._range(info, result)
+                if records is None:
+                    continue
+                changed: list[tuple[str, Entry]] = []
+                for record in records:
+                    entry = record.entry
+                    if entry is None:
+                        continue
+                    try:
+                        if base_entries.get(record.path) == entry:
+                            continue  # present with the base
+                    except (RangeNotFoundError, StorageError):
+                        gone = base_entries.loading
+                        result.missing.append(MissingItem(
+                            MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
+                            "base range disappeared"))
+                        return result
+                    changed.append((record.path, entry))
+                batches.append((info.id, len(records), changed))
+                if sample is not None:
+                    sample += (self.object_address(e) for _, e in changed)
+                    prefetch = self._prefetch(sample, referenced, pool)
+                    if prefetch is not None:
+                        sample = None
+            try:
+                found = self.check_objects([(n, c) for _, n, c in batches],
+                                           referenced=referenced, prefetch=prefetch,
+                                           pool=pool)
+            finally:
+                if prefetch is not None:
+                    prefetch.cancel()
         for (rid, _, changed), missing in zip(batches, found, strict=True):
             result.objects_checked += len(changed)
             result.missing.extend(missing)
@@ -368,15 +416,38 @@ class CommitValidator:
             self._complete.add(target_mr)
         return result
 
+    def _prefetch(self, sample: list[str], referenced: int, pool: ThreadPoolExecutor
+                  ) -> _Prefetch | None:
+        """Start listing the namespace once ``sample`` (addresses of the first ranges
+        of a first validation) shows its shards, if listing beats stats."""
+        prefix = self.namespace.rstrip("/") + "/"
+        under = [a for a in sample if a.startswith(prefix)]
+        if len(under) < min(256, max(2, referenced // 2)):
+            return None  # too few yet to tell the shards
+        common = os.path.commonprefix([min(under), max(under)])
+        common = common[:common.rfind("/") + 1]  # the directory they share
+        if len(common) < len(prefix):
+            return None
+        shards = sorted({a[:len(common) + 1] for a in under if len(a) > len(common)})
+        if not shards or len(shards) + referenced // LIST_PAGE >= referenced:
+            return None
+        # a shard holding far more than its share of the commit is given up
+        limit = 2 * referenced // len(shards) + LIST_PAGE
+        return _Prefetch(self.store, pool, shards, limit)
+
     # ----------------------------------------------------------------- objects
     def check_objects(self, batches: Sequence[tuple[int, Sequence[tuple[str, Entry]]]], *,
-                      referenced: int) -> list[list[MissingItem]]:
+                      referenced: int, prefetch: _Prefetch | None = None,
+                      pool: ThreadPoolExecutor | None = None) -> list[list[MissingItem]]:
         """Prove objects present, by listing or by stat; what is missing, per batch.
 
         Args:
             batches: per range, its entry count and the (path, entry) pairs to prove.
             referenced: about how many objects the namespace holds (the entries of the
                 commit, say): what a listing of it costs, in keys.
+            prefetch: listings already under way; the objects they cover are judged
+                by them.
+            pool: the threads to use (default: a pool of ``concurrency`` threads).
 
         Returns:
             per batch, its missing objects in the batch's order.
@@ -392,6 +463,14 @@ class CommitValidator:
                 address = self.object_address(entry)
                 if address in self._proven_objects:
                     continue
+                if prefetch is not None:
+                    covered, listed_stat = prefetch.lookup(address)
+                    if covered:
+                        path = changed[i][0]
+                        found[b][i] = (
+                            MissingItem(MissingKind.OBJECT, path, address, entry)
+                            if listed_stat is None else self._compare(path, entry, listed_stat))
+                        continue
                 if dense and address.startswith(prefix):
                     listed.setdefault(address, []).append((b, i))
                 else:
@@ -430,7 +509,9 @@ class CommitValidator:
             return []
 
         if stats or shards:
-            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            with contextlib.ExitStack() as stack:
+                if pool is None:
+                    pool = stack.enter_context(ThreadPoolExecutor(self.concurrency))
                 rest = [w for more in pool.map(list_shard, shards) for w in more]
                 for _ in pool.map(stat, stats + rest):
                     pass

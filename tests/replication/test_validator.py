@@ -404,4 +404,24 @@ def test_a_namespace_fuller_than_the_commit_stops_listing_and_stats(mirror: Mirr
     assert found == [[]]
     assert log.calls.count("stat") == 1  # shard b's object, after its listing gave up
     assert log.calls.count("list") == 3 + 2  # shards a, c; b's three pages
-    assert v.validate(mr, None).complete
+    # a first validation lists while it reads the ranges; shard b gives up there too
+    log = CallLog(mirror.raw)
+    assert CommitValidator(log, NS).validate(mr, None).complete
+    assert log.calls.count("stat") == 1
+    assert log.calls.count("list") == 2 + 2  # shards a, c; b's two pages
+
+
+def test_dense_change_on_a_base_is_listed_too(mirror: Mirror) -> None:
+    """A new partition (a dense range) on top of a proven commit: listed, not stat'ed."""
+    base = mirror.commit(EMPTY_METARANGE_ID, [mirror.put_object(p) for p in paths(300)])
+    added = [mirror.put_object(f"table/zz-new/part-{i:04d}.parquet") for i in range(150)]
+    target = mirror.commit(base, added)
+    want = damage(mirror, [added[0], added[70], added[149]])
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS)
+    assert v.validate(base, None).complete
+    del log.calls[:]
+    result = v.validate(target, base)
+    assert reasons(result.missing) == want and result.objects_checked == 150
+    # listed; only a range where the partition meets old entries may be sparse
+    assert log.calls.count("stat") < 10 and 1 <= log.calls.count("list") <= 16
