@@ -15,9 +15,9 @@ same run:
 * ``list``: the same objects listed directly, without the product: ``os.scandir``
   over the namespace's directory tree (with each file's size), or boto3
   ``list_objects_v2`` page by page (1,000 keys a page);
-* ``stat``: the cost of the previous way (one stat per object), measured on a sample
-  of 2,000 objects and scaled to N, in requests and estimated time at the same
-  concurrency.
+* ``stat``: the cost of the previous way (one stat per object): its requests, and the
+  time of the stats alone (without reading the ranges, which both ways do), measured
+  on a sample of 2,000 objects at the same concurrency and scaled to N.
 
 It prints one line per store with the ratio ``validate / list`` (the goal is at most
 1.5). The S3 store is moto in server mode on loopback, in a child process; moto lists
@@ -215,7 +215,7 @@ def main() -> None:
     for row in rows:
         print(row.line())
     print("validate: first validation (no base); list: the same objects listed directly; "
-          "stat: one request per object (sampled, scaled to N)")
+          "stat: one request per object (requests; seconds of the stats alone, sampled)")
 
 
 if __name__ == "__main__":
