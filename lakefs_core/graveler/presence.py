@@ -24,7 +24,9 @@ etag when comparable):
 - *listing*: the namespace is listed, one request per page of :data:`LIST_PAGE` keys,
   and each listed key is compared with the entry that names it.
 
-A range is *dense* when at least :data:`DENSE_SHARE` of its entries changed; the
+A range is *dense* when more of its entries changed than the listing pages its
+entries account for (one in :data:`LIST_PAGE`): a change spread thinner is cheaper
+to stat wherever the rest of the commit stands. The
 changed entries of dense ranges whose objects are under the namespace (relative
 addresses) are proven by listing when there are enough of them to pay for the
 listing (about one request per :data:`LIST_PAGE` objects the commit references),
@@ -60,8 +62,6 @@ _T = TypeVar("_T")
 
 #: keys one listing request returns (a ListObjectsV2 page)
 LIST_PAGE = 1000
-#: a range with at least this share of its entries changed is proven by listing
-DENSE_SHARE = 0.25
 #: store requests one validation makes at once, unless told otherwise
 DEFAULT_CONCURRENCY = 16
 
@@ -458,7 +458,7 @@ class CommitValidator:
         listed: dict[str, list[tuple[int, int]]] = {}
         stats: list[tuple[int, int]] = []
         for b, (count, changed) in enumerate(batches):
-            dense = len(changed) >= max(1, count) * DENSE_SHARE
+            dense = len(changed) * LIST_PAGE >= count
             for i, (_, entry) in enumerate(changed):
                 address = self.object_address(entry)
                 if address in self._proven_objects:

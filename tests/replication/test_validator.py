@@ -425,3 +425,18 @@ def test_dense_change_on_a_base_is_listed_too(mirror: Mirror) -> None:
     assert reasons(result.missing) == want and result.objects_checked == 150
     # listed; only a range where the partition meets old entries may be sparse
     assert log.calls.count("stat") < 10 and 1 <= log.calls.count("list") <= 16
+
+
+def test_sparse_ranges_are_stated_while_dense_ones_are_listed(mirror: Mirror) -> None:
+    dense = [mirror.put_object(f"dense/{i:03d}") for i in range(40)]
+    sparse = [mirror.put_object(f"sparse/{i}") for i in range(2)]
+    want = damage(mirror, [dense[5], sparse[1], dense[30]])
+    log = CallLog(mirror.raw)
+    found = CommitValidator(log, NS).check_objects(
+        [(40, [(r.path, r.entry) for r in dense if r.entry]),
+         # two changed entries in a range of 5,000: fewer than its listing pages
+         (5_000, [(r.path, r.entry) for r in sparse if r.entry])], referenced=5_040)
+    assert reasons([m for batch in found for m in batch]) == want
+    assert [reasons(batch) for batch in found] == [
+        {dense[5].path: "missing", dense[30].path: "etag"}, {sparse[1].path: "size"}]
+    assert log.calls.count("stat") == 2 and 1 <= log.calls.count("list") <= 16
