@@ -186,6 +186,8 @@ class ValidatorConfig(ConfigModel):
             rechecked this often, in order, stopping at the first still missing
             (about one request each time), and the commit is validated at once when
             all have arrived, whatever its cooldown. ``0`` turns the rechecks off.
+        request_concurrency: extension; store requests (object stats, listings of
+            the namespace) one validation makes at once.
     """
 
     run_interval: Interval = timedelta(minutes=1)
@@ -193,6 +195,7 @@ class ValidatorConfig(ConfigModel):
     cooldown_on_missing: Duration = timedelta(minutes=1)
     cooldown_on_error: Duration = timedelta(minutes=1)
     missing_recheck_interval: Duration = timedelta(milliseconds=500)
+    request_concurrency: int = Field(default=16, ge=1)
 
 
 class BuiltinCopierConfig(ConfigModel):

@@ -35,7 +35,13 @@ from lakefs_core.errors import (
 )
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import AddressType, CommitRecord
-from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
+from lakefs_core.graveler.presence import (
+    DEFAULT_CONCURRENCY,
+    CommitValidator,
+    CountingStore,
+    MissingItem,
+    MissingKind,
+)
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
     MirrorsDatabaseError,
@@ -102,6 +108,8 @@ class MirrorContext:
     validation_slots: AbstractContextManager[object] = field(
         default_factory=contextlib.nullcontext)
     mirror_tags: bool = True
+    #: store requests one validation makes at once
+    validation_concurrency: int = DEFAULT_CONCURRENCY
 
     def validation_run_at(self, t: float) -> float:
         """The first validation run at or after ``t``."""
@@ -116,7 +124,8 @@ class MirrorFollower:
         self.ctx = ctx
         self.mirror = mirror
         self.store = ctx.store_for("")
-        self.validator = CommitValidator(self.store, mirror.storage_namespace)
+        self.validator = CommitValidator(self.store, mirror.storage_namespace,
+                                         concurrency=ctx.validation_concurrency)
         self.refs: dict[str, RefProgress] = {}
         #: what keeps the mirror from following all of its source, for its status
         #: (e.g. tags the replication user may not list); "" when nothing does

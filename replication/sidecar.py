@@ -139,6 +139,7 @@ class Sidecar:
             scan_slots=threading.BoundedSemaphore(
                 config.commit_sensor.branches_scanner_concurrency_limit),
             validation_slots=threading.BoundedSemaphore(validator.num_workers),
+            validation_concurrency=validator.request_concurrency,
         )
         #: rounds run at once: enough for every scan and every validation allowed
         self.workers = max(validator.num_workers,

@@ -16,13 +16,35 @@ metaranges; a deleted boundary key can make one new range cover two base ranges,
 but a deletion needs no object request). Proven files, objects and fully present
 ranges are cached: a range id, once present, is present for good (files are
 immutable).
+
+Objects are proven one of two ways, with the same proof (present, same size, same
+etag when comparable):
+
+- *stat*: one request per object;
+- *listing*: the namespace is listed, one request per page of :data:`LIST_PAGE` keys,
+  and each listed key is compared with the entry that names it.
+
+A range is *dense* when more of its entries changed than the listing pages its
+entries account for (one in :data:`LIST_PAGE`): a change spread thinner is cheaper
+to stat wherever the rest of the commit stands. The
+changed entries of dense ranges whose objects are under the namespace (relative
+addresses) are proven by listing when there are enough of them to pay for the
+listing (about one request per :data:`LIST_PAGE` objects the commit references),
+the others (sparse ranges, imported objects with full addresses elsewhere) by stat.
+The namespace is listed in shards (one per next character after the prefix the
+addresses share), at once up to the validator's ``concurrency``, and a shard whose
+listing grows past what stat would have cost stops and stats its rest. A first
+validation of a large repository thus costs about one request per thousand objects.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
@@ -37,6 +59,11 @@ from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
 
 _T = TypeVar("_T")
+
+#: keys one listing request returns (a ListObjectsV2 page)
+LIST_PAGE = 1000
+#: store requests one validation makes at once, unless told otherwise
+DEFAULT_CONCURRENCY = 16
 
 
 class MissingKind(StrEnum):
@@ -110,8 +137,15 @@ class CountingStore(BlockStore):
         self.inner.delete(address)
 
     def list(self, prefix: str) -> Iterator[ObjectStat]:
+        """Counts one request per page of :data:`LIST_PAGE` keys (the first at once)."""
         self._count()
-        return self.inner.list(prefix)
+        return self._pages(self.inner.list(prefix))
+
+    def _pages(self, items: Iterator[ObjectStat]) -> Iterator[ObjectStat]:
+        for i, item in enumerate(items):
+            if i and not i % LIST_PAGE:
+                self._count()
+            yield item
 
     def copy(self, src: str, dst: str) -> ObjectStat:
         self._count()
@@ -184,6 +218,38 @@ class _ForwardLookup:
         return None
 
 
+class _Prefetch:
+    """Listings of the namespace, shard by shard, started while a first validation is
+    still reading its ranges (the addresses of the first ones tell the shards)."""
+
+    def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, shards: Sequence[str],
+                 limit: int) -> None:
+        self.width = len(shards[0])  # every shard is the shared prefix + one character
+        self._futures = {p: pool.submit(self._list, store, p, limit) for p in shards}
+
+    @staticmethod
+    def _list(store: BlockStore, prefix: str, limit: int) -> dict[str, ObjectStat] | None:
+        """The shard's objects; None when it holds more than ``limit`` (given up)."""
+        out: dict[str, ObjectStat] = {}
+        for n, obj in enumerate(store.list(prefix)):
+            if n >= limit:
+                return None
+            out[obj.address] = obj
+        return out
+
+    def lookup(self, address: str) -> tuple[bool, ObjectStat | None]:
+        """(whether a finished listing covers ``address``, what it listed there)."""
+        future = self._futures.get(address[:self.width])
+        listing = None if future is None else future.result()
+        if listing is None:
+            return False, None
+        return True, listing.get(address)
+
+    def cancel(self) -> None:
+        for future in self._futures.values():
+            future.cancel()
+
+
 class CommitValidator:
     """Validates commits of one mirror against its destination namespace.
 
@@ -191,12 +257,16 @@ class CommitValidator:
         store: the destination blockstore (wrap it in :class:`CountingStore` to count).
         namespace: the mirror repository's storage namespace in the destination.
         cache_limit: most ids and addresses remembered per cache.
+        concurrency: object requests (stats, listings) made at once.
     """
 
-    def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000
-                 ) -> None:
+    def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000,
+                 concurrency: int = DEFAULT_CONCURRENCY) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self.store = store
         self.namespace = namespace
+        self.concurrency = concurrency
         self.ranges = RangeManager(store, namespace)
         #: range and metarange files read and found to hash to their ids
         self._proven_files = _BoundedSet(cache_limit)
@@ -296,36 +366,168 @@ class CommitValidator:
             return result
         known = {r.id for r in bases}
         base_entries = _ForwardLookup(self.ranges, bases)
-        for info in targets:
-            if info.id in known or info.id in self._complete:
-                continue
-            records = self._range(info, result)
-            if records is None:
-                continue
-            range_complete = True
-            for record in records:
-                entry = record.entry
-                if entry is None:
+        referenced = sum(r.count for r in targets)
+        #: per new range read: its id, entry count and changed (path, entry) pairs
+        batches: list[tuple[str, int, list[tuple[str, Entry]]]] = []
+        #: a first validation lists the namespace while it reads the ranges
+        sample: list[str] | None = [] if not bases else None
+        prefetch: _Prefetch | None = None
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for info in targets:
+                if info.id in known or info.id in self._complete:
                     continue
-                try:
-                    if base_entries.get(record.path) == entry:
-                        continue  # present with the base
-                except (RangeNotFoundError, StorageError):
-                    gone = base_entries.loading
-                    result.missing.append(MissingItem(
-                        MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
-                        "base range disappeared"))
-                    return result
-                result.objects_checked += 1
-                missing = self.check_object(record.path, entry)
-                if missing is not None:
-                    result.missing.append(missing)
-                    range_complete = False
-            if range_complete:
-                self._complete.add(info.id)
+                records = self._range(info, result)
+                if records is None:
+                    continue
+                changed: list[tuple[str, Entry]] = []
+                for record in records:
+                    entry = record.entry
+                    if entry is None:
+                        continue
+                    try:
+                        if base_entries.get(record.path) == entry:
+                            continue  # present with the base
+                    except (RangeNotFoundError, StorageError):
+                        gone = base_entries.loading
+                        result.missing.append(MissingItem(
+                            MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
+                            "base range disappeared"))
+                        return result
+                    changed.append((record.path, entry))
+                batches.append((info.id, len(records), changed))
+                if sample is not None:
+                    sample += (self.object_address(e) for _, e in changed)
+                    prefetch = self._prefetch(sample, referenced, pool)
+                    if prefetch is not None:
+                        sample = None
+            try:
+                found = self.check_objects([(n, c) for _, n, c in batches],
+                                           referenced=referenced, prefetch=prefetch,
+                                           pool=pool)
+            finally:
+                if prefetch is not None:
+                    prefetch.cancel()
+        for (rid, _, changed), missing in zip(batches, found, strict=True):
+            result.objects_checked += len(changed)
+            result.missing.extend(missing)
+            if not missing:
+                self._complete.add(rid)
         if not result.missing:
             self._complete.add(target_mr)
         return result
+
+    def _prefetch(self, sample: list[str], referenced: int, pool: ThreadPoolExecutor
+                  ) -> _Prefetch | None:
+        """Start listing the namespace once ``sample`` (addresses of the first ranges
+        of a first validation) shows its shards, if listing beats stats."""
+        prefix = self.namespace.rstrip("/") + "/"
+        under = [a for a in sample if a.startswith(prefix)]
+        if len(under) < min(256, max(2, referenced // 2)):
+            return None  # too few yet to tell the shards
+        common = os.path.commonprefix([min(under), max(under)])
+        common = common[:common.rfind("/") + 1]  # the directory they share
+        if len(common) < len(prefix):
+            return None
+        shards = sorted({a[:len(common) + 1] for a in under if len(a) > len(common)})
+        if not shards or len(shards) + referenced // LIST_PAGE >= referenced:
+            return None
+        # a shard holding far more than its share of the commit is given up
+        limit = 2 * referenced // len(shards) + LIST_PAGE
+        return _Prefetch(self.store, pool, shards, limit)
+
+    # ----------------------------------------------------------------- objects
+    def check_objects(self, batches: Sequence[tuple[int, Sequence[tuple[str, Entry]]]], *,
+                      referenced: int, prefetch: _Prefetch | None = None,
+                      pool: ThreadPoolExecutor | None = None) -> list[list[MissingItem]]:
+        """Prove objects present, by listing or by stat; what is missing, per batch.
+
+        Args:
+            batches: per range, its entry count and the (path, entry) pairs to prove.
+            referenced: about how many objects the namespace holds (the entries of the
+                commit, say): what a listing of it costs, in keys.
+            prefetch: listings already under way; the objects they cover are judged
+                by them.
+            pool: the threads to use (default: a pool of ``concurrency`` threads).
+
+        Returns:
+            per batch, its missing objects in the batch's order.
+        """
+        found: list[list[MissingItem | None]] = [[None] * len(c) for _, c in batches]
+        prefix = self.namespace.rstrip("/") + "/"
+        #: address -> (batch, index) of the entries to prove by listing
+        listed: dict[str, list[tuple[int, int]]] = {}
+        stats: list[tuple[int, int]] = []
+        for b, (count, changed) in enumerate(batches):
+            dense = len(changed) * LIST_PAGE >= count
+            for i, (_, entry) in enumerate(changed):
+                address = self.object_address(entry)
+                if address in self._proven_objects:
+                    continue
+                if prefetch is not None:
+                    covered, listed_stat = prefetch.lookup(address)
+                    if covered:
+                        path = changed[i][0]
+                        found[b][i] = (
+                            MissingItem(MissingKind.OBJECT, path, address, entry)
+                            if listed_stat is None else self._compare(path, entry, listed_stat))
+                        continue
+                if dense and address.startswith(prefix):
+                    listed.setdefault(address, []).append((b, i))
+                else:
+                    stats.append((b, i))
+        shards = self._shards(listed)
+        # a listing costs a request per shard and per page of what the namespace holds
+        if len(shards) + referenced // LIST_PAGE >= len(listed):
+            shards = []
+            stats.extend(where for places in listed.values() for where in places)
+            listed = {}
+
+        def stat(where: tuple[int, int]) -> None:
+            b, i = where
+            path, entry = batches[b][1][i]
+            found[b][i] = self.check_object(path, entry)
+
+        def list_shard(shard: tuple[str, list[str]]) -> list[tuple[int, int]]:
+            """Prove a shard's addresses by listing; the places still to stat."""
+            shard_prefix, addresses = shard
+            wanted = set(addresses)
+            budget = LIST_PAGE * (len(wanted) + 1)  # past it, stats are cheaper
+            for n, obj in enumerate(self.store.list(shard_prefix)):
+                if obj.address in wanted:
+                    wanted.discard(obj.address)
+                    for b, i in listed[obj.address]:
+                        path, entry = batches[b][1][i]
+                        found[b][i] = self._compare(path, entry, obj)
+                    if not wanted:
+                        break
+                elif n >= budget:
+                    return [w for a in wanted for w in listed[a]]
+            for address in wanted:
+                for b, i in listed[address]:
+                    path, entry = batches[b][1][i]
+                    found[b][i] = MissingItem(MissingKind.OBJECT, path, address, entry)
+            return []
+
+        if stats or shards:
+            with contextlib.ExitStack() as stack:
+                if pool is None:
+                    pool = stack.enter_context(ThreadPoolExecutor(self.concurrency))
+                rest = [w for more in pool.map(list_shard, shards) for w in more]
+                for _ in pool.map(stat, stats + rest):
+                    pass
+        return [[m for m in batch if m is not None] for batch in found]
+
+    def _shards(self, addresses: Iterable[str]) -> list[tuple[str, list[str]]]:
+        """Listing prefixes covering ``addresses``: the prefix they share plus one more
+        character each, so shards can be listed at once."""
+        ordered = sorted(addresses)
+        if not ordered:
+            return []
+        common = os.path.commonprefix([ordered[0], ordered[-1]])
+        shards: dict[str, list[str]] = {}
+        for address in ordered:
+            shards.setdefault(address[:len(common) + 1], []).append(address)
+        return list(shards.items())
 
     def check_object(self, path: str, entry: Entry) -> MissingItem | None:
         """None when the object is present with the right size (and etag)."""
@@ -336,6 +538,11 @@ class CommitValidator:
             stat = self.store.stat(address)
         except ObjectNotFoundError:
             return MissingItem(MissingKind.OBJECT, path, address, entry)
+        return self._compare(path, entry, stat)
+
+    def _compare(self, path: str, entry: Entry, stat: ObjectStat) -> MissingItem | None:
+        """None when ``stat`` (from a stat or a listing) proves the entry's object."""
+        address = stat.address
         if stat.size != entry.size:
             return MissingItem(MissingKind.OBJECT, path, address, entry,
                                f"size {stat.size} != {entry.size}")

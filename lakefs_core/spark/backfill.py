@@ -6,8 +6,12 @@ sidecar's validator does that incrementally from a proven base; for the first,
 full pass this job spreads the work over Spark tasks, one group of ranges each:
 
 - each task checks its ranges in the destination namespace (present, and hashing
-  to their id), then stats every object its ranges reference there, with the size
-  and etag the entry records (:meth:`~lakefs_core.graveler.presence.CommitValidator.check_object`);
+  to their id), then proves every object its ranges reference there, with the size
+  and etag the entry records, choosing as the validator does
+  (:meth:`~lakefs_core.graveler.presence.CommitValidator.check_objects`): when the
+  task's objects under the namespace outnumber what listing the namespace costs
+  (about one request per 1,000 objects of the commit), by listing it, else (and for
+  imported objects elsewhere) by one stat each;
 - with ``copy=True`` it copies whatever is missing or different from the source
   store (store to store, streamed) and checks it again;
 - the driver then checks (and copies) the metarange last, so a metarange never
@@ -29,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.errors import NotFoundError, StorageError
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id, range_id
-from lakefs_core.graveler.model import AddressType, EntryRecord
+from lakefs_core.graveler.model import AddressType, Entry
 from lakefs_core.graveler.presence import CommitValidator, MissingItem, MissingKind
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range
 from lakefs_core.graveler.ranges import RangeManager
@@ -132,10 +136,14 @@ def _copy_file(source: StoreLocation, dest: StoreLocation, file_id: str) -> None
 
 
 def _check_ranges(source: StoreLocation, dest: StoreLocation, range_ids: Iterable[str],
-                  copy: bool) -> Iterator[_Counts]:
-    """One Spark task: the ranges, then every object they reference."""
+                  copy: bool, referenced: int) -> Iterator[_Counts]:
+    """One Spark task: the ranges, then every object they reference.
+
+    ``referenced`` is how many objects the whole commit references: what a listing
+    of the destination namespace costs, in keys.
+    """
     src_ranges = RangeManager(source.open(), source.namespace, cache_size=4)
-    validator = CommitValidator(dest.open(), dest.namespace)
+    validator = CommitValidator(dest.open(), dest.namespace, concurrency=TASK_THREADS)
     out: _Counts = {"ranges_copied": 0, "objects_checked": 0, "objects_present": 0,
                     "objects_copied": 0, "missing_count": 0, "missing": []}
 
@@ -144,44 +152,46 @@ def _check_ranges(source: StoreLocation, dest: StoreLocation, range_ids: Iterabl
         if len(out["missing"]) < MAX_LISTED_MISSING:
             out["missing"].append(_missing_dict(item))
 
+    batches: list[tuple[int, list[tuple[str, Entry]]]] = []
+    for rid in range_ids:
+        if not _file_ok(dest, rid, is_range=True):
+            if copy:
+                _copy_file(source, dest, rid)
+                out["ranges_copied"] += 1
+            if not copy or not _file_ok(dest, rid, is_range=True):
+                missing(MissingItem(MissingKind.RANGE, rid, dest.file_address(rid)))
+        # entries come from the source's copy of the range (same id, same content)
+        records = src_ranges.read_range(rid)
+        batches.append((len(records), [(r.path, r.entry) for r in records
+                                       if r.entry is not None]))
+    found = [m for batch in validator.check_objects(batches, referenced=referenced)
+             for m in batch]
+    out["objects_checked"] = sum(len(changed) for _, changed in batches)
+    out["objects_present"] = out["objects_checked"] - len(found)
     with ThreadPoolExecutor(max_workers=TASK_THREADS) as pool:
-        for rid in range_ids:
-            if not _file_ok(dest, rid, is_range=True):
-                if copy:
-                    _copy_file(source, dest, rid)
-                    out["ranges_copied"] += 1
-                if not copy or not _file_ok(dest, rid, is_range=True):
-                    missing(MissingItem(MissingKind.RANGE, rid, dest.file_address(rid)))
-            # entries come from the source's copy of the range (same id, same content)
-            records = src_ranges.read_range(rid)
-            for present, copied, item in pool.map(
-                    lambda rec: _check_object(validator, source, rec, copy), records):
-                out["objects_checked"] += 1
-                out["objects_present"] += present
-                out["objects_copied"] += copied
-                if item is not None:
-                    missing(item)
+        for copied, item in pool.map(
+                lambda m: _copy_object(validator, source, m, copy), found):
+            out["objects_copied"] += copied
+            if item is not None:
+                missing(item)
     yield out
 
 
-def _check_object(validator: CommitValidator, source: StoreLocation, record: EntryRecord,
-                  copy: bool) -> tuple[bool, bool, MissingItem | None]:
-    """(present at first look, copied, still missing) for one entry."""
-    entry = record.entry
+def _copy_object(validator: CommitValidator, source: StoreLocation, item: MissingItem,
+                 copy: bool) -> tuple[bool, MissingItem | None]:
+    """(copied, still missing) for one object found missing."""
+    entry = item.entry
     assert entry is not None
-    item = validator.check_object(record.path, entry)
-    if item is None:
-        return True, False, None
     if not copy or entry.address_type is AddressType.FULL:
-        return False, False, item  # imported objects are outside the namespaces
+        return False, item  # imported objects are outside the namespaces
     src = join_address(source.namespace, entry.address)
     try:
         validator.store.put(item.address, source.open().get_stream(src))
     except StorageError as e:
         log.warning("copy of %s failed: %s", src, e)
-        return False, False, item
-    again = validator.check_object(record.path, entry)
-    return False, again is None, again
+        return False, item
+    again = validator.check_object(item.key, entry)
+    return again is None, again
 
 
 class MirrorBackfill:
@@ -210,13 +220,15 @@ class MirrorBackfill:
         if metarange == EMPTY_METARANGE_ID:
             return report
         src_ranges = RangeManager(self.source.open(), self.source.namespace)
-        range_ids = [r.id for r in src_ranges.get_metarange(metarange).ranges]
+        infos = src_ranges.get_metarange(metarange).ranges
+        range_ids = [r.id for r in infos]
+        referenced = sum(r.count for r in infos)
         report.ranges = len(range_ids)
         if range_ids:
             source, dest = self.source, self.dest
             slices = max(1, (len(range_ids) + ranges_per_task - 1) // ranges_per_task)
             parts = self.spark.sparkContext.parallelize(range_ids, slices).mapPartitions(
-                lambda ids: _check_ranges(source, dest, ids, copy)).collect()
+                lambda ids: _check_ranges(source, dest, ids, copy, referenced)).collect()
             for part in parts:
                 report.add(part)
         if not _file_ok(self.dest, metarange, is_range=False):

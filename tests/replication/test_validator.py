@@ -3,20 +3,49 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from lakefs_core.block.base import join_address
+from lakefs_core.block.base import ObjectStat, join_address
 from lakefs_core.block.local import LocalBlockStore
-from lakefs_core.graveler import Entry, EntryRecord, RangeManager
+from lakefs_core.graveler import AddressType, Entry, EntryRecord, RangeManager
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID
-from lakefs_core.graveler.presence import CommitValidator, CountingStore, MissingItem, MissingKind
+from lakefs_core.graveler.presence import (
+    LIST_PAGE,
+    CommitValidator,
+    CountingStore,
+    MissingItem,
+    MissingKind,
+)
 from lakefs_core.graveler.rangefile import encode_range
 
 NS = "local://mirror"
+
+
+class CallLog(CountingStore):
+    """A counting store that also names each request (a listing: one per page)."""
+
+    def __init__(self, inner: LocalBlockStore) -> None:
+        super().__init__(inner)
+        self.calls: list[str] = []
+
+    def stat(self, address: str) -> ObjectStat:
+        self.calls.append("stat")
+        return super().stat(address)
+
+    def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        self.calls.append("get")
+        return super().get(address, byte_range)
+
+    def list(self, prefix: str) -> Iterator[ObjectStat]:
+        self.calls.append("list")
+        for i, item in enumerate(super().list(prefix)):
+            if i and not i % LIST_PAGE:
+                self.calls.append("list")
+            yield item
 
 
 @dataclass
@@ -43,6 +72,12 @@ class Mirror:
 
     def file(self, file_id: str) -> Path:
         return Path(self.raw.root) / "mirror" / "_lakefs" / file_id
+
+    def requests_of(self, log: CallLog, fn: Callable[[], object]) -> list[str]:
+        """The store calls ``fn`` makes through ``log`` (a listing page each)."""
+        del log.calls[:]
+        fn()
+        return list(log.calls)
 
     def requests(self, fn: Callable[[], object]) -> int:
         """Store requests made by calling ``fn``."""
@@ -241,10 +276,13 @@ def test_incremental_validation_requests_and_caches(mirror: Mirror) -> None:
     result = v.validate(third, target)
     assert result.complete and result.objects_checked == 1
 
-    # a fresh validator and a full validation: every object once
-    full = mirror.validator()
-    n_full = mirror.requests(lambda: full.validate(target, None))
-    assert n_full == 60 + len(mirror.writer.get_metarange(target).ranges) + 1
+    # a fresh validator and a full validation: every range once, the objects by
+    # listing the namespace (one listing per shard of the namespace, far fewer than 60)
+    full = CallLog(mirror.raw)
+    n_full = len(mirror.requests_of(full, lambda: CommitValidator(full, NS).validate(target, None)))
+    shards = full.calls.count("list")
+    assert 1 <= shards <= 16 and "stat" not in full.calls
+    assert n_full == shards + len(mirror.writer.get_metarange(target).ranges) + 1
 
 
 def test_incremental_validation_finds_a_missing_changed_object(mirror: Mirror) -> None:
@@ -271,3 +309,134 @@ def test_deletions_need_no_object_requests(mirror: Mirror) -> None:
     n = mirror.counting.requests
     assert result.complete and result.objects_checked == 0
     assert n <= len(deleted) + 2 * len(new) + 2
+
+
+# ------------------------------------------------------------ listing or stat
+def damage(mirror: Mirror, records: list[EntryRecord]) -> dict[str, str]:
+    """Remove one object, shorten one, alter one keeping its size: path -> what."""
+    missing, short, altered = (r.entry for r in records)
+    assert missing and short and altered
+    root = Path(mirror.raw.root, "mirror")
+    (root / missing.address).unlink()
+    mirror.raw.put(join_address(NS, short.address), b"x")
+    same_size = bytes(reversed((root / altered.address).read_bytes()))
+    assert len(same_size) == altered.size and same_size != (root / altered.address).read_bytes()
+    mirror.raw.put(join_address(NS, altered.address), same_size)
+    return {records[0].path: "missing", records[1].path: "size", records[2].path: "etag"}
+
+
+def reasons(missing: list[MissingItem]) -> dict[str, str]:
+    assert all(m.kind is MissingKind.OBJECT for m in missing)
+    return {m.key: m.reason.split(" ")[0] for m in missing}
+
+
+def test_dense_change_is_proven_by_listing_and_finds_what_is_wrong(mirror: Mirror) -> None:
+    records = [mirror.put_object(p) for p in paths(120)]
+    mr = mirror.commit(EMPTY_METARANGE_ID, records)
+    want = damage(mirror, [records[3], records[50], records[119]])
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS, concurrency=4)
+    result = v.validate(mr, None)
+    assert reasons(result.missing) == want
+    assert result.objects_checked == 120
+    # no object was asked for alone: the namespace was listed, a few shards of it
+    assert "stat" not in log.calls and 1 <= log.calls.count("list") <= 16
+    n_ranges = len(mirror.writer.get_metarange(mr).ranges)
+    assert log.calls.count("get") == n_ranges + 1
+
+
+def test_sparse_change_is_proven_by_stat_and_finds_what_is_wrong(mirror: Mirror) -> None:
+    names = paths(120)
+    base = mirror.commit(EMPTY_METARANGE_ID, [mirror.put_object(p) for p in names])
+    changed = [mirror.put_object(names[i], 1) for i in (10, 60, 110)]
+    target = mirror.commit(base, changed)
+    want = damage(mirror, changed)
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS)
+    assert v.validate(base, None).complete
+    del log.calls[:]
+    result = v.validate(target, base)
+    assert reasons(result.missing) == want and result.objects_checked == 3
+    assert log.calls.count("stat") == 3 and "list" not in log.calls
+
+
+def test_imported_objects_outside_the_namespace_are_checked_in_a_dense_change(
+        mirror: Mirror) -> None:
+    """Full addresses elsewhere are stat'ed even when the namespace is listed."""
+    records = [mirror.put_object(p) for p in paths(60)]
+    imported = []
+    for i in range(4):
+        address = f"local://imports/set/file-{i}.csv"
+        stat = mirror.raw.put(address, f"row {i}\n".encode())
+        imported.append(EntryRecord(f"table/zz-import-{i}.csv", Entry(
+            address=address, size=stat.size, etag=stat.etag, mtime=1_700_000_000.0,
+            address_type=AddressType.FULL)))
+    mr = mirror.commit(EMPTY_METARANGE_ID, records + imported)
+    Path(mirror.raw.root, "imports", "set", "file-2.csv").unlink()
+    mirror.raw.put("local://imports/set/file-3.csv", b"other content, other size")
+    log = CallLog(mirror.raw)
+    result = CommitValidator(log, NS).validate(mr, None)
+    assert reasons(result.missing) == {"table/zz-import-2.csv": "missing",
+                                       "table/zz-import-3.csv": "size"}
+    assert result.missing[0].address == "local://imports/set/file-2.csv"
+    assert log.calls.count("stat") == 4 and "list" in log.calls
+
+
+def test_a_namespace_fuller_than_the_commit_stops_listing_and_stats(mirror: Mirror) -> None:
+    """A shard whose listing outgrows what stats would cost stops; its rest is stat'ed."""
+    records = []
+    # shards a and c hold five objects each, shard b one
+    for i, name in enumerate([*(f"a/{k}" for k in range(5)), "b/object",
+                              *(f"c/{k}" for k in range(5))]):
+        address = f"data/{name}"
+        stat = mirror.raw.put(join_address(NS, address), f"object {name}".encode())
+        records.append(EntryRecord(f"table/{i:02d}", Entry(
+            address=address, size=stat.size, etag=stat.etag, mtime=1_700_000_000.0)))
+    # other objects in the namespace (of other commits), listed before shard b's object
+    crowd = Path(mirror.raw.root, "mirror", "data", "b")
+    for j in range(2 * LIST_PAGE + 50):
+        (crowd / f"a-{j:05d}").write_bytes(b"other")
+    mr = mirror.commit(EMPTY_METARANGE_ID, records)
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS)
+    found = v.check_objects([(11, [(r.path, r.entry) for r in records if r.entry])],
+                            referenced=11)
+    assert found == [[]]
+    assert log.calls.count("stat") == 1  # shard b's object, after its listing gave up
+    assert log.calls.count("list") == 3 + 2  # shards a, c; b's three pages
+    # a first validation lists while it reads the ranges; shard b gives up there too
+    log = CallLog(mirror.raw)
+    assert CommitValidator(log, NS).validate(mr, None).complete
+    assert log.calls.count("stat") == 1
+    assert log.calls.count("list") == 2 + 2  # shards a, c; b's two pages
+
+
+def test_dense_change_on_a_base_is_listed_too(mirror: Mirror) -> None:
+    """A new partition (a dense range) on top of a proven commit: listed, not stat'ed."""
+    base = mirror.commit(EMPTY_METARANGE_ID, [mirror.put_object(p) for p in paths(300)])
+    added = [mirror.put_object(f"table/zz-new/part-{i:04d}.parquet") for i in range(150)]
+    target = mirror.commit(base, added)
+    want = damage(mirror, [added[0], added[70], added[149]])
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS)
+    assert v.validate(base, None).complete
+    del log.calls[:]
+    result = v.validate(target, base)
+    assert reasons(result.missing) == want and result.objects_checked == 150
+    # listed; only a range where the partition meets old entries may be sparse
+    assert log.calls.count("stat") < 10 and 1 <= log.calls.count("list") <= 16
+
+
+def test_sparse_ranges_are_stated_while_dense_ones_are_listed(mirror: Mirror) -> None:
+    dense = [mirror.put_object(f"dense/{i:03d}") for i in range(40)]
+    sparse = [mirror.put_object(f"sparse/{i}") for i in range(2)]
+    want = damage(mirror, [dense[5], sparse[1], dense[30]])
+    log = CallLog(mirror.raw)
+    found = CommitValidator(log, NS).check_objects(
+        [(40, [(r.path, r.entry) for r in dense if r.entry]),
+         # two changed entries in a range of 5,000: fewer than its listing pages
+         (5_000, [(r.path, r.entry) for r in sparse if r.entry])], referenced=5_040)
+    assert reasons([m for batch in found for m in batch]) == want
+    assert [reasons(batch) for batch in found] == [
+        {dense[5].path: "missing", dense[30].path: "etag"}, {sparse[1].path: "size"}]
+    assert log.calls.count("stat") == 2 and 1 <= log.calls.count("list") <= 16
