@@ -59,7 +59,7 @@ from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
 from replication.remote_auth import RemoteAuthenticator
-from replication.source import SourceClient, SourceForbiddenError
+from replication.source import SourceClient, SourceError, SourceForbiddenError
 
 log = logging.getLogger("replication.sidecar")
 
@@ -158,6 +158,7 @@ class Sidecar:
         self._again: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
+        self._clients_lock = threading.Lock()
         self._manager_wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._notify_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notify")
@@ -169,14 +170,17 @@ class Sidecar:
 
     # ----------------------------------------------------------------- plumbing
     def client_for(self, region: str) -> SourceClient:
-        client = self._clients.get(region)
-        if client is None:
-            creds = self.config.source_lakefs
-            client = SourceClient(self.config.endpoint_for(region),
-                                  creds.access_key_id.get_secret_value(),
-                                  creds.secret_access_key.get_secret_value())
-            self._clients[region] = client
-        return client
+        with self._clients_lock:
+            if self._stop.is_set():  # a round that outlived stop(): no client left open
+                raise SourceError("the replication service is stopping")
+            client = self._clients.get(region)
+            if client is None:
+                creds = self.config.source_lakefs
+                client = SourceClient(self.config.endpoint_for(region),
+                                      creds.access_key_id.get_secret_value(),
+                                      creds.secret_access_key.get_secret_value())
+                self._clients[region] = client
+            return client
 
     def _counting_store(self, storage_id: str) -> CountingStore:
         store = self._counting.get(storage_id)
@@ -224,7 +228,9 @@ class Sidecar:
         self.http.close()
         if self.copier is not None:
             self.copier.close()
-        for client in self._clients.values():
+        with self._clients_lock:
+            clients = list(self._clients.values())
+        for client in clients:
             client.close()
         if self._own_table:
             self.table.close()

@@ -11,7 +11,7 @@ import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,6 +44,34 @@ def _own_storage_configs() -> None:
 
 
 _own_storage_configs()
+
+
+def _quiet_unsupported_field_attribute_warning() -> None:
+    """FastAPI silences pydantic's UnsupportedFieldAttributeWarning (about its own
+    parameter fields) with ``warnings.catch_warnings()``, which swaps the process-wide
+    filter list and so is not thread-safe: with servers building routes in one thread
+    while another enters or leaves such a block, the filters in force can be a list
+    without the ignore, and pytest's ``error`` turns the warning into a failure of
+    whichever test is running. The warning is dropped where pydantic emits it."""
+    import types
+    import warnings
+
+    from pydantic._internal import _generate_schema
+    from pydantic.warnings import UnsupportedFieldAttributeWarning
+
+    def warn(message: Any, category: Any = None, stacklevel: int = 1,
+             source: Any = None) -> None:
+        if category is UnsupportedFieldAttributeWarning:
+            return
+        warnings.warn(message, category, stacklevel + 1, source)
+
+    shim = types.SimpleNamespace(**{k: getattr(warnings, k) for k in dir(warnings)
+                                    if not k.startswith("__")})
+    shim.warn = warn
+    _generate_schema.warnings = shim  # type: ignore[attr-defined]
+
+
+_quiet_unsupported_field_attribute_warning()
 
 _counter = itertools.count()
 
