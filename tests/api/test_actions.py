@@ -174,3 +174,36 @@ def test_invalid_action_file_fails_the_gated_operation(server: LiveServer,
     names = [b.id for b in repo.branches()]
     assert "other" in names and "dev-1" not in names
     assert webhook.calls[-1]["payload"]["branch_id"] == "dev-1"
+
+
+def test_tag_and_delete_branch_events(server: LiveServer, webhook: WebhookServer) -> None:
+    client = sdk_client(server)
+    repo = lakefs.Repository("tag-acts", client=client).create(
+        storage_namespace="local://tag-acts")
+    main = repo.branch("main")
+    put(main, "_lakefs_actions/tags.yaml", f"""name: tags
+on:
+  pre-create-tag:
+  post-create-tag:
+hooks:
+  - id: tag_check
+    type: webhook
+    properties:
+      url: "{webhook.url}/ok"
+""")
+    put(main, "_lakefs_actions/keep.yaml",
+        _action("keep", "pre-delete-branch", f"{webhook.url}/fail", branches="[keep*]"))
+    head = main.commit("tag and branch gates").get_commit().id
+    repo.tag("v1").create(head)
+    tag_calls = [c["payload"] for c in webhook.calls if c["path"].startswith("/ok")]
+    assert [c["event_type"] for c in tag_calls] == ["pre-create-tag", "post-create-tag"]
+    assert all(c["tag_id"] == "v1" and c["commit_id"] == head for c in tag_calls)
+    repo.branch("keep-me").create(source_reference="main")
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        repo.branch("keep-me").delete()
+    assert info.value.status_code == 412
+    assert "keep-me" in [b.id for b in repo.branches()]
+    assert webhook.calls[-1]["payload"]["event_type"] == "pre-delete-branch"
+    repo.branch("other").create(source_reference="main")
+    repo.branch("other").delete()  # no match: deleted
+    assert "other" not in [b.id for b in repo.branches()]
