@@ -195,10 +195,13 @@ class Sidecar:
             mirror.source_region)
         if cfg is None:
             return None
-        stores = self._source_stores.get(mirror.source_region)
-        if stores is None:
-            stores = BlockStores.from_config(cfg, None)
-            self._source_stores[mirror.source_region] = stores
+        with self._clients_lock:  # one set of stores a region, closed by stop()
+            if self._stop.is_set():
+                raise SourceError("the replication service is stopping")
+            stores = self._source_stores.get(mirror.source_region)
+            if stores is None:
+                stores = BlockStores.from_config(cfg, None)
+                self._source_stores[mirror.source_region] = stores
         repo = self.client_for(mirror.source_region).get_repository(mirror.source_repository)
         return CopySource(mirror.source_repository, "", self.client_for(mirror.source_region),
                           stores.default(), repo["storage_namespace"])
@@ -230,8 +233,11 @@ class Sidecar:
             self.copier.close()
         with self._clients_lock:
             clients = list(self._clients.values())
+            source_stores = list(self._source_stores.values())
         for client in clients:
             client.close()
+        for stores in source_stores:
+            stores.close()
         if self._own_table:
             self.table.close()
         self.auth.close()

@@ -232,9 +232,10 @@ def test_users_manage_only_their_own_credentials(srv: LiveServer,
     assert auth_api.list_user_policies(dave).results == []
 
 
-def test_login_token_is_accepted_as_bearer(srv: LiveServer,
-                                           auth_api: lakefs_sdk.AuthApi) -> None:
+def test_login_token_is_accepted_as_bearer(srv: LiveServer, auth_api: lakefs_sdk.AuthApi,
+                                           request: pytest.FixtureRequest) -> None:
     anon = httpx.Client(base_url=srv.api)
+    request.addfinalizer(anon.close)
     resp = anon.post("/auth/login", json={"access_key_id": srv.access_key_id,
                                           "secret_access_key": srv.secret_access_key})
     assert resp.status_code == 200
@@ -283,9 +284,10 @@ def test_token_expiry_and_key_separation(srv: LiveServer) -> None:
         verify_token(services, token, now=expires - 1)
 
 
-def test_tokens_die_with_their_key_and_user(srv: LiveServer, auth_api: lakefs_sdk.AuthApi
-                                            ) -> None:
+def test_tokens_die_with_their_key_and_user(srv: LiveServer, auth_api: lakefs_sdk.AuthApi,
+                                            request: pytest.FixtureRequest) -> None:
     anon = httpx.Client(base_url=f"{srv.endpoint}/api/v1")
+    request.addfinalizer(anon.close)
 
     def login(key: lakefs_sdk.Credentials) -> dict[str, str]:
         resp = anon.post("/auth/login", json={"access_key_id": key.access_key_id,
@@ -306,7 +308,6 @@ def test_tokens_die_with_their_key_and_user(srv: LiveServer, auth_api: lakefs_sd
     again = auth_api.create_credentials(user)
     assert anon.get("/user", headers=by_second).status_code == 401
     assert anon.get("/user", headers=login(again)).status_code == 200
-    anon.close()
 
 
 def test_a_token_longer_than_the_login_duration_is_refused(srv: LiveServer) -> None:
