@@ -117,9 +117,11 @@ class ActionsService:
         return actions
 
     def _matched(self, record: HookRecord) -> list[Action]:
-        if record.repository.read_only or self.graveler.mirror_marking(
-                record.repository.id) is not None:
+        if record.repository.read_only:
             return []  # a mirror runs no hooks: its source ran them
+        marking = self.graveler.mirror_marking(record.repository.id)
+        if marking is not None and not marking.detached:
+            return []  # still following its source
         actions = [a for a in self.load_actions(record)
                    if a.matches(record.event_type, record.branch_id)]
         # webhook properties are checked before anything runs
