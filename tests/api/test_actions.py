@@ -207,3 +207,54 @@ hooks:
     repo.branch("other").create(source_reference="main")
     repo.branch("other").delete()  # no match: deleted
     assert "other" not in [b.id for b in repo.branches()]
+
+
+def test_prepare_commit_revert_and_cherry_pick_events(server: LiveServer,
+                                                      webhook: WebhookServer) -> None:
+    client = sdk_client(server)
+    repo = lakefs.Repository("pick-acts", client=client).create(
+        storage_namespace="local://pick-acts")
+    main = repo.branch("main")
+    put(main, "_lakefs_actions/all.yaml", f"""name: every change
+on:
+  prepare-commit:
+  pre-revert:
+  post-revert:
+  pre-cherry-pick:
+  post-cherry-pick:
+hooks:
+  - id: record
+    type: webhook
+    properties:
+      url: "{webhook.url}/ok"
+""")
+    put(main, "_lakefs_actions/no_picks.yaml",
+        _action("no-picks", "pre-cherry-pick", f"{webhook.url}/fail", branches="[locked]"))
+    main.commit("actions")
+    prepare = webhook.calls[-1]["payload"]
+    assert (prepare["event_type"], prepare["commit_message"]) == ("prepare-commit", "actions")
+    put(main, "data/a.csv", "1\n")
+    added = main.commit("add a").get_commit().id
+    webhook.calls.clear()
+    reverted = main.revert(added).id
+    events = [c["payload"] for c in webhook.calls]
+    assert [e["event_type"] for e in events] == ["pre-revert", "post-revert"]
+    assert events[0]["source_ref"] == "main" and "commit_id" not in events[0]
+    assert events[1]["commit_id"] == reverted == events[1]["source_ref"]
+    assert all(e["commit_message"] == f"Revert {added}" for e in events)
+
+    locked = repo.branch("locked").create(source_reference=reverted)
+    feature = repo.branch("feature").create(source_reference=reverted)
+    webhook.calls.clear()
+    picked = feature.cherry_pick(added).id
+    events = [c["payload"] for c in webhook.calls]
+    assert [e["event_type"] for e in events] == ["pre-cherry-pick", "post-cherry-pick"]
+    assert events[1]["commit_id"] == picked and events[1]["branch_id"] == "feature"
+    assert events[1]["commit_metadata"]["cherry-pick-origin"] == added
+    # a failing pre-cherry-pick hook refuses it and the branch stays where it was
+    head = locked.get_commit().id
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        locked.cherry_pick(added)
+    assert info.value.status_code == 412
+    assert "pre-cherry-pick hook aborted" in str(info.value)
+    assert locked.get_commit().id == head
