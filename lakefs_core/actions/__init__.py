@@ -11,7 +11,8 @@ from lakefs_core.actions.action import (
     InvalidActionError,
     parse_action,
 )
-from lakefs_core.actions.service import ActionsService
+from lakefs_core.actions.lua import LuaLimits
+from lakefs_core.actions.service import ActionsService, build_hook
 
 __all__ = [
     "ACTIONS_PREFIX",
@@ -19,5 +20,7 @@ __all__ = [
     "ActionHook",
     "ActionsService",
     "InvalidActionError",
+    "build_hook",
+    "LuaLimits",
     "parse_action",
 ]

@@ -20,11 +20,14 @@ import httpx
 from lakefs_core.actions.action import (
     ACTIONS_PREFIX,
     Action,
+    ActionHook,
     InvalidActionError,
     is_action_file,
     parse_action,
 )
-from lakefs_core.actions.webhook import HookFailedError, Webhook
+from lakefs_core.actions.hook import Hook, HookContext, HookFailedError
+from lakefs_core.actions.lua import LuaHook, LuaLimits
+from lakefs_core.actions.webhook import Webhook
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import PreconditionFailedError
 from lakefs_core.graveler.graveler import Graveler
@@ -51,12 +54,23 @@ class _Outcome:
     error: str  # "" when every hook passed
 
 
+def build_hook(action: Action, hook: ActionHook, lua_limits: LuaLimits | None = None) -> Hook:
+    """The runnable hook. Raises InvalidActionError for malformed properties."""
+    if hook.type == "lua":
+        return LuaHook.from_hook(action.name, action.path, hook, lua_limits)
+    return Webhook.from_hook(action.name, action.path, hook)
+
+
 class ActionsService:
     """The server's hook handler: runs the repository's actions (see module doc)."""
 
-    def __init__(self, graveler: Graveler) -> None:
+    def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None) -> None:
         self.graveler = graveler
         self.client = httpx.Client()
+        self.lua_limits = lua_limits or LuaLimits()
+
+    def hook_of(self, action: Action, hook: ActionHook) -> Hook:
+        return build_hook(action, hook, self.lua_limits)
 
     def close(self) -> None:
         self.client.close()
@@ -122,10 +136,10 @@ class ActionsService:
             return []  # a mirror runs no hooks: its source ran them
         actions = [a for a in self.load_actions(record)
                    if a.matches(record.event_type, record.branch_id)]
-        # webhook properties are checked before anything runs
+        # hook properties are checked before anything runs
         for a in actions:
             for h in a.hooks:
-                Webhook.from_hook(a.name, a.path, h)
+                self.hook_of(a, h)
         return actions
 
     # -- running -----------------------------------------------------------------
@@ -152,9 +166,9 @@ class ActionsService:
         for j, hook in enumerate(action.hooks):
             hook_run_id = f"{index:04d}_{j:04d}"
             start = time.time()
-            webhook = Webhook.from_hook(action.name, action.path, hook)
+            ctx = HookContext(record, run_id, action, hook, self.client, self.graveler)
             try:
-                output = webhook.run(record, self.client)
+                output = self.hook_of(action, hook).run(ctx)
             except HookFailedError as exc:
                 runs.append(HookRun(hook_run_id, action.name, hook.id, start, time.time(),
                                     FAILED, exc.output))

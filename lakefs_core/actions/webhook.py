@@ -20,33 +20,11 @@ from typing import Any
 import httpx
 
 from lakefs_core.actions.action import ActionHook, InvalidActionError
+from lakefs_core.actions.hook import HookContext, HookFailedError, duration_property
 from lakefs_core.graveler.hooks import HookRecord
 
 DEFAULT_TIMEOUT = 60.0
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _ENV = re.compile(r"^\s*\{\{\s*ENV\.(\w+)\s*\}\}\s*$")
-
-
-class HookFailedError(Exception):
-    """A hook did not pass; its message says why, ``output`` is what it logged."""
-
-    def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(message)
-        self.output = output
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Go duration (``30s``, ``1m30s``, ``500ms``). Raises ValueError."""
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if not text or pos != len(text):
-        raise ValueError(f"invalid duration {text!r}")
-    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +69,7 @@ class Webhook:
         url = props.get("url")
         if not isinstance(url, str) or not url:
             raise bad("url: missing url")
-        timeout = DEFAULT_TIMEOUT
-        raw_timeout = props.get("timeout")
-        if isinstance(raw_timeout, str) and raw_timeout:
-            try:
-                timeout = parse_duration(raw_timeout)
-            except ValueError as exc:
-                raise bad(f"timeout: {exc}") from None
+        timeout = duration_property(path, hook, "timeout", DEFAULT_TIMEOUT)
         params: dict[str, tuple[str, ...]] = {}
         raw_params = props.get("query_params") or {}
         if not isinstance(raw_params, dict):
@@ -114,8 +86,9 @@ class Webhook:
         return cls(action_name, hook.id, url, timeout, params,
                    {str(k): v for k, v in raw_headers.items()})
 
-    def run(self, record: HookRecord, client: httpx.Client) -> str:
+    def run(self, ctx: HookContext) -> str:
         """POST the event; the run's output. Raises HookFailedError (output attached)."""
+        record, client = ctx.record, ctx.client
         out: list[str] = []
         body = json.dumps(event_payload(self.action_name, self.hook_id, record))
         out.append(f"Request:\nPOST {self.url}\nQuery Params:\n")
