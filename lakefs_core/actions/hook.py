@@ -8,6 +8,7 @@ then run with a :class:`HookContext`; it returns its output or raises
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from lakefs_core.graveler.graveler import Graveler
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_ENV = re.compile(r"^\s*\{\{\s*ENV\.(\w+)\s*\}\}\s*$")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -42,11 +44,35 @@ class HookContext:
     hook: ActionHook
     client: httpx.Client
     graveler: Graveler
+    #: the hook's run within the action run (``0000_0001``)
+    hook_run_id: str = ""
 
 
 class Hook(Protocol):
     def run(self, ctx: HookContext) -> str:
         """Run the hook; its output. Raises HookFailedError (output attached)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A property value, maybe taken from the environment (then never shown)."""
+
+    value: str
+    from_env: bool
+
+    def __str__(self) -> str:
+        return "*****" if self.from_env else self.value
+
+
+def secret(text: str) -> Secret:
+    """A property value; ``{{ ENV.NAME }}`` reads the server's environment."""
+    m = _ENV.match(text)
+    if m is None:
+        return Secret(text, False)
+    value = os.environ.get(m.group(1))
+    if value is None:
+        raise HookFailedError(f"missing env var {m.group(1)}")
+    return Secret(value, True)
 
 
 def parse_duration(text: str) -> float:

@@ -25,6 +25,7 @@ from lakefs_core.actions.action import (
     is_action_file,
     parse_action,
 )
+from lakefs_core.actions.airflow import AirflowHook
 from lakefs_core.actions.hook import Hook, HookContext, HookFailedError
 from lakefs_core.actions.lua import LuaHook, LuaLimits
 from lakefs_core.actions.webhook import Webhook
@@ -58,6 +59,8 @@ def build_hook(action: Action, hook: ActionHook, lua_limits: LuaLimits | None = 
     """The runnable hook. Raises InvalidActionError for malformed properties."""
     if hook.type == "lua":
         return LuaHook.from_hook(action.name, action.path, hook, lua_limits)
+    if hook.type == "airflow":
+        return AirflowHook.from_hook(action.name, action.path, hook)
     return Webhook.from_hook(action.name, action.path, hook)
 
 
@@ -166,7 +169,8 @@ class ActionsService:
         for j, hook in enumerate(action.hooks):
             hook_run_id = f"{index:04d}_{j:04d}"
             start = time.time()
-            ctx = HookContext(record, run_id, action, hook, self.client, self.graveler)
+            ctx = HookContext(record, run_id, action, hook, self.client, self.graveler,
+                              hook_run_id)
             try:
                 output = self.hook_of(action, hook).run(ctx)
             except HookFailedError as exc:

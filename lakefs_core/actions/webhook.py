@@ -9,8 +9,6 @@ shown masked in the run's output.
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,34 +18,15 @@ from typing import Any
 import httpx
 
 from lakefs_core.actions.action import ActionHook, InvalidActionError
-from lakefs_core.actions.hook import HookContext, HookFailedError, duration_property
+from lakefs_core.actions.hook import (
+    HookContext,
+    HookFailedError,
+    duration_property,
+    secret,
+)
 from lakefs_core.graveler.hooks import HookRecord
 
 DEFAULT_TIMEOUT = 60.0
-_ENV = re.compile(r"^\s*\{\{\s*ENV\.(\w+)\s*\}\}\s*$")
-
-
-@dataclass(frozen=True, slots=True)
-class Secret:
-    """A property value, maybe taken from the environment (then never shown)."""
-
-    value: str
-    from_env: bool
-
-    def __str__(self) -> str:
-        return "*****" if self.from_env else self.value
-
-
-def _secret(text: str) -> Secret:
-    m = _ENV.match(text)
-    if m is None:
-        return Secret(text, False)
-    value = os.environ.get(m.group(1))
-    if value is None:
-        raise HookFailedError(f"missing env var {m.group(1)}")
-    return Secret(value, True)
-
-
 @dataclass(frozen=True, slots=True)
 class Webhook:
     action_name: str
@@ -96,13 +75,13 @@ class Webhook:
         try:
             for k, values in self.query_params.items():
                 for v in values:
-                    s = _secret(v)
+                    s = secret(v)
                     query.append((k, s.value))
                     out.append(f"{k}: {s}\n")
             out.append("Headers:\n")
             headers = {"Content-Type": "application/json"}
             for k, v in self.headers.items():
-                s = _secret(v)
+                s = secret(v)
                 headers[k] = s.value
                 out.append(f"{k}: {s}\n")
         except HookFailedError as exc:
