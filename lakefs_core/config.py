@@ -62,6 +62,7 @@ from lakefs_core.settings import (
 
 __all__ = [
     "ActionsConfig",
+    "AlertWebhookConfig",
     "LuaHooksConfig",
     "DEFAULT_DATA_DIR",
     "INSECURE_SECRET_KEY",
@@ -369,10 +370,24 @@ class LuaHooksConfig(ConfigModel):
     max_memory: int = Field(default=128 << 20, ge=1 << 20)
 
 
+class AlertWebhookConfig(ConfigModel):
+    """``actions.alert_webhook``: where a failed hook is reported.
+
+    Attributes:
+        url: every failed hook run is POSTed here as one JSON message (repository,
+            event, run and hook ids, action, error); unset, none is sent.
+        timeout: how long one delivery may take; a failed delivery is logged.
+    """
+
+    url: HttpEndpoint | None = None
+    timeout: Duration = timedelta(seconds=5)
+
+
 class ActionsConfig(ConfigModel):
     """``actions``: the hooks that repositories' action files run."""
 
     lua: LuaHooksConfig = Field(default_factory=LuaHooksConfig)
+    alert_webhook: AlertWebhookConfig = Field(default_factory=AlertWebhookConfig)
 
 
 class GatewaysConfig(ConfigModel):

@@ -11,6 +11,7 @@ from lakefs_core.actions.action import (
     InvalidActionError,
     parse_action,
 )
+from lakefs_core.actions.alerting import HookAlerts
 from lakefs_core.actions.lua import LuaLimits
 from lakefs_core.actions.service import ActionsService, build_hook
 
@@ -19,6 +20,7 @@ __all__ = [
     "Action",
     "ActionHook",
     "ActionsService",
+    "HookAlerts",
     "InvalidActionError",
     "build_hook",
     "LuaLimits",

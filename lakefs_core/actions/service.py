@@ -26,6 +26,7 @@ from lakefs_core.actions.action import (
     parse_action,
 )
 from lakefs_core.actions.airflow import AirflowHook
+from lakefs_core.actions.alerting import HookAlerts, HookFailure
 from lakefs_core.actions.hook import Hook, HookContext, HookFailedError
 from lakefs_core.actions.lua import LuaHook, LuaLimits
 from lakefs_core.actions.webhook import Webhook
@@ -67,16 +68,19 @@ def build_hook(action: Action, hook: ActionHook, lua_limits: LuaLimits | None = 
 class ActionsService:
     """The server's hook handler: runs the repository's actions (see module doc)."""
 
-    def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None) -> None:
+    def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None,
+                 alerts: HookAlerts | None = None) -> None:
         self.graveler = graveler
         self.client = httpx.Client()
         self.lua_limits = lua_limits or LuaLimits()
+        self.alerts = alerts or HookAlerts()
 
     def hook_of(self, action: Action, hook: ActionHook) -> Hook:
         return build_hook(action, hook, self.lua_limits)
 
     def close(self) -> None:
         self.client.close()
+        self.alerts.close()
 
     # -- HookHandler -------------------------------------------------------------
     def pre(self, record: HookRecord) -> str:
@@ -174,6 +178,8 @@ class ActionsService:
             try:
                 output = self.hook_of(action, hook).run(ctx)
             except HookFailedError as exc:
+                self.alerts.hook_failed(HookFailure(record, run_id, hook_run_id, action.name,
+                                                    hook.id, hook.type, str(exc)))
                 runs.append(HookRun(hook_run_id, action.name, hook.id, start, time.time(),
                                     FAILED, exc.output))
                 return _Outcome(runs, f"hook run id '{hook_run_id}' failed on action "
