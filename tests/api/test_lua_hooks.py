@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any
 
 import boto3
 import lakefs
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -115,3 +119,40 @@ def test_symlink_exporter_writes_hive_symlinks_after_commit(
                 .physical_address for i in range(2)]
     assert addresses == expected
     assert all(a.startswith(f"s3://{unique_name}/exports/") for a in addresses)
+
+
+def _parquet(columns: dict[str, list[Any]]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns), sink)
+    return sink.getvalue()
+
+
+def test_schema_gate_example_refuses_merges_that_break_the_table(server: LiveServer) -> None:
+    client = sdk_client(server)
+    repo = lakefs.Repository("gated", client=client).create(storage_namespace="local://gated")
+    main = repo.branch("main")
+    put(main, "_lakefs_actions/schema_gate.yaml",
+        (EXAMPLES / "pre_merge_schema_gate.yaml").read_bytes())
+    main.commit("gate")
+
+    bad = repo.branch("bad").create(source_reference="main")
+    put(bad, "tables/animals/part-0.parquet", _parquet({"id": [1], "species": ["cat"]}))
+    bad.commit("no name column, no _SUCCESS")
+    head = main.get_commit().id
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        bad.merge_into(main)
+    assert info.value.status_code == 412
+    assert "missing tables/animals/_SUCCESS" in str(info.value)
+    assert "tables/animals/part-0.parquet has no column name" in str(info.value)
+    assert main.get_commit().id == head
+
+    put(bad, "tables/animals/_SUCCESS", b"")
+    put(bad, "tables/animals/part-0.parquet",
+        _parquet({"id": [1], "name": ["tom"], "species": ["cat"]}))
+    bad.commit("fixed")
+    merged = bad.merge_into(main)
+    assert main.get_commit().id == merged
+    other = repo.branch("other").create(source_reference="main")
+    put(other, "docs/readme.md", b"not the table")
+    other.commit("docs")
+    other.merge_into(main)  # does not touch the table: passes

@@ -1,9 +1,10 @@
 """The modules a Lua hook may ``require``, with lakeFS's names, arguments and results.
 
-``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``, ``encoding/base64``,
-``encoding/hex``, ``crypto/sha256``, ``crypto/md5``, ``crypto/hmac``, ``uuid``,
-``time``, ``lakefs`` (this server's engine, called in-process, limited to the hook's
-own repository) and ``aws`` (``s3_client``, for writing exports to S3).
+``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
+``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
+``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``lakefs`` (this server's engine,
+called in-process, limited to the hook's own repository) and ``aws`` (``s3_client``,
+for writing exports to S3).
 """
 
 from __future__ import annotations
@@ -160,6 +161,20 @@ def _yaml(sb: LuaSandbox) -> dict[str, Any]:
             "unmarshal": unmarshal}
 
 
+def _parquet(_sb: LuaSandbox) -> dict[str, Any]:
+    def get_schema(payload: bytes) -> list[dict[str, str]]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.ParquetFile(pa.BufferReader(_bytes(payload))).schema
+        except (pa.ArrowException, OSError) as exc:
+            raise ValueError(f"not a Parquet file: {exc}") from None
+        return [{"name": c.name, "type": c.physical_type} for c in schema]
+
+    return {"get_schema": get_schema}
+
+
 def _bytes(value: object) -> bytes:
     if isinstance(value, bytes):
         return value
@@ -300,9 +315,10 @@ class LakeFSModule:
     def diff_refs(self, left: bytes, right: bytes, *opt: Any) -> tuple[int, Any]:
         after, prefix, _delimiter, amount = (_opt(opt, i) for i in range(4))
         n = integer(amount) if amount is not None else 1000
+        # the API's default diff: three-dot, from the refs' merge base
         diffs, more = self.g.diff(self.repo.id, text(left), text(right),
                                   prefix=text(prefix or b""), after=text(after or b""),
-                                  amount=n)
+                                  amount=n, three_dot=True)
         return 200, self._diffs(diffs, more, n)
 
     def diff_branch(self, branch: bytes, *opt: Any) -> tuple[int, Any]:
@@ -402,6 +418,7 @@ MODULES: dict[str, ModuleBuilder] = {
     "regexp": _regexp,
     "encoding/json": _json,
     "encoding/yaml": _yaml,
+    "encoding/parquet": _parquet,
     "encoding/base64": _base64,
     "encoding/hex": _hex,
     "crypto/sha256": _digest("sha256"),
