@@ -61,6 +61,9 @@ from lakefs_core.settings import (
 )
 
 __all__ = [
+    "ActionsConfig",
+    "AlertWebhookConfig",
+    "LuaHooksConfig",
     "DEFAULT_DATA_DIR",
     "INSECURE_SECRET_KEY",
     "SECRET_KEY_FILE",
@@ -354,6 +357,39 @@ class HttpConfig(ConfigModel):
     transfer_threads: int = Field(default=32, ge=1, le=1024)
 
 
+class LuaHooksConfig(ConfigModel):
+    """``actions.lua``: the bounds of a ``lua`` hook's run.
+
+    Attributes:
+        timeout: a script still running after this long fails its hook.
+        max_memory: the most memory (bytes) one script's Lua state may hold; past it
+            the script fails its hook.
+    """
+
+    timeout: Duration = timedelta(seconds=30)
+    max_memory: int = Field(default=128 << 20, ge=1 << 20)
+
+
+class AlertWebhookConfig(ConfigModel):
+    """``actions.alert_webhook``: where a failed hook is reported.
+
+    Attributes:
+        url: every failed hook run is POSTed here as one JSON message (repository,
+            event, run and hook ids, action, error); unset, none is sent.
+        timeout: how long one delivery may take; a failed delivery is logged.
+    """
+
+    url: HttpEndpoint | None = None
+    timeout: Duration = timedelta(seconds=5)
+
+
+class ActionsConfig(ConfigModel):
+    """``actions``: the hooks that repositories' action files run."""
+
+    lua: LuaHooksConfig = Field(default_factory=LuaHooksConfig)
+    alert_webhook: AlertWebhookConfig = Field(default_factory=AlertWebhookConfig)
+
+
 class GatewaysConfig(ConfigModel):
     """``gateways``: the S3-compatible gateway."""
 
@@ -439,6 +475,7 @@ class ServerConfig(PrefixedSettings):
     storage_config: StorageConfig = Field(default_factory=StorageConfig)
     gateways: GatewaysConfig = Field(default_factory=GatewaysConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    actions: ActionsConfig = Field(default_factory=ActionsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

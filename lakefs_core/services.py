@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lakefs_core.actions import ActionsService
+from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
@@ -92,7 +92,12 @@ def build_services(config: ServerConfig) -> Services:
         auth.ensure_builtins()  # built-in policies of an earlier version, brought up to date
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
-    actions = ActionsService(graveler)
+    alert = config.actions.alert_webhook
+    actions = ActionsService(
+        graveler,
+        lua_limits=LuaLimits(timeout=config.actions.lua.timeout.total_seconds(),
+                             max_memory=config.actions.lua.max_memory),
+        alerts=HookAlerts(alert.url, alert.timeout.total_seconds()))
     graveler.hooks = actions
     return Services(config=config, refstore=refstore, blockstores=blockstores,
                     graveler=graveler, auth=auth,

@@ -11,13 +11,18 @@ from lakefs_core.actions.action import (
     InvalidActionError,
     parse_action,
 )
-from lakefs_core.actions.service import ActionsService
+from lakefs_core.actions.alerting import HookAlerts
+from lakefs_core.actions.lua import LuaLimits
+from lakefs_core.actions.service import ActionsService, build_hook
 
 __all__ = [
     "ACTIONS_PREFIX",
     "Action",
     "ActionHook",
     "ActionsService",
+    "HookAlerts",
     "InvalidActionError",
+    "build_hook",
+    "LuaLimits",
     "parse_action",
 ]

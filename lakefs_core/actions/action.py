@@ -22,7 +22,7 @@ from lakefs_core.graveler.hooks import EventType
 #: where a repository keeps its action files (lakeFS's prefix)
 ACTIONS_PREFIX = "_lakefs_actions/"
 #: the hook types this server runs
-HOOK_TYPES = frozenset({"webhook"})
+HOOK_TYPES = frozenset({"webhook", "lua", "airflow"})
 
 _NAME = re.compile(r"^\w[\w\-. ]+$")
 _HOOK_ID = re.compile(r"^[_a-zA-Z][\-_a-zA-Z0-9]{1,255}$")

@@ -20,11 +20,16 @@ import httpx
 from lakefs_core.actions.action import (
     ACTIONS_PREFIX,
     Action,
+    ActionHook,
     InvalidActionError,
     is_action_file,
     parse_action,
 )
-from lakefs_core.actions.webhook import HookFailedError, Webhook
+from lakefs_core.actions.airflow import AirflowHook
+from lakefs_core.actions.alerting import HookAlerts, HookFailure
+from lakefs_core.actions.hook import Hook, HookContext, HookFailedError
+from lakefs_core.actions.lua import LuaHook, LuaLimits
+from lakefs_core.actions.webhook import Webhook
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import PreconditionFailedError
 from lakefs_core.graveler.graveler import Graveler
@@ -51,15 +56,31 @@ class _Outcome:
     error: str  # "" when every hook passed
 
 
+def build_hook(action: Action, hook: ActionHook, lua_limits: LuaLimits | None = None) -> Hook:
+    """The runnable hook. Raises InvalidActionError for malformed properties."""
+    if hook.type == "lua":
+        return LuaHook.from_hook(action.name, action.path, hook, lua_limits)
+    if hook.type == "airflow":
+        return AirflowHook.from_hook(action.name, action.path, hook)
+    return Webhook.from_hook(action.name, action.path, hook)
+
+
 class ActionsService:
     """The server's hook handler: runs the repository's actions (see module doc)."""
 
-    def __init__(self, graveler: Graveler) -> None:
+    def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None,
+                 alerts: HookAlerts | None = None) -> None:
         self.graveler = graveler
         self.client = httpx.Client()
+        self.lua_limits = lua_limits or LuaLimits()
+        self.alerts = alerts or HookAlerts()
+
+    def hook_of(self, action: Action, hook: ActionHook) -> Hook:
+        return build_hook(action, hook, self.lua_limits)
 
     def close(self) -> None:
         self.client.close()
+        self.alerts.close()
 
     # -- HookHandler -------------------------------------------------------------
     def pre(self, record: HookRecord) -> str:
@@ -124,10 +145,10 @@ class ActionsService:
             return []  # still following its source
         actions = [a for a in self.load_actions(record)
                    if a.matches(record.event_type, record.branch_id)]
-        # webhook properties are checked before anything runs
+        # hook properties are checked before anything runs
         for a in actions:
             for h in a.hooks:
-                Webhook.from_hook(a.name, a.path, h)
+                self.hook_of(a, h)
         return actions
 
     # -- running -----------------------------------------------------------------
@@ -154,10 +175,13 @@ class ActionsService:
         for j, hook in enumerate(action.hooks):
             hook_run_id = f"{index:04d}_{j:04d}"
             start = time.time()
-            webhook = Webhook.from_hook(action.name, action.path, hook)
+            ctx = HookContext(record, run_id, action, hook, self.client, self.graveler,
+                              hook_run_id)
             try:
-                output = webhook.run(record, self.client)
+                output = self.hook_of(action, hook).run(ctx)
             except HookFailedError as exc:
+                self.alerts.hook_failed(HookFailure(record, run_id, hook_run_id, action.name,
+                                                    hook.id, hook.type, str(exc)))
                 runs.append(HookRun(hook_run_id, action.name, hook.id, start, time.time(),
                                     FAILED, exc.output))
                 return _Outcome(runs, f"hook run id '{hook_run_id}' failed on action "

@@ -9,8 +9,6 @@ shown masked in the run's output.
 from __future__ import annotations
 
 import json
-import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,56 +18,15 @@ from typing import Any
 import httpx
 
 from lakefs_core.actions.action import ActionHook, InvalidActionError
+from lakefs_core.actions.hook import (
+    HookContext,
+    HookFailedError,
+    duration_property,
+    secret,
+)
 from lakefs_core.graveler.hooks import HookRecord
 
 DEFAULT_TIMEOUT = 60.0
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_ENV = re.compile(r"^\s*\{\{\s*ENV\.(\w+)\s*\}\}\s*$")
-
-
-class HookFailedError(Exception):
-    """A hook did not pass; its message says why, ``output`` is what it logged."""
-
-    def __init__(self, message: str, output: str = "") -> None:
-        super().__init__(message)
-        self.output = output
-
-
-def parse_duration(text: str) -> float:
-    """Seconds of a Go duration (``30s``, ``1m30s``, ``500ms``). Raises ValueError."""
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if not text or pos != len(text):
-        raise ValueError(f"invalid duration {text!r}")
-    return total
-
-
-@dataclass(frozen=True, slots=True)
-class Secret:
-    """A property value, maybe taken from the environment (then never shown)."""
-
-    value: str
-    from_env: bool
-
-    def __str__(self) -> str:
-        return "*****" if self.from_env else self.value
-
-
-def _secret(text: str) -> Secret:
-    m = _ENV.match(text)
-    if m is None:
-        return Secret(text, False)
-    value = os.environ.get(m.group(1))
-    if value is None:
-        raise HookFailedError(f"missing env var {m.group(1)}")
-    return Secret(value, True)
-
-
 @dataclass(frozen=True, slots=True)
 class Webhook:
     action_name: str
@@ -91,13 +48,7 @@ class Webhook:
         url = props.get("url")
         if not isinstance(url, str) or not url:
             raise bad("url: missing url")
-        timeout = DEFAULT_TIMEOUT
-        raw_timeout = props.get("timeout")
-        if isinstance(raw_timeout, str) and raw_timeout:
-            try:
-                timeout = parse_duration(raw_timeout)
-            except ValueError as exc:
-                raise bad(f"timeout: {exc}") from None
+        timeout = duration_property(path, hook, "timeout", DEFAULT_TIMEOUT)
         params: dict[str, tuple[str, ...]] = {}
         raw_params = props.get("query_params") or {}
         if not isinstance(raw_params, dict):
@@ -114,8 +65,9 @@ class Webhook:
         return cls(action_name, hook.id, url, timeout, params,
                    {str(k): v for k, v in raw_headers.items()})
 
-    def run(self, record: HookRecord, client: httpx.Client) -> str:
+    def run(self, ctx: HookContext) -> str:
         """POST the event; the run's output. Raises HookFailedError (output attached)."""
+        record, client = ctx.record, ctx.client
         out: list[str] = []
         body = json.dumps(event_payload(self.action_name, self.hook_id, record))
         out.append(f"Request:\nPOST {self.url}\nQuery Params:\n")
@@ -123,13 +75,13 @@ class Webhook:
         try:
             for k, values in self.query_params.items():
                 for v in values:
-                    s = _secret(v)
+                    s = secret(v)
                     query.append((k, s.value))
                     out.append(f"{k}: {s}\n")
             out.append("Headers:\n")
             headers = {"Content-Type": "application/json"}
             for k, v in self.headers.items():
-                s = _secret(v)
+                s = secret(v)
                 headers[k] = s.value
                 out.append(f"{k}: {s}\n")
         except HookFailedError as exc:

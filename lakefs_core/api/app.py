@@ -17,6 +17,7 @@ import anyio
 import httpx
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.routing import APIRoute
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.background import BackgroundTask
 from starlette.responses import StreamingResponse
 
@@ -80,6 +81,13 @@ def create_api(services: Services) -> FastAPI:
     @app.get("/_health", include_in_schema=False)
     async def health() -> Response:  # on the event loop: answers even if threads are busy
         return Response(status_code=204)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        """Prometheus metrics (as lakeFS, unauthenticated): failed hooks."""
+        body = (generate_latest(services.actions.alerts.registry)
+                if services.actions is not None else b"")
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     routers: list[APIRouter] = []
     for name in ROUTE_MODULES:

@@ -67,9 +67,12 @@ class CommitEngine(StagingEngine):
         """
         repo = self._check_direct_write(repo_id, branch_name)
         meta = dict(metadata or {})
-        run_id = self.hooks.pre(HookRecord(
-            EventType.PRE_COMMIT, repo, source_ref=branch_name, branch_id=branch_name,
-            commit_message=message, committer=committer, commit_metadata=meta))
+        # prepare-commit runs first, while its hooks may still write to the branch
+        prepare = HookRecord(
+            EventType.PREPARE_COMMIT, repo, source_ref=branch_name, branch_id=branch_name,
+            commit_message=message, committer=committer, commit_metadata=meta)
+        self.hooks.pre(prepare)
+        run_id = self.hooks.pre(replace(prepare, event_type=EventType.PRE_COMMIT))
         rec = self._retrying()(self._commit_once, repo, branch_name, message, committer,
                                meta, allow_empty, creation_date)
         self.hooks.post(HookRecord(
@@ -338,10 +341,17 @@ class CommitEngine(StagingEngine):
 
     def _pick(self, repo_id: str, branch_name: str, base_mr_of: Callable[[Commit], str],
               target_mr_of: Callable[[Commit], str], ref: str, message: Callable[[str], str],
-              committer: str, metadata_of: Callable[[CommitRecord], Mapping[str, str]]
-              ) -> CommitRecord:
-        self._check_direct_write(repo_id, branch_name)
+              committer: str, metadata_of: Callable[[CommitRecord], Mapping[str, str]],
+              events: tuple[EventType, EventType]) -> CommitRecord:
+        repo = self._check_direct_write(repo_id, branch_name)
         picked = self._commit_of_ref(repo_id, ref)
+        pick_message = message(picked.id)
+        pick_metadata = dict(metadata_of(picked))
+        pre, post = events
+        run_id = self.hooks.pre(HookRecord(
+            pre, repo, source_ref=branch_name, branch_id=branch_name,
+            commit_message=pick_message, committer=committer,
+            commit_metadata=pick_metadata))
 
         def attempt() -> CommitRecord:
             repo = self._writable_repo(repo_id)
@@ -354,12 +364,17 @@ class CommitEngine(StagingEngine):
             if result.metarange_id == head.metarange_id:
                 raise NoChangesError("update branch: no changes")
             commit = Commit(parents=(branch.commit_id,), metarange_id=result.metarange_id,
-                            message=message(picked.id), committer=committer,
-                            creation_date=self._now(), metadata=dict(metadata_of(picked)),
+                            message=pick_message, committer=committer,
+                            creation_date=self._now(), metadata=pick_metadata,
                             generation=head.generation + 1)
             return self._land(repo_id, branch, commit)
 
-        return self._retrying()(attempt)
+        rec = self._retrying()(attempt)
+        self.hooks.post(HookRecord(
+            post, repo, source_ref=rec.id, branch_id=branch_name, commit_id=rec.id,
+            commit_message=pick_message, committer=committer,
+            commit_metadata=pick_metadata), run_id)
+        return rec
 
     def _parent_mr(self, repo_id: str, commit: Commit, parent_number: int) -> str:
         if not commit.parents:
@@ -384,7 +399,8 @@ class CommitEngine(StagingEngine):
             base_mr_of=lambda c: c.metarange_id,
             target_mr_of=lambda c: self._parent_mr(repo_id, c, parent_number),
             ref=ref, message=lambda _cid: message or f"Revert {ref}", committer=committer,
-            metadata_of=lambda _picked: metadata if metadata is not None else {})
+            metadata_of=lambda _picked: metadata if metadata is not None else {},
+            events=(EventType.PRE_REVERT, EventType.POST_REVERT))
 
     def cherry_pick(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
                     parent_number: int = 0, message: str | None = None,
@@ -407,7 +423,8 @@ class CommitEngine(StagingEngine):
             target_mr_of=lambda c: c.metarange_id,
             ref=ref,
             message=lambda cid: message or self.get_commit(repo_id, cid).commit.message,
-            committer=committer, metadata_of=metadata_of)
+            committer=committer, metadata_of=metadata_of,
+            events=(EventType.PRE_CHERRY_PICK, EventType.POST_CHERRY_PICK))
 
     def hard_reset(self, repo_id: str, branch_name: str, ref: str) -> Branch:
         """Point the branch at ``ref``'s commit, dropping uncommitted changes."""

@@ -19,6 +19,7 @@ from lakefs_core.graveler.model import Repository
 class EventType(StrEnum):
     """lakeFS's event types, as action files name them under ``on:``."""
 
+    PREPARE_COMMIT = "prepare-commit"
     PRE_COMMIT = "pre-commit"
     POST_COMMIT = "post-commit"
     PRE_MERGE = "pre-merge"
@@ -31,10 +32,15 @@ class EventType(StrEnum):
     POST_CREATE_TAG = "post-create-tag"
     PRE_DELETE_TAG = "pre-delete-tag"
     POST_DELETE_TAG = "post-delete-tag"
+    PRE_REVERT = "pre-revert"
+    POST_REVERT = "post-revert"
+    PRE_CHERRY_PICK = "pre-cherry-pick"
+    POST_CHERRY_PICK = "post-cherry-pick"
 
     @property
     def is_pre(self) -> bool:
-        return self.value.startswith("pre-")
+        """A ``pre-*`` or ``prepare-*`` event: its hooks may refuse the operation."""
+        return self.value.startswith(("pre-", "prepare-"))
 
 
 @dataclass(frozen=True, slots=True)

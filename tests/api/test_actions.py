@@ -6,13 +6,16 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import lakefs
 import pytest
 from lakefs_sdk.exceptions import ApiException
 
-from lakefs_testing.live_server import LiveServer
+from lakefs_testing.live_server import LiveServer, live_server
+from lakefs_testing.waiting import wait_for
 from tests.api.sdk_support import put, sdk_client, viewer_client
 
 
@@ -207,3 +210,102 @@ hooks:
     repo.branch("other").create(source_reference="main")
     repo.branch("other").delete()  # no match: deleted
     assert "other" not in [b.id for b in repo.branches()]
+
+
+def test_prepare_commit_revert_and_cherry_pick_events(server: LiveServer,
+                                                      webhook: WebhookServer) -> None:
+    client = sdk_client(server)
+    repo = lakefs.Repository("pick-acts", client=client).create(
+        storage_namespace="local://pick-acts")
+    main = repo.branch("main")
+    put(main, "_lakefs_actions/all.yaml", f"""name: every change
+on:
+  prepare-commit:
+  pre-revert:
+  post-revert:
+  pre-cherry-pick:
+  post-cherry-pick:
+hooks:
+  - id: record
+    type: webhook
+    properties:
+      url: "{webhook.url}/ok"
+""")
+    put(main, "_lakefs_actions/no_picks.yaml",
+        _action("no-picks", "pre-cherry-pick", f"{webhook.url}/fail", branches="[locked]"))
+    main.commit("actions")
+    prepare = webhook.calls[-1]["payload"]
+    assert (prepare["event_type"], prepare["commit_message"]) == ("prepare-commit", "actions")
+    put(main, "data/a.csv", "1\n")
+    added = main.commit("add a").get_commit().id
+    webhook.calls.clear()
+    reverted = main.revert(added).id
+    events = [c["payload"] for c in webhook.calls]
+    assert [e["event_type"] for e in events] == ["pre-revert", "post-revert"]
+    assert events[0]["source_ref"] == "main" and "commit_id" not in events[0]
+    assert events[1]["commit_id"] == reverted == events[1]["source_ref"]
+    assert all(e["commit_message"] == f"Revert {added}" for e in events)
+
+    locked = repo.branch("locked").create(source_reference=reverted)
+    feature = repo.branch("feature").create(source_reference=reverted)
+    webhook.calls.clear()
+    picked = feature.cherry_pick(added).id
+    events = [c["payload"] for c in webhook.calls]
+    assert [e["event_type"] for e in events] == ["pre-cherry-pick", "post-cherry-pick"]
+    assert events[1]["commit_id"] == picked and events[1]["branch_id"] == "feature"
+    assert events[1]["commit_metadata"]["cherry-pick-origin"] == added
+    # a failing pre-cherry-pick hook refuses it and the branch stays where it was
+    head = locked.get_commit().id
+    with pytest.raises(lakefs.exceptions.LakeFSException) as info:
+        locked.cherry_pick(added)
+    assert info.value.status_code == 412
+    assert "pre-cherry-pick hook aborted" in str(info.value)
+    assert locked.get_commit().id == head
+
+
+def test_failed_hooks_are_counted_and_alerted(tmp_path: Path,
+                                              webhook: WebhookServer) -> None:
+    env = {"LAKEFS_ACTIONS_ALERT_WEBHOOK_URL": f"{webhook.url}/alerts"}
+    with live_server(str(tmp_path / "alerting"), env) as server:
+        client = sdk_client(server)
+        repo = lakefs.Repository("alerted", client=client).create(
+            storage_namespace="local://alerted")
+        main = repo.branch("main")
+        put(main, "_lakefs_actions/gate.yaml",
+            _action("gate", "pre-commit", f"{webhook.url}/fail"))
+        for _ in range(2):
+            with pytest.raises(lakefs.exceptions.LakeFSException):
+                main.commit("refused")
+        put(main, "_lakefs_actions/gate.yaml", """name: after
+on:
+  post-commit:
+hooks:
+  - id: broken_export
+    type: lua
+    properties:
+      script: error("export target unreachable")
+""")
+        commit = main.commit("stands").get_commit().id
+
+        def alerts() -> list[dict[str, Any]]:
+            return [c["payload"] for c in webhook.calls if c["path"] == "/alerts"]
+
+        wait_for(lambda: len(alerts()) == 3, timeout=10, what="three alerts")
+        first, _, post = alerts()
+        assert first["alert"] == "hook_failed"
+        assert (first["repository_id"], first["action_name"], first["hook_id"],
+                first["hook_type"], first["event_type"], first["branch_id"]) == (
+            "alerted", "gate", "check_pre_commit", "webhook", "pre-commit", "main")
+        assert first["operation_refused"] is True
+        assert "status code: 500" in first["error"]
+        runs = client.sdk_client.actions_api.list_repository_runs("alerted").results
+        assert first["run_id"] == runs[-1].run_id and first["hook_run_id"] == "0000_0000"
+        assert (post["event_type"], post["commit_id"], post["hook_type"],
+                post["operation_refused"]) == ("post-commit", commit, "lua", False)
+        assert "export target unreachable" in post["error"]
+
+        metrics = httpx.get(f"{server.endpoint}/metrics").text
+        assert ('actions_hook_failures_total{action="gate",event_type="pre-commit",'
+                'hook="check_pre_commit",repository="alerted"} 2.0') in metrics
+        assert ('actions_hook_failures_total{action="after",event_type="post-commit",'
+                'hook="broken_export",repository="alerted"} 1.0') in metrics

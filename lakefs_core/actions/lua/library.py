@@ -1,0 +1,430 @@
+"""The modules a Lua hook may ``require``, with lakeFS's names, arguments and results.
+
+``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
+``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
+``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``lakefs`` (this server's engine,
+called in-process, limited to the hook's own repository) and ``aws`` (``s3_client``,
+for writing exports to S3).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from lakefs_core.actions.lua.sandbox import LuaSandbox, from_lua, integer, text
+from lakefs_core.block.base import join_address
+from lakefs_core.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    ForbiddenError,
+    LakeFSError,
+    NotFoundError,
+    PreconditionFailedError,
+    ValidationError,
+)
+from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.model import AddressType, Difference, Entry, Repository
+
+ModuleBuilder = Callable[[LuaSandbox], Mapping[str, Any]]
+
+
+def _opt(args: tuple[Any, ...], i: int) -> Any:
+    return args[i] if len(args) > i else None
+
+
+# -- path, strings, regexp -------------------------------------------------------------
+def path_parse(p: str, sep: str = "/") -> dict[str, str]:
+    if p.endswith(sep):
+        p = p[:-len(sep)]
+    cut = p.rfind(sep)
+    if cut < 0:
+        return {"parent": "", "base_name": p}
+    return {"parent": p[:cut + len(sep)], "base_name": p[cut + len(sep):]}
+
+
+def path_join(sep: str, *parts: str) -> str:
+    """lakeFS's join: keeps the first part's leading separator and ``s3://``."""
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        if i and part.startswith(sep):
+            part = part[len(sep):]
+        out.append(part)
+        if i != len(parts) - 1 and not part.endswith(sep):
+            out.append(sep)
+    return "".join(out)
+
+
+def path_is_hidden(p: str, sep: str = "/", prefix: str = "_") -> bool:
+    while p:
+        parsed = path_parse(p, sep)
+        if parsed["base_name"].startswith(prefix):
+            return True
+        p = parsed["parent"]
+    return False
+
+
+def _path(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "parse": lambda p, sep=b"/": path_parse(text(p), text(sep)),
+        "join": lambda sep, *parts: path_join(text(sep), *(text(x) for x in parts)),
+        "is_hidden": lambda p, sep=b"/", prefix=b"_": path_is_hidden(
+            text(p), text(sep), text(prefix)),
+        "default_separator": lambda: "/",
+    }
+
+
+def _go_replace(s: str, old: str, new: str, n: int) -> str:
+    return s.replace(old, new) if n < 0 else s.replace(old, new, n)
+
+
+def _strings(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "split": lambda s, sep: text(s).split(text(sep)) if text(sep) else list(text(s)),
+        "trim": lambda s: text(s).strip(),
+        "replace": lambda s, old, new, n: _go_replace(text(s), text(old), text(new),
+                                                      integer(n)),
+        "has_prefix": lambda s, p: text(s).startswith(text(p)),
+        "has_suffix": lambda s, p: text(s).endswith(text(p)),
+        "contains": lambda s, sub: text(sub) in text(s),
+    }
+
+
+def _compiled(pattern: re.Pattern[str]) -> dict[str, Any]:
+    def arg(args: tuple[Any, ...]) -> tuple[Any, ...]:
+        # both ``p.find(s)`` and ``p:find(s)`` work
+        return args[1:] if args and not isinstance(args[0], (bytes, int, float)) else args
+
+    def limit(items: list[Any], n: object) -> list[Any]:
+        k = integer(n)
+        return items if k < 0 else items[:k]
+
+    def find_all(*a: Any) -> list[str]:
+        s, n = arg(a)
+        return limit([m.group(0) for m in pattern.finditer(text(s))], n)
+
+    def find_all_submatch(*a: Any) -> list[list[str]]:
+        s, n = arg(a)
+        return limit([[m.group(0), *(g or "" for g in m.groups())]
+                      for m in pattern.finditer(text(s))], n)
+
+    def find(*a: Any) -> str:
+        m = pattern.search(text(arg(a)[0]))
+        return m.group(0) if m else ""
+
+    def find_submatch(*a: Any) -> list[str]:
+        m = pattern.search(text(arg(a)[0]))
+        return [m.group(0), *(g or "" for g in m.groups())] if m else []
+
+    return {"find_all": find_all, "find_all_submatch": find_all_submatch, "find": find,
+            "find_submatch": find_submatch}
+
+
+def _regexp(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "match": lambda p, s: re.search(text(p), text(s)) is not None,
+        "quote_meta": lambda s: re.escape(text(s)),
+        "compile": lambda p: _compiled(re.compile(text(p))),
+    }
+
+
+# -- encodings and digests ---------------------------------------------------------------
+def _json(sb: LuaSandbox) -> dict[str, Any]:
+    def marshal(value: Any, *_: Any) -> str:
+        return json.dumps(from_lua(sb, value), separators=(",", ":"))
+
+    def unmarshal(s: bytes) -> Any:
+        return json.loads(s)
+
+    return {"marshal": marshal, "unmarshal": unmarshal}
+
+
+def _yaml(sb: LuaSandbox) -> dict[str, Any]:
+    def unmarshal(s: bytes) -> Any:
+        try:
+            return yaml.safe_load(s)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"invalid YAML: {exc}") from None
+
+    return {"marshal": lambda v: yaml.safe_dump(from_lua(sb, v), sort_keys=False),
+            "unmarshal": unmarshal}
+
+
+def _parquet(_sb: LuaSandbox) -> dict[str, Any]:
+    def get_schema(payload: bytes) -> list[dict[str, str]]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.ParquetFile(pa.BufferReader(_bytes(payload))).schema
+        except (pa.ArrowException, OSError) as exc:
+            raise ValueError(f"not a Parquet file: {exc}") from None
+        return [{"name": c.name, "type": c.physical_type} for c in schema]
+
+    return {"get_schema": get_schema}
+
+
+def _bytes(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return text(value).encode()
+
+
+def _base64(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "encode": lambda d: base64.b64encode(_bytes(d)),
+        "decode": lambda d: base64.b64decode(_bytes(d), validate=True),
+        "url_encode": lambda d: base64.urlsafe_b64encode(_bytes(d)).rstrip(b"="),
+        "url_decode": lambda d: base64.urlsafe_b64decode(
+            _bytes(d) + b"=" * (-len(_bytes(d)) % 4)),
+    }
+
+
+def _hex(_sb: LuaSandbox) -> dict[str, Any]:
+    return {"encode": lambda d: binascii.hexlify(_bytes(d)),
+            "decode": lambda d: binascii.unhexlify(_bytes(d))}
+
+
+def _digest(name: str) -> ModuleBuilder:
+    return lambda _sb: {"digest": lambda d: hashlib.new(name, _bytes(d)).digest()}
+
+
+def _hmac(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "sign_sha256": lambda m, k: hmac.new(_bytes(k), _bytes(m), hashlib.sha256).digest(),
+        "sign_sha1": lambda m, k: hmac.new(_bytes(k), _bytes(m), hashlib.sha1).digest(),
+    }
+
+
+def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
+    return {"new": lambda: str(uuid.uuid4())}
+
+
+def _format_iso(ns: object, zone: object = b"UTC") -> str:
+    if text(zone) != "UTC":
+        raise ValueError("only the UTC zone is supported")
+    return datetime.fromtimestamp(integer(ns) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _time(_sb: LuaSandbox) -> dict[str, Any]:
+    return {
+        "now": lambda: float(time.time_ns()),
+        "since": lambda ns: float(time.time_ns() - integer(ns)),
+        "format_iso": _format_iso,
+        "parse_iso": lambda v: datetime.fromisoformat(text(v)).timestamp() * 1e9,
+    }
+
+
+# -- lakefs: this server's engine -----------------------------------------------------------
+def _status(exc: LakeFSError) -> int:
+    for cls, code in ((NotFoundError, 404), (ValidationError, 400), (ForbiddenError, 403),
+                      (AlreadyExistsError, 409), (ConflictError, 409),
+                      (PreconditionFailedError, 412)):
+        if isinstance(exc, cls):
+            return code
+    return 500
+
+
+class LakeFSModule:
+    """lakeFS's ``lakefs`` Lua module over the engine: each call returns the status
+    code the API would answer and its body (a table, or a string where lakeFS gives
+    one). Calls are limited to the repository whose hook runs (403 otherwise)."""
+
+    def __init__(self, graveler: Graveler, repository: Repository) -> None:
+        self.g = graveler
+        self.repo = repository
+
+    def module(self, _sb: LuaSandbox) -> dict[str, Any]:
+        return {name: self._call(f) for name, f in (
+            ("list_objects", self.list_objects), ("diff_refs", self.diff_refs),
+            ("diff_branch", self.diff_branch), ("create_tag", self.create_tag))} | {
+            name: self._call(f, string_body=True) for name, f in (
+                ("get_object", self.get_object), ("stat_object", self.stat_object))}
+
+    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False
+              ) -> Callable[..., Any]:
+        def call(repo_id: bytes, *args: Any) -> tuple[int, Any]:
+            if text(repo_id, "repository_id") != self.repo.id:
+                code, body = 403, {"message": "a hook may only use its own repository"}
+            else:
+                try:
+                    return f(*args)
+                except LakeFSError as exc:
+                    code, body = _status(exc), {"message": str(exc)}
+            return code, json.dumps(body) if string_body else body
+        return call
+
+    def _address(self, entry: Entry) -> str:
+        if entry.address_type is AddressType.FULL:
+            return entry.address
+        return join_address(self.repo.storage_namespace, entry.address)
+
+    def _stats(self, path: str, entry: Entry, user_metadata: bool = True) -> dict[str, Any]:
+        stats: dict[str, Any] = {
+            "path": path, "path_type": "object", "physical_address": self._address(entry),
+            "checksum": entry.etag, "size_bytes": entry.size, "mtime": int(entry.mtime),
+            "content_type": entry.content_type}
+        if user_metadata:
+            stats["metadata"] = dict(entry.metadata)
+        return stats
+
+    @staticmethod
+    def _page(results: list[dict[str, Any]], more: bool, amount: int) -> dict[str, Any]:
+        return {"pagination": {"has_more": more, "max_per_page": amount,
+                               "results": len(results),
+                               "next_offset": results[-1]["path"] if more else ""},
+                "results": results}
+
+    def list_objects(self, ref: bytes, *opt: Any) -> tuple[int, Any]:
+        after, prefix, delimiter, amount, user_md = (_opt(opt, i) for i in range(5))
+        n = integer(amount) if amount is not None else 1000
+        items, more = self.g.list_entries(
+            self.repo.id, text(ref), prefix=text(prefix or b""), after=text(after or b""),
+            amount=n, delimiter=text(delimiter or b""))
+        results = [self._stats(i.path, i.entry, user_md is not False) if i.entry else
+                   {"path": i.path, "path_type": "common_prefix", "physical_address": "",
+                    "checksum": "", "mtime": 0} for i in items]
+        return 200, self._page(results, more, n)
+
+    def get_object(self, ref: bytes, path: bytes) -> tuple[int, Any]:
+        entry = self.g.get_entry(self.repo.id, text(ref), text(path))
+        return 200, self.g.store_for(self.repo.storage_id).get(self._address(entry))
+
+    def stat_object(self, ref: bytes, path: bytes, user_metadata: Any = True
+                    ) -> tuple[int, Any]:
+        entry = self.g.get_entry(self.repo.id, text(ref), text(path))
+        return 200, json.dumps(self._stats(text(path), entry, user_metadata is not False))
+
+    def _diffs(self, diffs: list[Difference], more: bool, amount: int) -> dict[str, Any]:
+        results = [{"path": d.path, "path_type": "object", "type": d.type.value,
+                    **({"size_bytes": (d.right or d.left).size}  # type: ignore[union-attr]
+                       if (d.right or d.left) else {})} for d in diffs]
+        return self._page(results, more, amount)
+
+    def diff_refs(self, left: bytes, right: bytes, *opt: Any) -> tuple[int, Any]:
+        after, prefix, _delimiter, amount = (_opt(opt, i) for i in range(4))
+        n = integer(amount) if amount is not None else 1000
+        # the API's default diff: three-dot, from the refs' merge base
+        diffs, more = self.g.diff(self.repo.id, text(left), text(right),
+                                  prefix=text(prefix or b""), after=text(after or b""),
+                                  amount=n, three_dot=True)
+        return 200, self._diffs(diffs, more, n)
+
+    def diff_branch(self, branch: bytes, *opt: Any) -> tuple[int, Any]:
+        after, amount, prefix = (_opt(opt, i) for i in range(3))
+        n = integer(amount) if amount is not None else 1000
+        diffs, more = self.g.diff_uncommitted(self.repo.id, text(branch),
+                                              prefix=text(prefix or b""),
+                                              after=text(after or b""), amount=n)
+        return 200, self._diffs(diffs, more, n)
+
+    def create_tag(self, ref: bytes, tag_id: bytes) -> tuple[int, Any]:
+        tag = self.g.create_tag(self.repo.id, text(tag_id), text(ref))
+        return 201, {"id": tag.name, "commit_id": tag.commit_id}
+
+
+# -- aws: S3 -----------------------------------------------------------------------------
+def _s3_client(key_id: bytes, secret: bytes, region: bytes | None = None,
+               endpoint: bytes | None = None) -> dict[str, Any]:
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = boto3.client(
+        "s3", aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
+        region_name=text(region) if region else None,
+        endpoint_url=text(endpoint) if endpoint else None)
+
+    def get_object(bucket: bytes, key: bytes) -> tuple[bytes, bool]:
+        try:
+            body: bytes = client.get_object(Bucket=text(bucket), Key=text(key))["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "NoSuchBucket"):
+                return b"", False
+            raise OSError(str(exc)) from None
+        return body, True
+
+    def put_object(bucket: bytes, key: bytes, value: bytes) -> None:
+        try:
+            client.put_object(Bucket=text(bucket), Key=text(key), Body=_bytes(value))
+        except ClientError as exc:
+            raise OSError(str(exc)) from None
+
+    def delete_object(bucket: bytes, key: bytes) -> None:
+        try:
+            client.delete_object(Bucket=text(bucket), Key=text(key))
+        except ClientError as exc:
+            raise OSError(str(exc)) from None
+
+    def keys(bucket: str, prefix: str) -> Iterator[str]:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                      Prefix=prefix):
+            yield from (o["Key"] for o in page.get("Contents", []))
+
+    def delete_recursive(bucket: bytes, prefix: bytes) -> None:
+        b = text(bucket)
+        batch: list[str] = []
+        for key in [*keys(b, text(prefix)), None]:
+            if key is not None:
+                batch.append(key)
+            if batch and (key is None or len(batch) == 1000):
+                client.delete_objects(Bucket=b, Delete={"Objects": [{"Key": k}
+                                                                    for k in batch]})
+                batch = []
+
+    def list_objects(bucket: bytes, prefix: bytes | None = None, token: bytes | None = None,
+                     delimiter: bytes | None = None) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"Bucket": text(bucket),
+                                  "Delimiter": text(delimiter) if delimiter else "/"}
+        if prefix:
+            kwargs["Prefix"] = text(prefix)
+        if token:
+            kwargs["ContinuationToken"] = text(token)
+        resp = client.list_objects_v2(**kwargs)
+        results: list[dict[str, Any]] = [
+            {"key": p["Prefix"], "type": "prefix"} for p in resp.get("CommonPrefixes", [])]
+        results += [{"key": o["Key"], "type": "object", "etag": o["ETag"],
+                     "size": o["Size"],
+                     "last_modified": o["LastModified"].strftime("%Y-%m-%dT%H:%M:%SZ")}
+                    for o in resp.get("Contents", [])]
+        results.sort(key=lambda r: r["key"], reverse=True)
+        return {"is_truncated": bool(resp.get("IsTruncated")),
+                "next_continuation_token": resp.get("NextContinuationToken", ""),
+                "results": results}
+
+    return {"get_object": get_object, "put_object": put_object,
+            "delete_object": delete_object, "delete_recursive": delete_recursive,
+            "list_objects": list_objects}
+
+
+def _aws(_sb: LuaSandbox) -> dict[str, Any]:
+    return {"s3_client": _s3_client}
+
+
+#: the modules every hook may require (``lakefs`` is added per run)
+MODULES: dict[str, ModuleBuilder] = {
+    "path": _path,
+    "strings": _strings,
+    "regexp": _regexp,
+    "encoding/json": _json,
+    "encoding/yaml": _yaml,
+    "encoding/parquet": _parquet,
+    "encoding/base64": _base64,
+    "encoding/hex": _hex,
+    "crypto/sha256": _digest("sha256"),
+    "crypto/md5": _digest("md5"),
+    "crypto/hmac": _hmac,
+    "uuid": _uuid,
+    "time": _time,
+    "aws": _aws,
+}

@@ -1,0 +1,92 @@
+"""The Lua sandbox and its pure library modules (no server needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lupa import lua52
+
+from lakefs_core.actions.lua.library import MODULES, path_join
+from lakefs_core.actions.lua.sandbox import LuaLimits, LuaSandbox, LuaTimeoutError
+
+
+def _sandbox(timeout: float = 5.0, max_memory: int = 32 << 20) -> LuaSandbox:
+    return LuaSandbox(LuaLimits(timeout=timeout, max_memory=max_memory), MODULES)
+
+
+def test_modules_and_values_cross_as_lakefs_gives_them() -> None:
+    sb = _sandbox()
+    sb.set_global("args", {"table": "animals", "columns": ["a", "b"]})
+    sb.run(rb"""
+local json = require("encoding/json")
+local path = require("path")
+local strings = require("strings")
+local sha256 = require("crypto/sha256")
+local hex = require("encoding/hex")
+local base64 = require("encoding/base64")
+local regexp = require("regexp")
+print(path.join("/", "s3://bucket/ns", "_lakefs/exported/", "/main/", "t", "symlink.txt"))
+local parsed = path.parse("tables/animals/p=1/a.parquet")
+print(parsed.parent, parsed.base_name, path.is_hidden("a/_b/c"), path.is_hidden("a/b"))
+print(#strings.split("a,b,c", ","), strings.replace("xxx", "x", "y", 2),
+      strings.has_prefix("abc", "ab"), strings.trim("  t  "))
+print(hex.encode(sha256.digest("abc")):sub(1, 8), base64.encode("hi"))
+print(regexp.match("^[0-9]+$", "123"), regexp.compile("a(.)").find_submatch("xab")[2])
+print(json.marshal({name = args.table, cols = args.columns, n = 3, empty = array({})}))
+local back = json.unmarshal('{"x": [1, 2, {"y": true}]}')
+print(back.x[3].y, #back.x)
+""")
+    assert sb.output[0] == "s3://bucket/ns/_lakefs/exported/main/t/symlink.txt"
+    assert sb.output[1] == "tables/animals/p=1/\ta.parquet\ttrue\tfalse"
+    assert sb.output[2] == "3\tyyx\ttrue\tt"
+    assert sb.output[3] == "ba7816bf\taGk="
+    assert sb.output[4] == "true\tb"
+    assert json.loads(sb.output[5]) == {"name": "animals", "cols": ["a", "b"], "n": 3,
+                                        "empty": []}
+    assert sb.output[6] == "true\t3"
+    assert path_join("/", "a", "b/") == "a/b/"
+
+
+@pytest.mark.parametrize("script", [
+    b"io.open('/etc/passwd')",
+    b"os.execute('true')",
+    b"require('os')",
+    b"debug.sethook()",
+    b"load('return 1')()",
+    b"dofile('/etc/passwd')",
+    b"string.dump(print)",
+    b"python.eval('1')",
+    b"local m = require('strings'); return m.split.__globals__",
+])
+def test_nothing_outside_the_sandbox_is_reachable(script: bytes) -> None:
+    with pytest.raises(lua52.LuaError):
+        _sandbox().run(script)
+
+
+def test_bytecode_is_refused() -> None:
+    with pytest.raises(lua52.LuaError, match="binary chunks"):
+        _sandbox().run(b"\x1bLuaR\x00")
+
+
+def test_time_bound_holds_even_through_pcall() -> None:
+    sb = _sandbox(timeout=0.2)
+    with pytest.raises(LuaTimeoutError, match="timed out after 0.2s"):
+        sb.run(b"while true do pcall(function() while true do end end) end")
+
+
+def test_memory_bound() -> None:
+    with pytest.raises(lua52.LuaMemoryError):
+        _sandbox(max_memory=8 << 20).run(
+            b"local t = {} for i = 1, 1e7 do t[i] = string.rep('x', 64) .. i end")
+
+
+def test_library_errors_are_lua_errors_at_the_callers_line() -> None:
+    sb = _sandbox()
+    sb.run(b"""
+local ok, err = pcall(function() return require("encoding/base64").decode("%%%") end)
+print(ok, type(err))
+""")
+    assert sb.output == ["false\tstring"]
+    with pytest.raises(lua52.LuaError, match="module 'nope' not found"):
+        sb.run(b"require('nope')")
