@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,39 +13,8 @@ from lakefs_sdk.exceptions import ApiException
 
 from lakefs_testing.live_server import LiveServer, live_server
 from lakefs_testing.waiting import wait_for
+from lakefs_testing.webhook import WebhookServer
 from tests.api.sdk_support import put, sdk_client, viewer_client
-
-
-class WebhookServer:
-    """Records each POST's path, query and JSON body; answers 500 on ``/fail``."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        calls = self.calls
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                calls.append({"path": self.path, "headers": dict(self.headers),
-                              "payload": json.loads(body)})
-                failing = self.path.startswith("/fail")
-                answer = b"schema check failed: column x" if failing else b"ok"
-                self.send_response(500 if failing else 200)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

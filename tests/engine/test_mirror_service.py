@@ -17,7 +17,8 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.encoding import commit_id
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import Commit, CommitRecord, Entry, MirrorMarking
-from tests.api.test_actions import WebhookServer, _action
+from lakefs_testing.webhook import WebhookServer
+from tests.api.test_actions import _action
 from tests.engine.conftest import Env
 
 MARK = MirrorMarking("m1", "east", "src")

@@ -13,8 +13,9 @@ from click.testing import CliRunner
 
 from lakectl import lakectl
 from lakefs_testing.live_server import LiveServer, live_server
+from lakefs_testing.webhook import WebhookServer
 from tests.api.sdk_support import sdk_client
-from tests.api.test_actions import WebhookServer, _action
+from tests.api.test_actions import _action
 from tests.lakectl.test_live import DEATH, environment
 
 
