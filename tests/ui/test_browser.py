@@ -1,0 +1,233 @@
+"""The web UI in a real browser (headless Chromium), against two live regions.
+
+Each test signs in through the login form, acts as a person would (clicks, forms,
+file upload) and fails on any console error, failed request or unexpected error
+status; a page refused by permissions must answer 403. Screenshots go to the test's
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
+from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
+from lakefs_testing.regions import upload as api_upload
+
+pytestmark = pytest.mark.slow
+
+CSV = b"lake,area_km2,country\nVictoria,59947,Uganda\nBaikal,31722,Russia\nTiticaca,8372,Peru\n"
+
+
+@pytest.fixture(scope="module")
+def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
+    tmp = tmp_path_factory.mktemp("ui")
+    mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
+    with two_regions(tmp, mirrors, interval="1s") as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:  # BrowserMissing (a failure) when Chromium is not installed
+        yield b
+
+
+@pytest.fixture
+def admin(browser: Browser, regions: tuple[Region, Region],
+          tmp_path: Path) -> Iterator[tuple[Page, Watch]]:
+    east, _ = regions
+    with watched_page(browser) as (page, watch):
+        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        yield page, watch
+        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
+    assert watch.problems == []
+
+
+def _user(region: Region, name: str, policy: str | None) -> tuple[str, str]:
+    auth = region.server.services.auth
+    auth.create_user(name)
+    if policy:
+        auth.attach_policy_to_user(name, policy)
+    cred = auth.create_credentials(name)
+    return cred.access_key_id, cred.secret
+
+
+def test_sign_in_is_required_and_sign_out_ends_the_session(
+        browser: Browser, regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    endpoint = east.server.endpoint
+    with watched_page(browser, expected_statuses={401}) as (page, watch):
+        page.goto(f"{endpoint}/ui/repositories")
+        assert "/ui/login" in page.url and "next=%2Fui%2Frepositories" in page.url
+        page.fill("input[name=access_key_id]", ADMIN_KEY)
+        page.fill("input[name=secret_access_key]", "wrong secret")
+        page.click("button[type=submit]")
+        assert "invalid access key" in page.inner_text("[role=alert]")
+        page.fill("input[name=secret_access_key]", ADMIN_SECRET)
+        page.click("button[type=submit]")
+        assert page.url.endswith("/ui/repositories")
+        assert page.inner_text("[data-test=user]") == "admin"
+        page.click("text=Sign out")
+        assert "/ui/login" in page.url
+        page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
+        assert "/ui/login" in page.url
+    assert watch.problems == []
+
+
+def test_create_upload_commit_log_diff_and_csv_preview(admin: tuple[Page, Watch],
+                                                        tmp_path: Path) -> None:
+    page, _ = admin
+    page.click("[data-test=create-repo]")
+    page.fill("#create-repo input[name=name]", "lakes")
+    page.click("#create-repo button[type=submit]")
+    assert "repository lakes created" in page.inner_text("[role=status]")
+
+    page.click("[data-test=upload]")
+    page.set_input_files("#upload-form input[type=file]", {
+        "name": "lakes.csv", "mimeType": "text/csv", "buffer": CSV})
+    page.fill("#upload-form input[name=path]", "data/lakes.csv")
+    page.click("#upload-form button[type=submit]")
+    assert "uploaded data/lakes.csv" in page.inner_text("[role=status]")
+
+    page.click("nav.tabs >> text=Uncommitted changes")
+    assert "data/lakes.csv" in page.inner_text("[data-test=diff]")
+    page.fill("[data-test=commit-form] input[name=message]", "add the lakes")
+    page.click("[data-test=commit]")
+    assert page.inner_text("[data-test=commit-message]") == "add the lakes"
+    commit_id = page.inner_text("[data-test=commit-id]")
+    diff = page.inner_text("[data-test=diff]")
+    assert "added" in diff and "data/lakes.csv" in diff
+
+    page.click("nav.tabs >> text=Commits")
+    log = page.inner_text("[data-test=commits]")
+    assert "add the lakes" in log and commit_id[:12] in log
+
+    page.click("nav.tabs >> text=Objects")
+    page.click("a.dir >> text=data/")
+    page.click("a.file >> text=lakes.csv")
+    table = page.locator("[data-test=preview-table]")
+    assert table.locator("th").all_inner_texts() == ["lake", "area_km2", "country"]
+    assert table.locator("tbody tr").count() == 3
+    assert "Baikal" in table.inner_text()
+    page.screenshot(path=str(tmp_path / "csv-preview.png"), full_page=True)
+
+
+def test_compare_shows_conflicts_and_merges(admin: tuple[Page, Watch],
+                                            regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "merging")
+    api_upload(east, "merging", "main", "shared.txt", b"base")
+    commit(east, "merging", "main", "base")
+    with east.client() as c:
+        assert c.post("/api/v1/repositories/merging/branches",
+                      json={"name": "feature", "source": "main"}).status_code == 201
+    api_upload(east, "merging", "feature", "shared.txt", b"feature")
+    api_upload(east, "merging", "feature", "new.txt", b"new")
+    commit(east, "merging", "feature", "feature work")
+    api_upload(east, "merging", "main", "shared.txt", b"main")
+    commit(east, "merging", "main", "main work")
+
+    page, watch = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories/merging/compare?base=main&compare=feature")
+    assert "shared.txt" in page.inner_text("[data-test=conflicts]")
+    assert "new.txt" in page.inner_text("[data-test=diff]")
+    page.click("[data-test=merge]")
+    assert "conflict" in page.inner_text("[role=alert]")
+    page.select_option("[data-test=merge-form] select[name=strategy]", "source-wins")
+    page.click("[data-test=merge]")
+    assert "merged feature into main" in page.inner_text("[role=status]")
+    with east.client() as c:
+        got = c.get("/api/v1/repositories/merging/refs/main/objects",
+                    params={"path": "shared.txt"})
+        assert got.content == b"feature"
+
+
+def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
+                                                       regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "readable")
+    key, secret = _user(east, "viewer", "FSReadAll")
+    endpoint = east.server.endpoint
+    with watched_page(browser) as (page, watch):
+        sign_in(page, endpoint, key, secret)
+        assert page.locator("tr[data-repo=readable]").count() == 1
+        assert page.locator("[data-test=create-repo]").count() == 0
+        assert page.locator("tr[data-repo=readable] button.danger").count() == 0
+        page.goto(f"{endpoint}/ui/repositories/readable/objects")
+        assert page.locator("[data-test=upload]").count() == 0
+        # a form made by hand (with the session's token) is refused by the API
+        csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
+        page.evaluate("""([csrf]) => {
+            const f = document.createElement('form');
+            f.method = 'post'; f.action = '/ui/repositories';
+            for (const [k, v] of [['csrf', csrf], ['name', 'sneaky']]) {
+                const i = document.createElement('input'); i.name = k; i.value = v;
+                f.appendChild(i);
+            }
+            document.body.appendChild(f); f.submit();
+        }""", [csrf])
+        page.wait_for_url("**/ui/repositories?error=*")
+        assert "insufficient permissions" in page.inner_text("[role=alert]")
+    assert watch.problems == []
+    with east.client() as c:
+        assert c.get("/api/v1/repositories/sneaky").status_code == 404
+
+    key, secret = _user(east, "nobody", None)
+    with watched_page(browser, expected_statuses={403}) as (page, watch):
+        sign_in(page, endpoint, key, secret)
+        response = page.goto(f"{endpoint}/ui/repositories/readable/objects")
+        assert response is not None and response.status == 403
+        assert "Not allowed" in page.inner_text("h1")
+    assert watch.problems == []
+
+
+def _mirror_progress(page: Page, url: str, want: str, timeout: float = 90) -> str:
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        page.goto(url)
+        progress = page.locator("[data-test=mirror-progress]")
+        text = progress.inner_text() if progress.count() else ""
+        if want in text:
+            return text
+        time.sleep(0.5)
+    raise AssertionError(f"the mirrors page still says {text!r}, not {want!r}")
+
+
+def test_mirror_page_goes_current_and_the_mirror_shows_a_banner(
+        browser: Browser, regions: tuple[Region, Region], tmp_path: Path) -> None:
+    east, west = regions
+    create_source(east, "src")
+    api_upload(east, "src", "main", "part-0.csv", CSV)
+    head = commit(east, "src", "main", "first load")
+    mirror: dict[str, Any] = create_mirror(east, "src", "src-west", "local://src-west")
+    with watched_page(browser) as (page, watch):
+        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        url = f"{east.server.endpoint}/ui/repositories/src/mirrors"
+        page.goto(url)
+        card = page.locator(f"[data-mirror='{mirror['id']}']")
+        assert card.count() == 1
+        _mirror_progress(page, url, "1/1 branches current")
+        branches = page.inner_text("[data-test=mirror-branches]")
+        assert head[:12] in branches and "current" in branches
+        page.screenshot(path=str(tmp_path / "mirrors.png"), full_page=True)
+    assert watch.problems == []
+
+    with watched_page(browser) as (page, watch):
+        sign_in(page, west.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        row = page.locator("tr[data-repo=src-west]")
+        assert "mirror" in row.inner_text() and "read-only" in row.inner_text()
+        page.click("tr[data-repo=src-west] a")
+        banner = page.inner_text("[data-test=mirror-banner]")
+        assert "src" in banner and "east" in banner
+        assert page.inner_text("[data-test=served-commit]") == head[:12]
+        assert page.locator("[data-test=upload]").count() == 0  # a mirror takes no writes
+    assert watch.problems == []
