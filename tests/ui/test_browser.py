@@ -8,7 +8,6 @@ temporary directory.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
 from lakefs_testing.regions import upload as api_upload
+from lakefs_testing.replicator import FaultyReplicator
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,8 @@ CSV = b"lake,area_km2,country\nVictoria,59947,Uganda\nBaikal,31722,Russia\nTitic
 def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
     tmp = tmp_path_factory.mktemp("ui")
     mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
-    with two_regions(tmp, mirrors, interval="1s") as pair:
+    # native object replication: the test copies objects itself, so it can hold one back
+    with two_regions(tmp, mirrors, mode="native", interval="1s") as pair:
         yield pair
 
 
@@ -189,37 +190,54 @@ def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
     assert watch.problems == []
 
 
-def _mirror_progress(page: Page, url: str, want: str, timeout: float = 90) -> str:
-    deadline = time.monotonic() + timeout
-    text = ""
-    while time.monotonic() < deadline:
-        page.goto(url)
-        progress = page.locator("[data-test=mirror-progress]")
-        text = progress.inner_text() if progress.count() else ""
-        if want in text:
-            return text
-        time.sleep(0.5)
-    raise AssertionError(f"the mirrors page still says {text!r}, not {want!r}")
+_PROGRESS = "document.querySelector('[data-test=mirror-progress]').textContent"
 
 
-def test_mirror_page_goes_current_and_the_mirror_shows_a_banner(
+def _watch_mirror_catch_up(browser: Browser, east: Region, mirror_id: str, head: str,
+                           hold: dict[str, bool], tmp_path: Path) -> None:
+    """The source's mirrors page shows the commit pending (an object held back), then,
+    refreshing itself, current once the object arrives."""
+    with watched_page(browser) as (page, watch):
+        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{east.server.endpoint}/ui/repositories/src/mirrors")
+        card = page.locator(f"[data-mirror='{mirror_id}']")
+        row = card.locator("tr[data-branch=main]")
+        page.wait_for_function(  # the page refreshes itself: no reload
+            "() => { const c = document.querySelector("
+            "'tr[data-branch=main] [data-field=missing_objects]');"
+            " return c !== null && c.textContent === '1'; }", timeout=90_000)
+        assert card.locator("[data-test=mirror-progress]").inner_text() == "0/1 branches current"
+        assert row.locator("[data-field=pending_commit]").inner_text() == head[:12]
+        assert row.locator("[data-field=mirror_head]").inner_text() == "—"
+        page.screenshot(path=str(tmp_path / "mirror-pending.png"), full_page=True)
+        hold["on"] = False
+        page.wait_for_function(f"() => {_PROGRESS} === '1/1 branches current'",
+                               timeout=90_000)
+        assert row.locator("[data-field=mirror_head]").inner_text() == head[:12]
+        assert row.locator("[data-field=lag]").inner_text() == "current"
+        assert row.locator("svg[data-chart] polyline").count() == 1  # the lag chart
+        assert card.locator("[data-test=detach]").count() == 0  # detached in west only
+        page.screenshot(path=str(tmp_path / "mirrors.png"), full_page=True)
+    assert watch.problems == []
+
+
+def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
         browser: Browser, regions: tuple[Region, Region], tmp_path: Path) -> None:
     east, west = regions
     create_source(east, "src")
     api_upload(east, "src", "main", "part-0.csv", CSV)
+    api_upload(east, "src", "main", "part-1.csv", CSV + b"Ladoga,17700,Russia\n")
     head = commit(east, "src", "main", "first load")
+    held = east.graveler.get_entry("src", head, "part-1.csv").address
+    hold = {"on": True}
+    crr = FaultyReplicator(east.blockstore_root / "src", west.blockstore_root / "src-west",
+                           drop=0, duplicate=0, hold=lambda rel: hold["on"] and rel == held)
     mirror: dict[str, Any] = create_mirror(east, "src", "src-west", "local://src-west")
-    with watched_page(browser) as (page, watch):
-        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
-        url = f"{east.server.endpoint}/ui/repositories/src/mirrors"
-        page.goto(url)
-        card = page.locator(f"[data-mirror='{mirror['id']}']")
-        assert card.count() == 1
-        _mirror_progress(page, url, "1/1 branches current")
-        branches = page.inner_text("[data-test=mirror-branches]")
-        assert head[:12] in branches and "current" in branches
-        page.screenshot(path=str(tmp_path / "mirrors.png"), full_page=True)
-    assert watch.problems == []
+    crr.start()
+    try:
+        _watch_mirror_catch_up(browser, east, mirror["id"], head, hold, tmp_path)
+    finally:
+        crr.stop()
 
     with watched_page(browser) as (page, watch):
         sign_in(page, west.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
@@ -227,7 +245,20 @@ def test_mirror_page_goes_current_and_the_mirror_shows_a_banner(
         assert "mirror" in row.inner_text() and "read-only" in row.inner_text()
         page.click("tr[data-repo=src-west] a")
         banner = page.inner_text("[data-test=mirror-banner]")
-        assert "src" in banner and "east" in banner
+        assert "Read-only mirror of src in region east" in banner
         assert page.inner_text("[data-test=served-commit]") == head[:12]
         assert page.locator("[data-test=upload]").count() == 0  # a mirror takes no writes
+
+        page.click("nav.tabs >> text=Mirrors")
+        dialogs: list[str] = []
+        page.once("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.click("[data-test=detach]")  # dismissed: nothing happens
+        assert dialogs and "cannot be undone" in dialogs[0]
+        assert "mirror" in page.inner_text("[data-test=mirror-banner]").lower()
+        page.once("dialog", lambda d: d.accept())
+        page.click("[data-test=detach]")
+        assert "detached" in page.inner_text("[role=status]")
+        assert "Detached from mirror" in page.inner_text("[data-test=mirror-banner]")
+        page.click("nav.tabs >> text=Objects")
+        assert page.locator("[data-test=upload]").count() == 1  # writable now
     assert watch.problems == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
 from lakefs_core.ui.pages.common import q, repo_view
@@ -27,6 +28,11 @@ async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
     caught_up = [b for b in status.get("branches", []) if b.get("source_head")
                  and b.get("source_head") == b.get("mirror_head")]
     status["caught_up"] = len(caught_up)
+    # detach is done where the mirror repository lives: this region, if it has it
+    mirror = status.get("mirror", {})
+    marking = await run_in_threadpool(p.state.services.graveler.mirror_marking,
+                                      str(mirror.get("name", "")))
+    status["here"] = marking is not None and marking.mirror_id == mirror_id
     return status
 
 
@@ -49,6 +55,12 @@ async def mirrors(p: PageDep, repository: str) -> Response:
         error = e.message
     return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
                     served=served, mirrors_error=error)
+
+
+@router.get("/repositories/{repository}/mirrors/{mirror_id}/status.json")
+async def status_json(p: PageDep, repository: str, mirror_id: str) -> Response:
+    """A mirror's status for the page's live refresh (``repository`` is its source)."""
+    return JSONResponse(await _status(p, repository, mirror_id))
 
 
 @router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
