@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import FastAPI, Form, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
@@ -71,6 +72,11 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     async def _lakefs_error(request: Request, exc: LakeFSError) -> Response:
         status = 404 if isinstance(exc, NotFoundError) else 400
         return _error_page(request, status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_form(request: Request, exc: RequestValidationError) -> Response:
+        missing = sorted({str(e["loc"][-1]) for e in exc.errors() if e.get("loc")})
+        return _error_page(request, 400, "the request lacks or garbles: " + ", ".join(missing))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

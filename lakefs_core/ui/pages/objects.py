@@ -7,11 +7,12 @@ from typing import Annotated
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, UploadFile
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.auth import rbac
 from lakefs_core.ui import preview as previews
+from lakefs_core.ui.backend import API
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
 from lakefs_core.ui.pages.common import branch_names, q, repo_view
 
@@ -125,10 +126,10 @@ async def show(p: PageDep, repository: str, path: str, ref: str = "") -> Respons
 @router.get("/repositories/{repository}/object/raw")
 async def raw(p: PageDep, repository: str, path: str, ref: str,
               inline: bool = False) -> Response:
-    resp = await p.api_raw("GET", f"/repositories/{q(repository)}/refs/{q(ref)}/objects",
-                           params={"path": path})
+    answer = await p.state.backend.stream(
+        p.auth, f"{API}/repositories/{q(repository)}/refs/{q(ref)}/objects", {"path": path})
     name = path.rsplit("/", 1)[-1] or "object"
-    content_type = resp.headers.get("content-type", "application/octet-stream")
+    content_type = answer.headers.get("content-type", "application/octet-stream")
     headers = {"x-content-type-options": "nosniff",
                # an object is data, never a page of this site that could run scripts
                "content-security-policy": "sandbox; default-src 'none'; img-src 'self'; "
@@ -139,4 +140,6 @@ async def raw(p: PageDep, repository: str, path: str, ref: str,
     else:
         content_type = "application/octet-stream"
         headers["content-disposition"] = f"attachment; filename*=UTF-8''{quote(name)}"
-    return Response(resp.content, media_type=content_type, headers=headers)
+    if "content-length" in answer.headers:
+        headers["content-length"] = answer.headers["content-length"]
+    return StreamingResponse(answer.body, media_type=content_type, headers=headers)
