@@ -151,6 +151,46 @@ def test_compare_shows_conflicts_and_merges(admin: tuple[Page, Watch],
         assert got.content == b"feature"
 
 
+def test_branches_tags_and_protection(admin: tuple[Page, Watch],
+                                     regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "guarded")
+    page, _ = admin
+    base = f"{east.server.endpoint}/ui/repositories/guarded"
+    page.on("dialog", lambda d: d.accept())
+    page.goto(f"{base}/branches")
+    page.click("[data-test=create-branch]")
+    page.fill("#create-branch input[name=name]", "dev")
+    page.click("#create-branch button[type=submit]")
+    assert "branch dev created" in page.inner_text("[role=status]")
+    assert "dev" in page.inner_text("[data-test=branches]")
+
+    page.fill("[data-test=protect-form] input[name=pattern]", "main")
+    page.click("[data-test=protect-form] button[type=submit]")
+    assert "main" in page.inner_text("[data-test=protection-rules]")
+    protected = page.locator("[data-test=branches] tr", has=page.locator("[data-test=protected]"))
+    assert protected.count() == 1 and "main" in protected.inner_text()
+    page.goto(f"{base}/objects?ref=main")
+    page.click("[data-test=upload]")
+    page.set_input_files("#upload-form input[type=file]", {
+        "name": "x.txt", "mimeType": "text/plain", "buffer": b"x"})
+    page.click("#upload-form button[type=submit]")
+    assert "protected" in page.inner_text("[role=alert]")
+
+    page.goto(f"{base}/tags")
+    page.click("text=Create tag")
+    page.fill("#create-tag input[name=name]", "v1")
+    page.click("#create-tag button[type=submit]")
+    assert "v1" in page.inner_text("[data-test=tags]")
+    page.click("[data-test=tags] button.danger")
+    assert "tag v1 deleted" in page.inner_text("[role=status]")
+
+    page.goto(f"{base}/branches")
+    page.click("[data-test=branches] tr:has-text('dev') button.danger")
+    assert "branch dev deleted" in page.inner_text("[role=status]")
+    assert "dev" not in page.inner_text("[data-test=branches]")
+
+
 def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
                                                        regions: tuple[Region, Region]) -> None:
     east, _ = regions

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.auth import rbac
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
@@ -38,7 +39,38 @@ async def _act(p: Page, back: str, method: str, path: str, done: str, **kwargs: 
 async def branches(p: PageDep, repository: str) -> Response:
     view = await repo_view(p, repository, resolve=False)
     rows = await p.all_pages(f"/repositories/{q(repository)}/branches")
-    return p.render("branches.html", view=view, tab="branches", branches=rows)
+    rules: list[str] | None = None  # None: the user may not read them
+    try:
+        rules = [r["pattern"] for r in await p.api(
+            "GET", f"/repositories/{q(repository)}/settings/branch_protection")]
+    except ApiError as e:
+        if e.status != 403:
+            raise
+    graveler = p.state.services.graveler
+    for row in rows:
+        row["protected"] = await run_in_threadpool(graveler.is_protected, repository, row["id"])
+    return p.render("branches.html", view=view, tab="branches", branches=rows, rules=rules,
+                    can_protect=p.can(rbac.SET_BRANCH_PROTECTION_RULES,
+                                      rbac.repository_arn(repository)))
+
+
+@router.post("/repositories/{repository}/branch_protection")
+async def add_protection(p: PageDep, repository: str, csrf: FormStr,
+                         pattern: FormStr) -> Response:
+    p.check_form(csrf)
+    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "POST",
+                      f"/repositories/{q(repository)}/branch_protection",
+                      f"branches matching {pattern.strip()} are protected",
+                      json={"pattern": pattern.strip()})
+
+
+@router.post("/repositories/{repository}/branch_protection/delete")
+async def remove_protection(p: PageDep, repository: str, csrf: FormStr,
+                            pattern: FormStr) -> Response:
+    p.check_form(csrf)
+    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
+                      f"/repositories/{q(repository)}/branch_protection",
+                      f"protection rule {pattern} removed", json={"pattern": pattern})
 
 
 @router.post("/repositories/{repository}/branches")
