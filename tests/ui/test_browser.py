@@ -8,7 +8,9 @@ temporary directory.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +191,64 @@ def test_branches_tags_and_protection(admin: tuple[Page, Watch],
     page.click("[data-test=branches] tr:has-text('dev') button.danger")
     assert "branch dev deleted" in page.inner_text("[role=status]")
     assert "dev" not in page.inner_text("[data-test=branches]")
+
+
+class FailingWebhook:
+    """A webhook on loopback that refuses every event with a reason."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                answer = b"schema check failed: column area_km2 is negative"
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/check"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_failing_hook_shows_in_the_runs_and_its_output(admin: tuple[Page, Watch],
+                                                         regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "gated")
+    webhook = FailingWebhook()
+    try:
+        api_upload(east, "gated", "main", "_lakefs_actions/gate.yaml", f"""name: gate
+on:
+  pre-commit:
+    branches: [main]
+hooks:
+  - id: schema_check
+    type: webhook
+    properties:
+      url: "{webhook.url}"
+""".encode())
+        page, _ = admin
+        base = f"{east.server.endpoint}/ui/repositories/gated"
+        page.goto(f"{base}/changes")
+        page.fill("[data-test=commit-form] input[name=message]", "try it")
+        page.click("[data-test=commit]")
+        assert "pre-commit hook aborted" in page.inner_text("[role=alert]")
+        page.click("nav.tabs >> text=Actions")
+        runs = page.inner_text("[data-test=runs]")
+        assert "pre-commit" in runs and "failed" in runs
+        page.click("[data-test=runs] td.mono a")
+        hook = page.inner_text("[data-test=hook]")
+        assert "gate / schema_check" in hook and "failed" in hook
+        assert "schema check failed: column area_km2 is negative" in hook
+    finally:
+        webhook.close()
 
 
 def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
