@@ -26,6 +26,7 @@ from lakefs_core.ui.context import (
     ui_state,
     url,
 )
+from lakefs_core.ui.guard import UIGuard
 from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, SessionCodec
 
 #: page modules under lakefs_core.ui.pages; each defines ``router``
@@ -52,7 +53,9 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     # in-process calls: the client holds no connection, so it needs no closing
     backend = Backend(api)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    app.state.ui = UIState(services, backend, SessionCodec(secret.get_secret_value()))
+    codec = SessionCodec(secret.get_secret_value())
+    app.state.ui = UIState(services, backend, codec)
+    app.add_middleware(UIGuard, codec=codec, prefix=UI_PREFIX)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"),
               name="static")
 

@@ -132,3 +132,40 @@ def test_a_deleted_key_ends_its_session(server: LiveServer, tmp_path: Path) -> N
         auth.delete_credentials("short-lived", cred.access_key_id)
         r = c.get("/ui/repositories/pages/objects")
         assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+
+
+def test_bodies_are_refused_unread_without_a_session_or_past_the_limits(
+        server: LiveServer) -> None:
+    with httpx.Client(base_url=server.endpoint, timeout=30) as anon:
+        # an upload without a session: sent to the login page, nothing read or staged
+        r = anon.post("/ui/repositories/pages/objects/upload",
+                      data={"branch": "main", "csrf": "x"},
+                      files={"file": ("anon.bin", b"x" * 1_000_000)})
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+        r = anon.post("/ui/login", content=b"access_key_id=" + b"a" * 70_000,
+                      headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 413
+
+        def trickle() -> Iterator[bytes]:  # no Content-Length: counted as it arrives
+            yield b"access_key_id="
+            for _ in range(20):
+                yield b"a" * 8192
+
+        r = anon.post("/ui/login", content=trickle(),
+                      headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 413
+    c, csrf = _signed_in(server)
+    with contextlib.closing(c):
+        r = c.post("/ui/repositories/pages/changes/commit",
+                   data={"csrf": csrf, "branch": "main", "message": "m" * 1_100_000})
+        assert r.status_code == 413
+        r = c.post("/ui/repositories/pages/objects/upload",
+                   data={"branch": "main", "csrf": csrf, "path": "up/large.bin"},
+                   files={"file": ("large.bin", b"y" * 3_000_000)})
+        assert r.status_code == 303 and "notice=uploaded" in r.headers["location"]
+    with server.client() as api:
+        assert api.get("/repositories/pages/refs/main/objects/stat",
+                       params={"path": "anon.bin"}).status_code == 404
+        stat = api.get("/repositories/pages/refs/main/objects/stat",
+                       params={"path": "up/large.bin"})
+        assert stat.status_code == 200 and stat.json()["size_bytes"] == 3_000_000
