@@ -169,3 +169,22 @@ def test_bodies_are_refused_unread_without_a_session_or_past_the_limits(
         stat = api.get("/repositories/pages/refs/main/objects/stat",
                        params={"path": "up/large.bin"})
         assert stat.status_code == 200 and stat.json()["size_bytes"] == 3_000_000
+
+
+def test_a_bare_repository_and_a_tag_with_a_slash(server: LiveServer) -> None:
+    with server.client() as api:
+        assert api.post("/repositories", params={"bare": "true"},
+                        json={"name": "bare-one"}).status_code == 201
+        assert api.post("/repositories/pages/tags",
+                        json={"id": "release/1", "ref": "main"}).status_code == 201
+    c, csrf = _signed_in(server)
+    with contextlib.closing(c):
+        for tab in ("objects", "commits", "changes", "branches", "tags"):
+            page = c.get(f"/ui/repositories/bare-one/{tab}")
+            assert page.status_code == 200, (tab, page.text)
+        assert "No objects here (the ref has no commit)" in c.get(
+            "/ui/repositories/bare-one/objects").text
+        r = c.post("/ui/repositories/pages/tags/delete", data={"csrf": csrf, "tag": "release/1"})
+        assert r.status_code == 303 and "notice=tag+release%2F1+deleted" in r.headers["location"]
+    with server.client() as api:
+        assert api.get("/repositories/pages/tags/release/1").status_code == 404

@@ -9,7 +9,7 @@ from urllib.parse import quote
 from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.graveler.model import MirrorMarking
-from lakefs_core.ui.context import Page
+from lakefs_core.ui.context import ApiError, Page
 
 
 def q(value: str) -> str:
@@ -51,11 +51,26 @@ async def repo_view(p: Page, repository: str, ref: str = "", *,
 
 
 async def resolve_ref(p: Page, repository: str, ref: str) -> str:
-    """The commit id of a ref ("" when the ref has no commit the user may read)."""
-    page = await p.api("GET", f"/repositories/{q(repository)}/refs/{q(ref)}/commits",
-                       params={"amount": 1})
+    """The commit id of a ref ("" when the ref has no commit yet: a bare repository)."""
+    page = await listing(p, f"/repositories/{q(repository)}/refs/{q(ref)}/commits",
+                         {"amount": 1})
     results = page.get("results") or []
     return str(results[0]["id"]) if results else ""
+
+
+EMPTY: dict[str, Any] = {"results": [], "pagination": {"has_more": False, "next_offset": ""}}
+
+
+async def listing(p: Page, path: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A listing of the API; empty for a branch that has no commit yet (a bare
+    repository's), which the API answers with 404."""
+    try:
+        page: dict[str, Any] = await p.api("GET", path, params=params)
+    except ApiError as e:
+        if e.status == 404 and "has no commit" in e.message:
+            return EMPTY
+        raise
+    return page
 
 
 async def branch_names(p: Page, repository: str) -> list[str]:

@@ -14,7 +14,7 @@ from lakefs_core.auth import rbac
 from lakefs_core.ui import preview as previews
 from lakefs_core.ui.backend import API
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
-from lakefs_core.ui.pages.common import branch_names, q, repo_view
+from lakefs_core.ui.pages.common import branch_names, listing, q, repo_view
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(page)]
@@ -37,14 +37,13 @@ def _crumbs(prefix: str) -> list[tuple[str, str]]:
 async def browse(p: PageDep, repository: str, ref: str = "", prefix: str = "",
                  after: str = "") -> Response:
     view = await repo_view(p, repository, ref)
-    listing = await p.api("GET", f"/repositories/{q(repository)}/refs/{q(view.ref)}/objects/ls",
-                          params={"prefix": prefix, "delimiter": "/", "after": after,
-                                  "amount": 200})
+    entries = await listing(p, f"/repositories/{q(repository)}/refs/{q(view.ref)}/objects/ls",
+                            {"prefix": prefix, "delimiter": "/", "after": after, "amount": 200})
     names = await branch_names(p, repository)
     is_branch = view.ref in names
     return p.render("objects.html", view=view, tab="objects", prefix=prefix,
-                    crumbs=_crumbs(prefix), entries=listing["results"],
-                    pagination=listing["pagination"], branches=names, is_branch=is_branch,
+                    crumbs=_crumbs(prefix), entries=entries["results"],
+                    pagination=entries["pagination"], branches=names, is_branch=is_branch,
                     can_upload=is_branch and not view.repo.get("read_only") and p.can(
                         rbac.WRITE_OBJECT, rbac.object_arn(repository, prefix + "x")))
 

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.auth import rbac
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
-from lakefs_core.ui.pages.common import branch_names, q, repo_view
+from lakefs_core.ui.pages.common import branch_names, listing, q, repo_view
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(page)]
@@ -83,8 +83,8 @@ async def create_branch(p: PageDep, repository: str, csrf: FormStr, name: FormSt
                       json={"name": name.strip(), "source": source.strip()})
 
 
-@router.post("/repositories/{repository}/branches/{branch}/delete")
-async def delete_branch(p: PageDep, repository: str, branch: str, csrf: FormStr) -> Response:
+@router.post("/repositories/{repository}/branches/delete")
+async def delete_branch(p: PageDep, repository: str, branch: FormStr, csrf: FormStr) -> Response:
     p.check_form(csrf)
     return await _act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
                       f"/repositories/{q(repository)}/branches/{q(branch)}",
@@ -107,8 +107,8 @@ async def create_tag(p: PageDep, repository: str, csrf: FormStr, name: FormStr,
                       json={"id": name.strip(), "ref": ref.strip()})
 
 
-@router.post("/repositories/{repository}/tags/{tag}/delete")
-async def delete_tag(p: PageDep, repository: str, tag: str, csrf: FormStr) -> Response:
+@router.post("/repositories/{repository}/tags/delete")
+async def delete_tag(p: PageDep, repository: str, tag: FormStr, csrf: FormStr) -> Response:
     p.check_form(csrf)
     return await _act(p, url(f"/repositories/{q(repository)}/tags"), "DELETE",
                       f"/repositories/{q(repository)}/tags/{q(tag)}", f"tag {tag} deleted")
@@ -118,8 +118,8 @@ async def delete_tag(p: PageDep, repository: str, tag: str, csrf: FormStr) -> Re
 @router.get("/repositories/{repository}/commits")
 async def commits(p: PageDep, repository: str, ref: str = "", after: str = "") -> Response:
     view = await repo_view(p, repository, ref, resolve=False)
-    log = await p.api("GET", f"/repositories/{q(repository)}/refs/{q(view.ref)}/commits",
-                      params={"after": after, "amount": 50})
+    log = await listing(p, f"/repositories/{q(repository)}/refs/{q(view.ref)}/commits",
+                        {"after": after, "amount": 50})
     return p.render("commits.html", view=view, tab="commits", commits=log["results"],
                     pagination=log["pagination"],
                     branches=await branch_names(p, repository))
@@ -150,9 +150,11 @@ async def commit(p: PageDep, repository: str, commit_id: str) -> Response:
 # --- uncommitted changes ------------------------------------------------------------
 @router.get("/repositories/{repository}/changes")
 async def changes(p: PageDep, repository: str, ref: str = "") -> Response:
-    view = await repo_view(p, repository, ref, resolve=False)
-    staged = await p.all_pages(f"/repositories/{q(repository)}/branches/{q(view.ref)}/diff",
-                               limit=DIFF_LIMIT + 1)
+    view = await repo_view(p, repository, ref)
+    staged: list[dict[str, Any]] = []
+    if view.ref_commit:  # a branch without a commit (a bare repository's) has no changes
+        staged = await p.all_pages(
+            f"/repositories/{q(repository)}/branches/{q(view.ref)}/diff", limit=DIFF_LIMIT + 1)
     return p.render("changes.html", view=view, tab="changes", changes=staged[:DIFF_LIMIT],
                     truncated=len(staged) > DIFF_LIMIT,
                     branches=await branch_names(p, repository),
