@@ -36,14 +36,15 @@ function short(id) { return id ? id.slice(0, 12) : ""; }
 
 function drawLag(svg, samples) {
   const w = Number(svg.getAttribute("width")), h = Number(svg.getAttribute("height"));
-  const now = Date.now(), max = Math.max(1, ...samples.map((s) => s[1]));
+  const peak = Math.max(0, ...samples.map((s) => s[1]));
+  const now = Date.now(), max = Math.max(1, peak);  // the scale: at least 1 s
   // the time axis spans what the page has seen (at least 10 s, at most the window)
   const span = Math.max(10000, now - (samples.length ? samples[0][0] : now));
   const x = (t) => w - ((now - t) / span) * w;
   const y = (v) => h - 3 - (v / max) * (h - 14);
   const points = samples.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
   svg.innerHTML = `<polyline points="${points}"></polyline>` +
-    `<text x="2" y="10">max ${max.toFixed(1)} s</text>`;
+    `<text x="2" y="10">max ${peak.toFixed(1)} s</text>`;
 }
 
 function recordRow(mirrorId, row, lag) {
