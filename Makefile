@@ -4,7 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean chaos-long docs
+.PHONY: run test lint bench clean chaos-long docs browser screenshots
+
+# the web UI's tests drive Debian's headless Chromium (Playwright's own download is
+# not used): installed once, skipped when the browser is there
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +20,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m e2e.demo $(ARGS)
 
+browser:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium chromium-driver; }
+
 # the lint step (style, types, layers) runs first: CI runs `make test`
-test: lint
+test: lint browser
 	$(BIN)/python -m pytest
+
+# the README's screenshots (docs/img/), taken from two live regions in the browser
+screenshots: $(STAMP) browser
+	$(BIN)/python -m lakefs_testing.screenshots
 
 # many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign
 # continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]

@@ -279,6 +279,9 @@ def next_steps(cluster: Cluster, mirror_id: str, keep_running: bool) -> None:
     say(f"    west (destination)  {west.endpoint}   replication {west.sidecar_endpoint()}")
     say("    each server: REST API under /api/v1, S3 gateway on the same port, mirrors "
         "API under /service/replication/v1")
+    say("  web UI (sign in with the admin's key pair below)")
+    say(f"    east   {east.endpoint}/ui/repositories/{REPO}/mirrors")
+    say(f"    west   {west.endpoint}/ui/repositories/{MIRROR}/objects")
     user = cluster.replication_user
     if user is not None:
         policies = " + ".join(str(p["id"]) for p in user.policies)

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +58,7 @@ def test_demo_runs_end_to_end_and_leaves_nothing_behind() -> None:
     for expected in ("[1/6]", "mirror active", "1 commit pending", "validated yes",
                      "all 25 objects identical", "east: unreachable",
                      "identical to what east wrote", "writes are refused (403",
-                     "Next steps", "--keep-running", "access key id"):
+                     "Next steps", "--keep-running", "access key id", "web UI"):
         assert expected in out, (expected, out)
     pids = _pids(out)
     assert len(pids) == 4 and all(_gone(p) for p in pids)
@@ -91,6 +92,12 @@ def _keep_running_then_interrupt(proc: subprocess.Popen[str], data: Path) -> Non
     assert "press Ctrl-C" in out and "east restarted" in out, out
     pids = _pids(out)
     assert len(pids) == 6 and sum(not _gone(p) for p in pids) == 4  # two replaced
+    # the web UI addresses it prints answer (with the login page, before signing in)
+    ui = re.findall(r"^\s+(?:east|west)\s+(http://\S+/ui/\S+)$", out, re.MULTILINE)
+    assert len(ui) == 2, out
+    for address in ui:
+        page = httpx.get(address, follow_redirects=True, timeout=30)
+        assert page.status_code == 200 and "Sign in" in page.text, (address, page.text)
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, rest

@@ -1,0 +1,1 @@
+"""The UI's pages, one module per area; each defines ``router``."""

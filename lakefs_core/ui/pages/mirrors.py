@@ -1,0 +1,105 @@
+"""Mirrors (the replication service's API, through the server's proxy) and action runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Form
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from lakefs_core.ui.context import ApiError, Page, page, redirect, url
+from lakefs_core.ui.pages.common import q, repo_view
+
+router = APIRouter()
+PageDep = Annotated[Page, Depends(page)]
+FormStr = Annotated[str, Form()]
+
+
+async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
+    """A mirror's status; on an error, the mirror with the error to show."""
+    try:
+        status: dict[str, Any] = await p.replication(
+            "GET", f"/repositories/{q(source)}/mirrors/{q(mirror_id)}/status")
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return {"mirror": {"id": mirror_id}, "branches": [], "error": e.message}
+    caught_up = [b for b in status.get("branches", []) if b.get("source_head")
+                 and b.get("source_head") == b.get("mirror_head")]
+    status["caught_up"] = len(caught_up)
+    # detach is done where the mirror repository lives: this region, if it has it
+    mirror = status.get("mirror", {})
+    marking = await run_in_threadpool(p.state.services.graveler.mirror_marking,
+                                      str(mirror.get("name", "")))
+    status["here"] = marking is not None and marking.mirror_id == mirror_id
+    return status
+
+
+@router.get("/repositories/{repository}/mirrors")
+async def mirrors(p: PageDep, repository: str) -> Response:
+    view = await repo_view(p, repository, resolve=False)
+    served: dict[str, Any] | None = None
+    if view.marking is not None:  # this repository is (or was) a mirror: its own mirror
+        served = await _status(p, view.marking.source_repository, view.marking.mirror_id)
+    statuses: list[dict[str, Any]] = []
+    error = ""
+    try:
+        listing = await p.replication("GET", f"/repositories/{q(repository)}/mirrors",
+                                      params={"amount": 1000})
+        for m in listing["results"]:
+            statuses.append(await _status(p, repository, m["id"]))
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        error = e.message
+    return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
+                    served=served, mirrors_error=error)
+
+
+@router.get("/repositories/{repository}/mirrors/{mirror_id}/status.json")
+async def status_json(p: PageDep, repository: str, mirror_id: str) -> Response:
+    """A mirror's status for the page's live refresh (``repository`` is its source)."""
+    return JSONResponse(await _status(p, repository, mirror_id))
+
+
+@router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
+async def detach(p: PageDep, repository: str, mirror_id: str, csrf: FormStr,
+                 source: FormStr) -> Response:
+    p.check_form(csrf)
+    back = url(f"/repositories/{q(repository)}/mirrors")
+    try:
+        detached = await p.replication(
+            "POST", f"/repositories/{q(source)}/mirrors/{q(mirror_id)}/detach")
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return redirect(back, error=f"detach failed: {e.message}")
+    return redirect(back, notice=f"mirror {mirror_id} detached: repository "
+                                 f"{detached.get('name', '')} is writable")
+
+
+@router.get("/repositories/{repository}/actions")
+async def runs(p: PageDep, repository: str, branch: str = "", after: str = "") -> Response:
+    view = await repo_view(p, repository, resolve=False)
+    listing = await p.api("GET", f"/repositories/{q(repository)}/actions/runs",
+                          params={"branch": branch, "after": after, "amount": 50})
+    return p.render("actions.html", view=view, tab="actions", runs=listing["results"],
+                    pagination=listing["pagination"], branch=branch)
+
+
+@router.get("/repositories/{repository}/actions/{run_id}")
+async def run(p: PageDep, repository: str, run_id: str) -> Response:
+    view = await repo_view(p, repository, resolve=False)
+    base = f"/repositories/{q(repository)}/actions/runs/{q(run_id)}"
+    record = await p.api("GET", base)
+    hooks = await p.all_pages(f"{base}/hooks")
+    for hook in hooks:
+        try:
+            resp = await p.api_raw("GET", f"{base}/hooks/{q(hook['hook_run_id'])}/output")
+            hook["output"] = resp.text
+        except ApiError as e:
+            if e.status == 401:
+                raise
+            hook["output"] = f"(no output: {e.message})"
+    return p.render("action_run.html", view=view, tab="actions", run=record, hooks=hooks)

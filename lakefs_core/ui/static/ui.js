@@ -1,0 +1,116 @@
+// The UI's little script: panels that open, and confirmations before destructive forms.
+document.addEventListener("click", (event) => {
+  const toggle = event.target.closest("[data-toggle]");
+  if (!toggle) return;
+  const panel = document.getElementById(toggle.dataset.toggle);
+  if (panel) {
+    panel.hidden = !panel.hidden;
+    const first = panel.querySelector("input:not([type=hidden]), select, textarea");
+    if (!panel.hidden && first) first.focus();
+  }
+});
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
+    event.preventDefault();
+    return;
+  }
+  const name = form.dataset.confirmName;
+  if (name) {
+    const typed = window.prompt(`Delete repository ${name} and all its history? Type its name to confirm.`);
+    if (typed === null) {
+      event.preventDefault();
+      return;
+    }
+    form.querySelector("input[name=confirm]").value = typed;
+  }
+});
+
+// The mirrors page: refresh each mirror's status every 2 s, and chart each branch's lag
+// over the minutes since the page opened.
+const LAG_WINDOW_MS = 10 * 60 * 1000;
+const lagHistory = new Map();
+
+function short(id) { return id ? id.slice(0, 12) : ""; }
+
+function drawLag(svg, samples) {
+  const w = Number(svg.getAttribute("width")), h = Number(svg.getAttribute("height"));
+  const peak = Math.max(0, ...samples.map((s) => s[1]));
+  const now = Date.now(), max = Math.max(1, peak);  // the scale: at least 1 s
+  // the time axis spans what the page has seen (at least 10 s, at most the window)
+  const span = Math.max(10000, now - (samples.length ? samples[0][0] : now));
+  const x = (t) => w - ((now - t) / span) * w;
+  const y = (v) => h - 3 - (v / max) * (h - 14);
+  const points = samples.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+  svg.innerHTML = `<polyline points="${points}"></polyline>` +
+    `<text x="2" y="10">max ${peak.toFixed(1)} s</text>`;
+}
+
+function recordRow(mirrorId, row, lag) {
+  const key = `${mirrorId}/${row.dataset.branch}`;
+  const samples = lagHistory.get(key) || [];
+  samples.push([Date.now(), lag]);
+  while (samples.length && Date.now() - samples[0][0] > LAG_WINDOW_MS) samples.shift();
+  lagHistory.set(key, samples);
+  const svg = row.querySelector("svg[data-chart]");
+  if (svg) drawLag(svg, samples);
+}
+
+async function refreshMirror(card) {
+  const resp = await fetch(card.dataset.status, { headers: { accept: "application/json" } });
+  if (!resp.ok || resp.redirected) return;
+  const status = await resp.json();
+  const branches = status.branches || [];
+  const current = branches.filter((b) => b.source_head && b.source_head === b.mirror_head).length;
+  const badge = card.querySelector("[data-test=mirror-progress]");
+  if (badge) {
+    badge.textContent = `${current}/${branches.length} branches current`;
+    badge.className = `badge ${branches.length && current === branches.length ? "ok" : "pending"}`;
+  }
+  const state = card.querySelector("[data-test=mirror-state]");
+  if (state && status.mirror && status.mirror.state) {
+    state.textContent = status.mirror.state;
+    state.className = `badge state ${status.mirror.state}`;
+  }
+  const tbody = card.querySelector("[data-test=mirror-branches] tbody");
+  for (const b of branches) {
+    let row = tbody.querySelector(`tr[data-branch="${CSS.escape(b.branch)}"]`);
+    if (!row) {  // a branch the page did not know yet
+      const empty = tbody.querySelector("tr[data-empty]");
+      if (empty) empty.remove();
+      row = document.createElement("tr");
+      row.dataset.branch = b.branch;
+      row.innerHTML = "<td></td>" + ["source_head", "mirror_head", "pending_commit",
+        "missing_ranges", "missing_objects", "lag"].map((f) => `<td data-field="${f}"></td>`).join("") +
+        '<td><svg class="lag" width="180" height="34" data-chart></svg></td><td data-field="error"></td>';
+      row.firstChild.textContent = b.branch;
+      tbody.appendChild(row);
+    }
+    const isCurrent = b.source_head && b.source_head === b.mirror_head;
+    const set = (field, text) => { row.querySelector(`[data-field=${field}]`).textContent = text; };
+    set("source_head", short(b.source_head));
+    set("mirror_head", short(b.mirror_head) || "—");
+    set("pending_commit", short(b.pending_commit));
+    set("missing_ranges", b.missing_ranges);
+    set("missing_objects", b.missing_objects);
+    set("lag", b.lag_seconds ? `${b.lag_seconds.toFixed(1)} s` : isCurrent ? "current" : "—");
+    set("error", b.error || "");
+    row.className = isCurrent ? "current" : "behind";
+    recordRow(card.dataset.mirror, row, b.lag_seconds || 0);
+  }
+}
+
+function startMirrorRefresh() {
+  const cards = document.querySelectorAll("[data-mirror][data-status]");
+  if (!cards.length) return;
+  for (const card of cards) {
+    for (const row of card.querySelectorAll("tr[data-branch]")) {
+      const lagCell = row.querySelector("[data-field=lag]");
+      recordRow(card.dataset.mirror, row, Number(lagCell && lagCell.dataset.lag) || 0);
+    }
+  }
+  setInterval(() => cards.forEach((card) => refreshMirror(card).catch(() => {})), 2000);
+}
+
+document.addEventListener("DOMContentLoaded", startMirrorRefresh);

@@ -1,0 +1,364 @@
+"""The web UI in a real browser (headless Chromium), against two live regions.
+
+Each test signs in through the login form, acts as a person would (clicks, forms,
+file upload) and fails on any console error, failed request or unexpected error
+status; a page refused by permissions must answer 403. Screenshots go to the test's
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
+from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
+from lakefs_testing.regions import upload as api_upload
+from lakefs_testing.replicator import FaultyReplicator
+
+pytestmark = pytest.mark.slow
+
+CSV = b"lake,area_km2,country\nVictoria,59947,Uganda\nBaikal,31722,Russia\nTiticaca,8372,Peru\n"
+
+
+@pytest.fixture(scope="module")
+def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
+    tmp = tmp_path_factory.mktemp("ui")
+    mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
+    # native object replication: the test copies objects itself, so it can hold one back
+    with two_regions(tmp, mirrors, mode="native", interval="1s") as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with chromium() as b:  # BrowserMissing (a failure) when Chromium is not installed
+        yield b
+
+
+@pytest.fixture
+def admin(browser: Browser, regions: tuple[Region, Region],
+          tmp_path: Path) -> Iterator[tuple[Page, Watch]]:
+    east, _ = regions
+    with watched_page(browser) as (page, watch):
+        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        yield page, watch
+        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
+    assert watch.problems == []
+
+
+def _user(region: Region, name: str, policy: str | None) -> tuple[str, str]:
+    auth = region.server.services.auth
+    auth.create_user(name)
+    if policy:
+        auth.attach_policy_to_user(name, policy)
+    cred = auth.create_credentials(name)
+    return cred.access_key_id, cred.secret
+
+
+def test_sign_in_is_required_and_sign_out_ends_the_session(
+        browser: Browser, regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    endpoint = east.server.endpoint
+    with watched_page(browser, expected_statuses={401}) as (page, watch):
+        page.goto(f"{endpoint}/ui/repositories")
+        assert "/ui/login" in page.url and "next=%2Fui%2Frepositories" in page.url
+        page.fill("input[name=access_key_id]", ADMIN_KEY)
+        page.fill("input[name=secret_access_key]", "wrong secret")
+        page.click("button[type=submit]")
+        assert "invalid access key" in page.inner_text("[role=alert]")
+        page.fill("input[name=secret_access_key]", ADMIN_SECRET)
+        page.click("button[type=submit]")
+        assert page.url.endswith("/ui/repositories")
+        assert page.inner_text("[data-test=user]") == "admin"
+        page.click("text=Sign out")
+        assert "/ui/login" in page.url
+        page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
+        assert "/ui/login" in page.url
+    assert watch.problems == []
+
+
+def test_create_upload_commit_log_diff_and_csv_preview(admin: tuple[Page, Watch],
+                                                        tmp_path: Path) -> None:
+    page, _ = admin
+    page.click("[data-test=create-repo]")
+    page.fill("#create-repo input[name=name]", "lakes")
+    page.click("#create-repo button[type=submit]")
+    assert "repository lakes created" in page.inner_text("[role=status]")
+
+    page.click("[data-test=upload]")
+    page.set_input_files("#upload-form input[type=file]", {
+        "name": "lakes.csv", "mimeType": "text/csv", "buffer": CSV})
+    page.fill("#upload-form input[name=path]", "data/lakes.csv")
+    page.click("#upload-form button[type=submit]")
+    assert "uploaded data/lakes.csv" in page.inner_text("[role=status]")
+
+    page.click("nav.tabs >> text=Uncommitted changes")
+    assert "data/lakes.csv" in page.inner_text("[data-test=diff]")
+    page.fill("[data-test=commit-form] input[name=message]", "add the lakes")
+    page.click("[data-test=commit]")
+    assert page.inner_text("[data-test=commit-message]") == "add the lakes"
+    commit_id = page.inner_text("[data-test=commit-id]")
+    diff = page.inner_text("[data-test=diff]")
+    assert "added" in diff and "data/lakes.csv" in diff
+
+    page.click("nav.tabs >> text=Commits")
+    log = page.inner_text("[data-test=commits]")
+    assert "add the lakes" in log and commit_id[:12] in log
+
+    page.click("nav.tabs >> text=Objects")
+    page.click("a.dir >> text=data/")
+    page.click("a.file >> text=lakes.csv")
+    table = page.locator("[data-test=preview-table]")
+    assert table.locator("th").all_inner_texts() == ["lake", "area_km2", "country"]
+    assert table.locator("tbody tr").count() == 3
+    assert "Baikal" in table.inner_text()
+    page.screenshot(path=str(tmp_path / "csv-preview.png"), full_page=True)
+
+
+def test_compare_shows_conflicts_and_merges(admin: tuple[Page, Watch],
+                                            regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "merging")
+    api_upload(east, "merging", "main", "shared.txt", b"base")
+    commit(east, "merging", "main", "base")
+    with east.client() as c:
+        assert c.post("/api/v1/repositories/merging/branches",
+                      json={"name": "feature", "source": "main"}).status_code == 201
+    api_upload(east, "merging", "feature", "shared.txt", b"feature")
+    api_upload(east, "merging", "feature", "new.txt", b"new")
+    commit(east, "merging", "feature", "feature work")
+    api_upload(east, "merging", "main", "shared.txt", b"main")
+    commit(east, "merging", "main", "main work")
+
+    page, watch = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories/merging/compare?base=main&compare=feature")
+    assert "shared.txt" in page.inner_text("[data-test=conflicts]")
+    assert "new.txt" in page.inner_text("[data-test=diff]")
+    page.click("[data-test=merge]")
+    assert "conflict" in page.inner_text("[role=alert]")
+    page.select_option("[data-test=merge-form] select[name=strategy]", "source-wins")
+    page.click("[data-test=merge]")
+    assert "merged feature into main" in page.inner_text("[role=status]")
+    with east.client() as c:
+        got = c.get("/api/v1/repositories/merging/refs/main/objects",
+                    params={"path": "shared.txt"})
+        assert got.content == b"feature"
+
+
+def test_branches_tags_and_protection(admin: tuple[Page, Watch],
+                                     regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "guarded")
+    page, _ = admin
+    base = f"{east.server.endpoint}/ui/repositories/guarded"
+    page.on("dialog", lambda d: d.accept())
+    page.goto(f"{base}/branches")
+    page.click("[data-test=create-branch]")
+    page.fill("#create-branch input[name=name]", "dev")
+    page.click("#create-branch button[type=submit]")
+    assert "branch dev created" in page.inner_text("[role=status]")
+    assert "dev" in page.inner_text("[data-test=branches]")
+
+    page.fill("[data-test=protect-form] input[name=pattern]", "main")
+    page.click("[data-test=protect-form] button[type=submit]")
+    assert "main" in page.inner_text("[data-test=protection-rules]")
+    protected = page.locator("[data-test=branches] tr", has=page.locator("[data-test=protected]"))
+    assert protected.count() == 1 and "main" in protected.inner_text()
+    page.goto(f"{base}/objects?ref=main")
+    page.click("[data-test=upload]")
+    page.set_input_files("#upload-form input[type=file]", {
+        "name": "x.txt", "mimeType": "text/plain", "buffer": b"x"})
+    page.click("#upload-form button[type=submit]")
+    assert "protected" in page.inner_text("[role=alert]")
+
+    page.goto(f"{base}/tags")
+    page.click("text=Create tag")
+    page.fill("#create-tag input[name=name]", "v1")
+    page.click("#create-tag button[type=submit]")
+    assert "v1" in page.inner_text("[data-test=tags]")
+    page.click("[data-test=tags] button.danger")
+    assert "tag v1 deleted" in page.inner_text("[role=status]")
+
+    page.goto(f"{base}/branches")
+    page.click("[data-test=branches] tr:has-text('dev') button.danger")
+    assert "branch dev deleted" in page.inner_text("[role=status]")
+    assert "dev" not in page.inner_text("[data-test=branches]")
+
+
+class FailingWebhook:
+    """A webhook on loopback that refuses every event with a reason."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                answer = b"schema check failed: column area_km2 is negative"
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/check"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_failing_hook_shows_in_the_runs_and_its_output(admin: tuple[Page, Watch],
+                                                         regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "gated")
+    webhook = FailingWebhook()
+    try:
+        api_upload(east, "gated", "main", "_lakefs_actions/gate.yaml", f"""name: gate
+on:
+  pre-commit:
+    branches: [main]
+hooks:
+  - id: schema_check
+    type: webhook
+    properties:
+      url: "{webhook.url}"
+""".encode())
+        page, _ = admin
+        base = f"{east.server.endpoint}/ui/repositories/gated"
+        page.goto(f"{base}/changes")
+        page.fill("[data-test=commit-form] input[name=message]", "try it")
+        page.click("[data-test=commit]")
+        assert "pre-commit hook aborted" in page.inner_text("[role=alert]")
+        page.click("nav.tabs >> text=Actions")
+        runs = page.inner_text("[data-test=runs]")
+        assert "pre-commit" in runs and "failed" in runs
+        page.click("[data-test=runs] td.mono a")
+        hook = page.inner_text("[data-test=hook]")
+        assert "gate / schema_check" in hook and "failed" in hook
+        assert "schema check failed: column area_km2 is negative" in hook
+    finally:
+        webhook.close()
+
+
+def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
+                                                       regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "readable")
+    key, secret = _user(east, "viewer", "FSReadAll")
+    endpoint = east.server.endpoint
+    with watched_page(browser) as (page, watch):
+        sign_in(page, endpoint, key, secret)
+        assert page.locator("tr[data-repo=readable]").count() == 1
+        assert page.locator("[data-test=create-repo]").count() == 0
+        assert page.locator("tr[data-repo=readable] button.danger").count() == 0
+        page.goto(f"{endpoint}/ui/repositories/readable/objects")
+        assert page.locator("[data-test=upload]").count() == 0
+        # a form made by hand (with the session's token) is refused by the API
+        csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
+        page.evaluate("""([csrf]) => {
+            const f = document.createElement('form');
+            f.method = 'post'; f.action = '/ui/repositories';
+            for (const [k, v] of [['csrf', csrf], ['name', 'sneaky']]) {
+                const i = document.createElement('input'); i.name = k; i.value = v;
+                f.appendChild(i);
+            }
+            document.body.appendChild(f); f.submit();
+        }""", [csrf])
+        page.wait_for_url("**/ui/repositories?error=*")
+        assert "insufficient permissions" in page.inner_text("[role=alert]")
+    assert watch.problems == []
+    with east.client() as c:
+        assert c.get("/api/v1/repositories/sneaky").status_code == 404
+
+    key, secret = _user(east, "nobody", None)
+    with watched_page(browser, expected_statuses={403}) as (page, watch):
+        sign_in(page, endpoint, key, secret)
+        response = page.goto(f"{endpoint}/ui/repositories/readable/objects")
+        assert response is not None and response.status == 403
+        assert "Not allowed" in page.inner_text("h1")
+    assert watch.problems == []
+
+
+_PROGRESS = "document.querySelector('[data-test=mirror-progress]').textContent"
+
+
+def _watch_mirror_catch_up(browser: Browser, east: Region, mirror_id: str, head: str,
+                           hold: dict[str, bool], tmp_path: Path) -> None:
+    """The source's mirrors page shows the commit pending (an object held back), then,
+    refreshing itself, current once the object arrives."""
+    with watched_page(browser) as (page, watch):
+        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        page.goto(f"{east.server.endpoint}/ui/repositories/src/mirrors")
+        card = page.locator(f"[data-mirror='{mirror_id}']")
+        row = card.locator("tr[data-branch=main]")
+        page.wait_for_function(  # the page refreshes itself: no reload
+            "() => { const c = document.querySelector("
+            "'tr[data-branch=main] [data-field=missing_objects]');"
+            " return c !== null && c.textContent === '1'; }", timeout=90_000)
+        assert card.locator("[data-test=mirror-progress]").inner_text() == "0/1 branches current"
+        assert row.locator("[data-field=pending_commit]").inner_text() == head[:12]
+        assert row.locator("[data-field=mirror_head]").inner_text() == "—"
+        page.screenshot(path=str(tmp_path / "mirror-pending.png"), full_page=True)
+        hold["on"] = False
+        page.wait_for_function(f"() => {_PROGRESS} === '1/1 branches current'",
+                               timeout=90_000)
+        assert row.locator("[data-field=mirror_head]").inner_text() == head[:12]
+        assert row.locator("[data-field=lag]").inner_text() == "current"
+        assert row.locator("svg[data-chart] polyline").count() == 1  # the lag chart
+        assert card.locator("[data-test=detach]").count() == 0  # detached in west only
+        page.screenshot(path=str(tmp_path / "mirrors.png"), full_page=True)
+    assert watch.problems == []
+
+
+def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
+        browser: Browser, regions: tuple[Region, Region], tmp_path: Path) -> None:
+    east, west = regions
+    create_source(east, "src")
+    api_upload(east, "src", "main", "part-0.csv", CSV)
+    api_upload(east, "src", "main", "part-1.csv", CSV + b"Ladoga,17700,Russia\n")
+    head = commit(east, "src", "main", "first load")
+    held = east.graveler.get_entry("src", head, "part-1.csv").address
+    hold = {"on": True}
+    crr = FaultyReplicator(east.blockstore_root / "src", west.blockstore_root / "src-west",
+                           drop=0, duplicate=0, hold=lambda rel: hold["on"] and rel == held)
+    mirror: dict[str, Any] = create_mirror(east, "src", "src-west", "local://src-west")
+    crr.start()
+    try:
+        _watch_mirror_catch_up(browser, east, mirror["id"], head, hold, tmp_path)
+    finally:
+        crr.stop()
+
+    with watched_page(browser) as (page, watch):
+        sign_in(page, west.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+        row = page.locator("tr[data-repo=src-west]")
+        assert "mirror" in row.inner_text() and "read-only" in row.inner_text()
+        page.click("tr[data-repo=src-west] a")
+        banner = page.inner_text("[data-test=mirror-banner]")
+        assert "Read-only mirror of src in region east" in banner
+        assert page.inner_text("[data-test=served-commit]") == head[:12]
+        assert page.locator("[data-test=upload]").count() == 0  # a mirror takes no writes
+
+        page.click("nav.tabs >> text=Mirrors")
+        dialogs: list[str] = []
+        page.once("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.click("[data-test=detach]")  # dismissed: nothing happens
+        assert dialogs and "cannot be undone" in dialogs[0]
+        assert "mirror" in page.inner_text("[data-test=mirror-banner]").lower()
+        page.once("dialog", lambda d: d.accept())
+        page.click("[data-test=detach]")
+        assert "detached" in page.inner_text("[role=status]")
+        assert "Detached from mirror" in page.inner_text("[data-test=mirror-banner]")
+        page.click("nav.tabs >> text=Objects")
+        assert page.locator("[data-test=upload]").count() == 1  # writable now
+    assert watch.problems == []
