@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
+AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long docs
+.PHONY: run test lint bench clean chaos-long docs azurite
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +17,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m e2e.demo $(ARGS)
 
+$(AZURITE): | $(STAMP)
+	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3
+	touch $@
+
+azurite: $(AZURITE)
+
 # the lint step (style, types, layers) runs first: CI runs `make test`
-test: lint
+test: lint $(AZURITE)
 	$(BIN)/python -m pytest
 
 # many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign

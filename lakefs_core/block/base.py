@@ -122,6 +122,14 @@ class BlockStore(ABC):
         """Release connections and other resources (the default holds none)."""
         return None
 
+    def check_namespace(self, namespace: str) -> None:
+        """Store-specific checks of a well-formed storage namespace (the default: none).
+
+        Raises:
+            ValidationError: the namespace cannot hold this store's objects.
+        """
+        return None
+
     # --- pre-signed URLs (clients move the data themselves) ---------------------------
     def presign_support(self) -> PresignSupport:
         """What this store can pre-sign (the default: nothing)."""
