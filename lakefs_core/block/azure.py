@@ -5,9 +5,11 @@ or with ``test_endpoint_url`` (an emulator such as Azurite)
 ``<test_endpoint_url>/<account>/<container>/<blob>``. One ``BlobServiceClient`` is
 built per store and shared by every thread (the SDK's clients are thread-safe).
 
-Writes record the content's MD5 as the blob's ``Content-MD5`` property, and the etag
-this store reports is that MD5 (hex), as for local objects and single-request S3
-writes; a blob written by someone else without one reports its Azure ETag. A
+Every blob written here has its content's MD5 as its ``Content-MD5`` property (Azure
+computes it for a single-request write; a streaming write computes it as it goes),
+and the etag this store reports is that MD5 (hex), as for local objects and
+single-request S3 writes; a blob written by someone else without one reports its
+Azure ETag. A
 streaming write is staged block by block and becomes visible, whole, when its block
 list is committed: the writer holds at most one block in memory.
 """
@@ -151,13 +153,14 @@ class AzureBlobStore(BlockStore):
         return self._put_single(address, blob, held[0] if len(held) == 1 else b"".join(held))
 
     def _put_single(self, address: str, blob: Any, body: bytes) -> ObjectStat:
-        digest = hashlib.md5(body, usedforsecurity=False).digest()
+        # Put Blob stores (and answers) the MD5 Azure computes of the body itself
         try:
-            resp = blob.upload_blob(body, overwrite=True,
-                                    content_settings=ContentSettings(content_md5=bytearray(digest)))
+            resp = blob.upload_blob(body, overwrite=True)
         except AzureError as e:
             _raise_storage(e, "put", address, read=False)
-        return ObjectStat(address=address, size=len(body), etag=digest.hex(),
+        md5 = resp.get("content_md5")
+        etag = bytes(md5).hex() if md5 else str(resp.get("etag", "")).strip('"')
+        return ObjectStat(address=address, size=len(body), etag=etag,
                           mtime=_mtime(resp.get("last_modified")))
 
     def _put_blocks(self, address: str, blob: Any, buffer: bytearray,
