@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import re
 import time
 import uuid
@@ -41,6 +42,7 @@ from lakefs_core.block.base import (
     PresignedURL,
     PresignMode,
     PresignSupport,
+    stream_parts,
 )
 from lakefs_core.block.config import AzureConfig, BlockstoreConfig
 from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
@@ -141,16 +143,16 @@ class AzureBlobStore(BlockStore):
         blob = self._blob(address)
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_single(address, blob, bytes(data))
-        block_size = self.config.upload_block_size
-        chunks = iter(data)
-        held: list[bytes] = []
-        size = 0
-        for chunk in chunks:
-            held.append(chunk)
-            size += len(chunk)
-            if size > block_size:
-                return self._put_blocks(address, blob, bytearray(b"".join(held)), chunks)
-        return self._put_single(address, blob, held[0] if len(held) == 1 else b"".join(held))
+        blocks = stream_parts(data, self._block_size)
+        first, last = next(blocks)
+        if last:
+            return self._put_single(address, blob, first)
+        return self._put_blocks(address, blob,
+                                itertools.chain([first], (block for block, _ in blocks)))
+
+    def _block_size(self, index: int) -> int:
+        # growing the size keeps a stream of any length within the 50,000-block cap
+        return self.config.upload_block_size << (index // _BLOCKS_PER_SIZE_STEP)
 
     def _put_single(self, address: str, blob: Any, body: bytes) -> ObjectStat:
         # Put Blob stores (and answers) the MD5 Azure computes of the body itself
@@ -163,41 +165,23 @@ class AzureBlobStore(BlockStore):
         return ObjectStat(address=address, size=len(body), etag=etag,
                           mtime=_mtime(resp.get("last_modified")))
 
-    def _put_blocks(self, address: str, blob: Any, buffer: bytearray,
-                    rest: Iterator[bytes]) -> ObjectStat:
+    def _put_blocks(self, address: str, blob: Any, bodies: Iterator[bytes]) -> ObjectStat:
         # ids are unique to this write: a concurrent writer of the same blob stages its
         # own blocks, and the last commit wins whole
         upload = uuid.uuid4().hex
         block_ids: list[str] = []
         digest = hashlib.md5(usedforsecurity=False)
         size = 0
-
-        def stage(body: bytes | bytearray) -> None:
-            nonlocal size
-            if len(block_ids) >= _MAX_BLOCKS:
-                raise StorageError(
-                    f"azure put {address}: stream needs more than {_MAX_BLOCKS} blocks")
-            block_id = base64.b64encode(f"{upload}-{len(block_ids):06d}".encode()).decode()
-            blob.stage_block(block_id, bytes(body))
-            block_ids.append(block_id)
-            digest.update(body)
-            size += len(body)
-
-        def block_size() -> int:
-            return self.config.upload_block_size << (len(block_ids) // _BLOCKS_PER_SIZE_STEP)
-
-        def drain() -> None:
-            while len(buffer) > block_size():
-                n = block_size()
-                stage(buffer[:n])
-                del buffer[:n]
-
         try:
-            drain()
-            for chunk in rest:
-                buffer += chunk
-                drain()
-            stage(buffer)
+            for number, body in enumerate(bodies):
+                if number >= _MAX_BLOCKS:
+                    raise StorageError(
+                        f"azure put {address}: stream needs more than {_MAX_BLOCKS} blocks")
+                block_id = base64.b64encode(f"{upload}-{number:06d}".encode()).decode()
+                blob.stage_block(block_id, body)
+                block_ids.append(block_id)
+                digest.update(body)
+                size += len(body)
             # staged blocks stay invisible (and are discarded by Azure) until committed
             resp = blob.commit_block_list(
                 block_ids, content_settings=ContentSettings(content_md5=bytearray(digest.digest())))

@@ -8,7 +8,7 @@ storage namespace is such a URI; objects and ``_lakefs/`` files live below it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -50,6 +50,27 @@ class PresignSupport:
     pre_sign_support: bool = False
     pre_sign_support_ui: bool = False
     pre_sign_multipart_upload: bool = False
+
+
+def stream_parts(chunks: Iterable[bytes], part_size: Callable[[int], int]
+                 ) -> Iterator[tuple[bytes, bool]]:
+    """Cut a stream of chunks into the parts of a multipart write: ``(part, is_last)``.
+
+    Part ``i`` (from 0) has ``part_size(i)`` bytes, the last one what remains (at most
+    its size; empty only for an empty stream). A part is cut only once the stream has
+    gone past it, so ``is_last`` is known when it is yielded, and no more than one
+    part and one chunk are held at a time.
+    """
+    buffer = bytearray()
+    count = 0
+    for chunk in chunks:
+        buffer += chunk
+        while len(buffer) > (size := part_size(count)):
+            part = bytes(buffer[:size])
+            del buffer[:size]
+            count += 1
+            yield part, False
+    yield bytes(buffer), True
 
 
 def join_address(namespace: str, key: str) -> str:
