@@ -142,7 +142,10 @@ class AzureBlobStore(BlockStore):
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
         blob = self._blob(address)
         if isinstance(data, bytes | bytearray | memoryview):
-            return self._put_single(address, blob, bytes(data))
+            data = bytes(data)
+            if len(data) <= self.config.upload_block_size:
+                return self._put_single(address, blob, data)
+            data = [data]  # staged in blocks, as a stream is: the MD5 is computed here
         blocks = stream_parts(data, self._block_size)
         first, last = next(blocks)
         if last:

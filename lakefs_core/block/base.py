@@ -1,7 +1,8 @@
 """The blockstore interface: one object store, addressed by full URIs.
 
 An address is ``<scheme>://<bucket-or-name>/<key>``: ``local://name/key`` lives
-under the local store's root path, ``s3://bucket/key`` in a bucket. A repository's
+under the local store's root path, ``s3://bucket/key`` in a bucket,
+``https://<account>.blob.core.windows.net/<container>/<blob>`` in an Azure container. A repository's
 storage namespace is such a URI; objects and ``_lakefs/`` files live below it.
 """
 
@@ -81,9 +82,10 @@ def join_address(namespace: str, key: str) -> str:
 class BlockStore(ABC):
     """An object store. Implementations must be safe to use from many threads."""
 
-    #: the blockstore type as lakeFS names it ("local", "s3")
+    #: the blockstore type as lakeFS names it ("local", "s3", "azure")
     type: str
-    #: the URI scheme of the addresses this store serves ("local", "s3")
+    #: the URI scheme of the addresses this store serves ("local", "s3"; "https" for
+    #: Azure, whose addresses are blob URLs)
     scheme: str
     #: whether objects of this store may be imported (zero-copy) into repositories
     import_enabled: bool = True

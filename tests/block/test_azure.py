@@ -6,6 +6,9 @@ The shared behaviour (put/get/range/list/copy/streaming) is in test_blockstore.p
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import pytest
 
 from lakefs_core.block import BlockStores, validate_namespace
@@ -137,3 +140,22 @@ def test_missing_azurite_fails_with_how_to_install(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(azurite, "_INSTALLED", azurite.Path(str(tmp_path), "azurite-blob"))
     with pytest.raises(RuntimeError, match="Azurite .* not found.*make azurite"):
         azurite.start_azurite()
+
+
+def test_objects_larger_than_a_block_are_staged_with_their_md5(
+        azurite_server: AzuriteServer, unique_name: str) -> None:
+    store = AzureBlobStore(AzureConfig(
+        storage_account=AZURITE_ACCOUNT, storage_access_key=AZURITE_KEY,
+        test_endpoint_url=azurite_server.endpoint, upload_block_size=1 << 20))
+    try:
+        store.service.create_container(unique_name)
+        payload = os.urandom((5 << 20) // 2)
+        for name, data in (("bytes", payload), ("chunks", [payload[:7], payload[7:]])):
+            address = f"{store.base}{unique_name}/{name}"
+            written = store.put(address, data)
+            blocks = store.service.get_blob_client(unique_name, name).get_block_list()[0]
+            assert [b.size for b in blocks] == [1 << 20, 1 << 20, (1 << 19)]
+            assert written.etag == store.stat(address).etag == hashlib.md5(payload).hexdigest()
+            assert store.get(address) == payload
+    finally:
+        store.close()
