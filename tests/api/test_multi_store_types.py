@@ -1,6 +1,7 @@
 """One server over stores of different types (``blockstores.stores``): S3 on moto beside
-Azure on Azurite, both used through the lakeFS SDK; and the start-up check that no
-repository is bound to a store the configuration no longer has.
+Azure on Azurite, both used through the lakeFS SDK (and the Azure one through the S3
+gateway); and the start-up check that no repository is bound to a store the
+configuration no longer has.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from lakefs_core.errors import OrphanedRepositoriesError
 from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer
 from lakefs_testing.live_server import LiveServer, live_server
 from tests.api.sdk_support import sdk_client
+from tests.gateway.conftest import s3_client
 
 MIB = 1 << 20
 
@@ -188,3 +190,28 @@ def test_a_removed_store_stops_the_server_from_starting(
     assert "error: 1 repositories are on storage not in the configuration" in ran.stderr
     assert "'on-azure' (storage id 'azure-analytics')" in ran.stderr
     assert "listening" not in ran.stdout
+
+
+def test_s3_gateway_writes_an_azure_repository(mixed: LiveServer, azurite_server: AzuriteServer,
+                                               azure_container: str, unique_name: str) -> None:
+    repo = f"gw-{unique_name}"
+    with mixed.client() as http:
+        created = http.post("/repositories", json={
+            "name": repo, "storage_id": "azure-analytics",
+            "storage_namespace": f"{azurite_server.account_url}/{azure_container}/gw"})
+        assert created.status_code == 201, created.text
+    s3 = s3_client(mixed.endpoint, mixed.access_key_id, mixed.secret_access_key)
+    s3.put_object(Bucket=repo, Key="main/one.txt", Body=b"through the gateway")
+    head = os.urandom(5 * MIB)
+    upload = s3.create_multipart_upload(Bucket=repo, Key="main/joined.bin")["UploadId"]
+    parts = [{"PartNumber": n, "ETag": s3.upload_part(
+        Bucket=repo, Key="main/joined.bin", UploadId=upload, PartNumber=n, Body=body)["ETag"]}
+        for n, body in ((1, head), (2, b"tail"))]
+    s3.complete_multipart_upload(Bucket=repo, Key="main/joined.bin", UploadId=upload,
+                                 MultipartUpload={"Parts": parts})
+    assert s3.get_object(Bucket=repo, Key="main/one.txt")["Body"].read() == (
+        b"through the gateway")
+    assert s3.get_object(Bucket=repo, Key="main/joined.bin",
+                         Range=f"bytes={5 * MIB - 2}-")["Body"].read() == head[-2:] + b"tail"
+    listed = s3.list_objects_v2(Bucket=repo, Prefix="main/")["Contents"]
+    assert [o["Key"] for o in listed] == ["main/joined.bin", "main/one.txt"]
