@@ -1,6 +1,6 @@
 """One server over stores of different types (``blockstores.stores``): S3 on moto beside
 Azure on Azurite, both used through the lakeFS SDK (and the Azure one through the S3
-gateway); and the start-up check that no repository is bound to a store the
+gateway and by a zero-copy import); and the start-up check that no repository is bound to a store the
 configuration no longer has.
 """
 
@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,25 @@ def test_s3_gateway_writes_an_azure_repository(mixed: LiveServer, azurite_server
                          Range=f"bytes={5 * MIB - 2}-")["Body"].read() == head[-2:] + b"tail"
     listed = s3.list_objects_v2(Bucket=repo, Prefix="main/")["Contents"]
     assert [o["Key"] for o in listed] == ["main/joined.bin", "main/one.txt"]
+
+
+def test_import_from_azure(mixed: LiveServer, azurite_server: AzuriteServer,
+                           azure_container: str, unique_name: str) -> None:
+    azure = mixed.services.blockstores.store("azure-analytics")
+    source = f"{azurite_server.account_url}/{azure_container}/raw"
+    for i in range(12):
+        azure.put(f"{source}/part-{i:02}.csv", f"row {i}".encode())
+    azure.put(f"{source}-extra/readme", b"read me")
+    repo = lakefs.Repository(f"imp-{unique_name}", client=sdk_client(mixed)).create(
+        storage_namespace=f"{azurite_server.account_url}/{azure_container}/repo",
+        storage_id="azure-analytics")
+    status = (repo.branch("main").import_data(commit_message="from azure")
+              .prefix(f"{source}/", "tables/t/")
+              .object(f"{source}-extra/readme", "README")
+              .run(poll_interval=timedelta(milliseconds=100)))
+    assert status.completed and status.ingested_objects == 13 and status.commit is not None
+    head = repo.ref(status.commit.id)
+    assert [o.path for o in head.objects()] == ["README"] + [
+        f"tables/t/part-{i:02}.csv" for i in range(12)]
+    assert head.object("tables/t/part-07.csv").reader(mode="rb").read() == b"row 7"
+    assert head.object("README").stat().physical_address == f"{source}-extra/readme"
