@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
+AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long docs browser screenshots
+.PHONY: run test lint bench clean chaos-long docs browser screenshots azurite
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
@@ -24,8 +26,14 @@ browser:
 	@test -x $(CHROMIUM) || { $(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium chromium-driver; }
 
+$(AZURITE): | $(STAMP)
+	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3
+	touch $@
+
+azurite: $(AZURITE)
+
 # the lint step (style, types, layers) runs first: CI runs `make test`
-test: lint browser
+test: lint browser $(AZURITE)
 	$(BIN)/python -m pytest
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser

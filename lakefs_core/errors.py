@@ -100,6 +100,19 @@ class StorageNotFoundError(NotFoundError):
     """No blockstore is configured with this storage id."""
 
 
+class OrphanedRepositoriesError(StorageNotFoundError):
+    """At start: repositories are bound to storage ids that the configuration no longer
+    has, so the server refuses to start (as lakeFS) rather than fail on their first use.
+
+    Attributes:
+        repositories: ``(repository id, storage id)`` of each such repository.
+    """
+
+    def __init__(self, message: str, repositories: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        self.repositories = repositories
+
+
 class ActionRunNotFoundError(NotFoundError):
     """No action run (or hook run) by that id."""
 

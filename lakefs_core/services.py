@@ -17,6 +17,7 @@ from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
 from lakefs_core.database import local_database_url, postgres_url
+from lakefs_core.errors import OrphanedRepositoriesError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.importing import Importer
 from lakefs_core.ref_events import RefEventNotifier
@@ -70,6 +71,37 @@ def database_url(config: ServerConfig) -> str:
     return local_database_url(config.database.local.path or config.data_dir)
 
 
+def check_repository_storage(graveler: Graveler, blockstores: BlockStores) -> None:
+    """Refuse to start while a repository is bound to a storage id the configuration
+    lacks (a store removed from ``blockstores.stores``, a multi-store repository on a
+    single-store server, or ``backward_compatible`` unset): each is logged, and the
+    error names them all.
+
+    Raises:
+        OrphanedRepositoriesError: such repositories exist.
+    """
+    orphaned = graveler.orphaned_repositories()
+    if not orphaned:
+        return
+    configured = ", ".join(repr(i) for i in blockstores.ids()) if blockstores.multi else (
+        "the single blockstore")
+    for repo in orphaned:
+        log.error("repository %s is on storage id %r, which is not configured", repo.id,
+                  repo.storage_id, extra={"repository": repo.id, "storage_id": repo.storage_id})
+    listed = ", ".join(f"{r.id!r} (storage id {_shown(r.storage_id)})" for r in orphaned[:20])
+    more = f" and {len(orphaned) - 20} more" if len(orphaned) > 20 else ""
+    raise OrphanedRepositoriesError(
+        f"{len(orphaned)} repositories are on storage not in the configuration "
+        f"(configured: {configured}): {listed}{more}. Restore their store under "
+        "blockstores.stores (or mark the store of repositories without a storage id "
+        "backward_compatible), or delete these repositories before removing it",
+        [(r.id, r.storage_id) for r in orphaned])
+
+
+def _shown(storage_id: str) -> str:
+    return repr(storage_id) if storage_id else "none: the backward-compatible store"
+
+
 def build_services(config: ServerConfig) -> Services:
     """Open the databases and stores named by ``config``."""
     url = database_url(config)
@@ -79,6 +111,12 @@ def build_services(config: ServerConfig) -> Services:
         refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
     graveler = Graveler(refstore, blockstores.for_storage_id)
+    try:
+        check_repository_storage(graveler, blockstores)
+    except BaseException:
+        blockstores.close()
+        refstore.close()
+        raise
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
     auth = AuthStore(url, secret.get_secret_value())

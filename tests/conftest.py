@@ -1,8 +1,10 @@
-"""Session-wide real servers: one PostgreSQL cluster and one moto server.
+"""Session-wide real servers: one PostgreSQL cluster, one moto server, one Azurite.
 
 Tests that need PostgreSQL ask for ``pg_url`` (a fresh database each time);
 tests that need S3 or DynamoDB ask for ``moto_endpoint`` and create uniquely named
-buckets/tables. Neither ever skips: a missing binary is a test error.
+buckets/tables; tests that need Azure Blob Storage ask for ``azurite_server`` (or
+``azure_blockstore``) and create uniquely named containers. None ever skips: a
+missing binary is a test error.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer, start_azurite
 from lakefs_testing.live_server import LiveServer, live_server
 from lakefs_testing.servers import MOTO_ENV, MotoServer, PostgresServer, start_moto, start_postgres
 
 if TYPE_CHECKING:
+    from lakefs_core.block.azure import AzureBlobStore
     from lakefs_core.block.base import BlockStore
     from lakefs_core.block.s3 import S3BlockStore
 
@@ -123,23 +127,66 @@ def s3_blockstore(moto_endpoint: str) -> Iterator[S3BlockStore]:
     store.close()
 
 
-@pytest.fixture(params=["local", "s3"])
-def blockstore_namespace(
-    request: pytest.FixtureRequest, tmp_path: Path, unique_name: str
-) -> tuple[BlockStore, str]:
-    """A blockstore and an empty storage namespace on it, for each backend.
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[AzuriteServer]:
+    """Azurite's blob service for the session (a missing Azurite fails, never skips)."""
+    server = start_azurite()
+    yield server
+    server.stop()
 
-    local: a LocalBlockStore over ``tmp_path`` and ``local://ns-<unique>``;
-    s3: the moto-backed S3BlockStore, a fresh bucket and ``s3://<bucket>/ns``.
-    """
-    if request.param == "local":
-        from lakefs_core.block.local import LocalBlockStore
 
-        return LocalBlockStore(str(tmp_path / "blockstore")), f"local://ns-{unique_name}"
-    store: S3BlockStore = request.getfixturevalue("s3_blockstore")
+@pytest.fixture(scope="session")
+def azure_blockstore(azurite_server: AzuriteServer) -> Iterator[AzureBlobStore]:
+    """One AzureBlobStore on the session's Azurite (stores are container-agnostic)."""
+    from lakefs_core.block.azure import AzureBlobStore
+    from lakefs_core.block.config import AzureConfig
+
+    store = AzureBlobStore(AzureConfig(
+        storage_account=AZURITE_ACCOUNT, storage_access_key=AZURITE_KEY,
+        test_endpoint_url=azurite_server.endpoint))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def local_namespace(tmp_path: Path, unique_name: str) -> tuple[BlockStore, str]:
+    """A LocalBlockStore over ``tmp_path`` and ``local://ns-<unique>``."""
+    from lakefs_core.block.local import LocalBlockStore
+
+    return LocalBlockStore(str(tmp_path / "blockstore")), f"local://ns-{unique_name}"
+
+
+@pytest.fixture
+def s3_namespace(s3_blockstore: S3BlockStore, unique_name: str) -> tuple[BlockStore, str]:
+    """The moto-backed S3BlockStore, a fresh bucket and ``s3://<bucket>/ns``."""
     bucket = f"bs-{unique_name}"
-    store.client.create_bucket(Bucket=bucket)
-    return store, f"s3://{bucket}/ns"
+    s3_blockstore.client.create_bucket(Bucket=bucket)
+    return s3_blockstore, f"s3://{bucket}/ns"
+
+
+@pytest.fixture
+def azure_namespace(azure_blockstore: AzureBlobStore,
+                    unique_name: str) -> tuple[BlockStore, str]:
+    """The Azurite-backed AzureBlobStore, a fresh container and ``<account url>/<container>/ns``."""
+    container = f"bs-{unique_name}"
+    azure_blockstore.service.create_container(container)
+    return azure_blockstore, f"{azure_blockstore.base}{container}/ns"
+
+
+#: every blockstore the shared suites run on, as the fixture giving a store and an empty
+#: namespace on it: a new store is one more line here
+BLOCKSTORE_NAMESPACES = [
+    "local_namespace",
+    "s3_namespace",
+    "azure_namespace",
+]
+
+
+@pytest.fixture(params=BLOCKSTORE_NAMESPACES, ids=lambda name: name.removesuffix("_namespace"))
+def blockstore_namespace(request: pytest.FixtureRequest) -> tuple[BlockStore, str]:
+    """A blockstore and an empty storage namespace on it, for each backend."""
+    store_namespace: tuple[BlockStore, str] = request.getfixturevalue(request.param)
+    return store_namespace
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from lakefs_core.config import (
 )
 from lakefs_core.errors import SecretDecryptionError, ValidationError
 from lakefs_core.services import build_services
+from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer
 from mirrors_db.config import MirrorsDatabaseConfig
 from replication.config import (
     SECRET_ENV_VARS,
@@ -754,6 +755,7 @@ def test_config_dir_has_every_kind_of_example() -> None:
     names = {p.relative_to(CONFIG_DIR).as_posix() for p in example_files()}
     assert "local/lakefs.yaml" in names
     assert "multi-store/lakefs.yaml" in names
+    assert "azure/lakefs.yaml" in names
     for region in ("us-east-1", "us-west-2"):
         assert f"aws/{region}/replication-dynamodb.yaml" in names
         assert f"aws/{region}/replication-postgres.yaml" in names
@@ -849,3 +851,59 @@ def test_refstore_database_defaults_to_the_lakefs_database(tmp_path: Path) -> No
     assert cfg.refstore_database is not None and cfg.refstore_database.type == "postgres"
     # nothing of lakeFS's in the environment: still unset (the sidecar says it is required)
     assert load_replication_config(path, env=SEED_SECRET_ENV).refstore_database is None
+
+
+# --- the Azure example ----------------------------------------------------------------------
+AZURE_EXAMPLE = CONFIG_DIR / "azure" / "lakefs.yaml"
+
+
+def test_azure_example_config(tmp_path: Path) -> None:
+    config = load_server_config(AZURE_EXAMPLE, env={"LAKEFS_DATA_DIR": str(tmp_path)})
+    assert config.blockstore is not None and config.blockstore.azure is not None
+    azure = config.blockstore.azure
+    assert (azure.storage_account, azure.domain, azure.test_endpoint_url) == (
+        "lakefsdata", "blob.core.windows.net", None)
+    assert azure.pre_signed_expiry == timedelta(minutes=15)
+    assert azure.try_timeout == timedelta(minutes=10)
+    stores = BlockStores.from_config(config.blockstore)
+    try:
+        store = stores.default()
+        assert store.type == "azure"
+        assert store.base == "https://lakefsdata.blob.core.windows.net/"  # type: ignore[attr-defined]
+        assert store.presign_support().pre_sign_support
+        assert not store.presign_support().pre_sign_support_ui
+    finally:
+        stores.close()
+
+
+def test_azure_example_serves_a_repository_on_azurite(tmp_path: Path,
+                                                      azurite_server: AzuriteServer) -> None:
+    from azure.storage.blob import BlobServiceClient
+
+    from lakefs_testing.live_server import live_server
+
+    service = BlobServiceClient(azurite_server.account_url, credential={
+        "account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY})
+    service.create_container("example")
+    service.close()
+    env = {"LAKEFS_CONFIG_FILE": str(AZURE_EXAMPLE),
+           "LAKEFS_BLOCKSTORE_AZURE_STORAGE_ACCOUNT": AZURITE_ACCOUNT,
+           "LAKEFS_BLOCKSTORE_AZURE_STORAGE_ACCESS_KEY": AZURITE_KEY,
+           "LAKEFS_BLOCKSTORE_AZURE_TEST_ENDPOINT_URL": azurite_server.endpoint}
+    namespace = f"{azurite_server.account_url}/example/repo"
+    with live_server(str(tmp_path / "data"), env) as srv, srv.client() as http:
+        storage = http.get("/config/storage").json()
+        assert storage["blockstore_type"] == "azure"
+        created = http.post("/repositories", json={"name": "on-azure",
+                                                   "storage_namespace": namespace})
+        assert created.status_code == 201, created.text
+        put = http.post("/repositories/on-azure/branches/main/objects",
+                        params={"path": "a.txt"}, content=b"in the example's store")
+        assert put.status_code == 201, put.text
+        assert http.post("/repositories/on-azure/branches/main/commits",
+                         json={"message": "first"}).status_code == 201
+        got = http.get("/repositories/on-azure/refs/main/objects", params={"path": "a.txt"})
+        assert got.content == b"in the example's store"
+        stat = http.get("/repositories/on-azure/refs/main/objects/stat",
+                        params={"path": "a.txt"}).json()
+        assert stat["physical_address"].startswith(namespace + "/")

@@ -1,8 +1,9 @@
 """Blockstores: where object data and range files live.
 
-``BlockStore`` is the interface; ``LocalBlockStore`` and ``S3BlockStore`` implement
-it; ``BlockStores`` holds a server's stores by storage id. ``S3BlockStore`` is
-imported on first use, so importing this package does not import boto3.
+``BlockStore`` is the interface; ``LocalBlockStore``, ``S3BlockStore`` and
+``AzureBlobStore`` implement it; ``BlockStores`` holds a server's stores by storage
+id. ``S3BlockStore`` and ``AzureBlobStore`` are imported on first use, so importing
+this package imports neither boto3 nor the Azure SDK.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefs_core.block.base import BlockStore, ObjectStat, join_address
 from lakefs_core.block.config import (
+    AzureConfig,
     BlockstoreConfig,
     BlockstoresConfig,
     BlockstoreType,
@@ -31,10 +33,13 @@ from lakefs_core.block.registry import (
 )
 
 if TYPE_CHECKING:
+    from lakefs_core.block.azure import AzureBlobStore
     from lakefs_core.block.s3 import S3BlockStore
 
 __all__ = [
     "BLOCKSTORE_DRIVERS",
+    "AzureBlobStore",
+    "AzureConfig",
     "BlockStore",
     "BlockStores",
     "BlockstoreConfig",
@@ -61,4 +66,8 @@ def __getattr__(name: str) -> Any:
         from lakefs_core.block.s3 import S3BlockStore
 
         return S3BlockStore
+    if name == "AzureBlobStore":
+        from lakefs_core.block.azure import AzureBlobStore
+
+        return AzureBlobStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

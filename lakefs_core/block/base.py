@@ -1,14 +1,15 @@
 """The blockstore interface: one object store, addressed by full URIs.
 
 An address is ``<scheme>://<bucket-or-name>/<key>``: ``local://name/key`` lives
-under the local store's root path, ``s3://bucket/key`` in a bucket. A repository's
+under the local store's root path, ``s3://bucket/key`` in a bucket,
+``https://<account>.blob.core.windows.net/<container>/<blob>`` in an Azure container. A repository's
 storage namespace is such a URI; objects and ``_lakefs/`` files live below it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -52,6 +53,27 @@ class PresignSupport:
     pre_sign_multipart_upload: bool = False
 
 
+def stream_parts(chunks: Iterable[bytes], part_size: Callable[[int], int]
+                 ) -> Iterator[tuple[bytes, bool]]:
+    """Cut a stream of chunks into the parts of a multipart write: ``(part, is_last)``.
+
+    Part ``i`` (from 0) has ``part_size(i)`` bytes, the last one what remains (at most
+    its size; empty only for an empty stream). A part is cut only once the stream has
+    gone past it, so ``is_last`` is known when it is yielded, and no more than one
+    part and one chunk are held at a time.
+    """
+    buffer = bytearray()
+    count = 0
+    for chunk in chunks:
+        buffer += chunk
+        while len(buffer) > (size := part_size(count)):
+            part = bytes(buffer[:size])
+            del buffer[:size]
+            count += 1
+            yield part, False
+    yield bytes(buffer), True
+
+
 def join_address(namespace: str, key: str) -> str:
     """The full address of ``key`` below ``namespace``."""
     return namespace.rstrip("/") + "/" + key.lstrip("/")
@@ -60,9 +82,10 @@ def join_address(namespace: str, key: str) -> str:
 class BlockStore(ABC):
     """An object store. Implementations must be safe to use from many threads."""
 
-    #: the blockstore type as lakeFS names it ("local", "s3")
+    #: the blockstore type as lakeFS names it ("local", "s3", "azure")
     type: str
-    #: the URI scheme of the addresses this store serves ("local", "s3")
+    #: the URI scheme of the addresses this store serves ("local", "s3"; "https" for
+    #: Azure, whose addresses are blob URLs)
     scheme: str
     #: whether objects of this store may be imported (zero-copy) into repositories
     import_enabled: bool = True
@@ -120,6 +143,14 @@ class BlockStore(ABC):
 
     def close(self) -> None:
         """Release connections and other resources (the default holds none)."""
+        return None
+
+    def check_namespace(self, namespace: str) -> None:
+        """Store-specific checks of a well-formed storage namespace (the default: none).
+
+        Raises:
+            ValidationError: the namespace cannot hold this store's objects.
+        """
         return None
 
     # --- pre-signed URLs (clients move the data themselves) ---------------------------

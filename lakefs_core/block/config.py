@@ -27,14 +27,18 @@ without boto3 installed.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from enum import StrEnum
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: the longest a pre-signed URL may live (S3's own limit: 7 days)
 MAX_PRESIGNED_EXPIRY = timedelta(days=7)
+#: an Azure storage account name (Azurite's ``devstoreaccount1`` fits too)
+_AZURE_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}\Z")
 
 
 class BlockstoreType(StrEnum):
@@ -42,6 +46,7 @@ class BlockstoreType(StrEnum):
 
     LOCAL = "local"
     S3 = "s3"
+    AZURE = "azure"
 
 
 class _Section(BaseModel):
@@ -134,13 +139,96 @@ class S3Config(_Section):
     @field_validator("pre_signed_expiry", mode="before")
     @classmethod
     def _parse_expiry(cls, value: object) -> timedelta:
-        # imported here: the settings framework itself imports this module
+        return _presigned_expiry(value)
+
+
+def _presigned_expiry(value: object) -> timedelta:
+    # imported here: the settings framework itself imports this module
+    from lakefs_core.settings.durations import parse_duration
+
+    expiry = parse_duration(value)
+    if not timedelta(seconds=1) <= expiry <= MAX_PRESIGNED_EXPIRY:
+        raise ValueError("pre_signed_expiry must be between 1s and 168h (7 days)")
+    return expiry
+
+
+#: the Azure public cloud's blob endpoint domain
+AZURE_BLOB_DOMAIN = "blob.core.windows.net"
+
+
+class AzureConfig(_Section):
+    """``blockstore.azure``: Azure Blob Storage (or an emulator such as Azurite).
+
+    Storage namespaces are ``https://<account>.<domain>/<container>[/<prefix>]``;
+    with ``test_endpoint_url`` they are ``<test_endpoint_url>/<account>/<container>
+    [/<prefix>]``, the path-style form an emulator serves.
+
+    Attributes:
+        storage_account: the storage account every namespace of this store is in.
+        storage_access_key: the account's shared key; requests and pre-signed URLs
+            (service SAS) are signed with it.
+        auth_method: accepted as lakeFS names it (deprecated there); not used.
+        china_cloud: accepted as lakeFS names it (deprecated there); set ``domain``.
+        domain: the blob endpoint's domain (another Azure cloud's, for China or US
+            Government clouds).
+        test_endpoint_url: an emulator's endpoint (``http://127.0.0.1:10000``), used
+            instead of ``https://<account>.<domain>``.
+        try_timeout: how long one try of a request may take before it is retried.
+        max_retries: retries of a failed request.
+        upload_block_size: streaming writes are staged as blocks of this size and
+            committed as one block list; a stream that fits in one block is written
+            with a single request.
+        pre_signed_expiry: how long a pre-signed (SAS) URL lives (``15m``; at most
+            7 days).
+        disable_pre_signed: offer no pre-signed URLs.
+        disable_pre_signed_ui: tell the web UI not to use pre-signed URLs (the
+            default, as lakeFS: the container needs CORS rules first).
+    """
+
+    storage_account: str | None = None
+    storage_access_key: str | None = None
+    auth_method: str | None = None
+    china_cloud: bool = False
+    domain: str = AZURE_BLOB_DOMAIN
+    test_endpoint_url: str | None = None
+    try_timeout: timedelta = timedelta(minutes=10)
+    max_retries: int = Field(default=5, ge=0)
+    upload_block_size: int = Field(default=8 << 20, ge=1 << 20, le=4000 << 20)
+    pre_signed_expiry: timedelta = timedelta(minutes=15)
+    disable_pre_signed: bool = False
+    disable_pre_signed_ui: bool = True
+
+    @field_validator("pre_signed_expiry", mode="before")
+    @classmethod
+    def _parse_expiry(cls, value: object) -> timedelta:
+        return _presigned_expiry(value)
+
+    @field_validator("try_timeout", mode="before")
+    @classmethod
+    def _parse_try_timeout(cls, value: object) -> timedelta:
         from lakefs_core.settings.durations import parse_duration
 
-        expiry = parse_duration(value)
-        if not timedelta(seconds=1) <= expiry <= MAX_PRESIGNED_EXPIRY:
-            raise ValueError("pre_signed_expiry must be between 1s and 168h (7 days)")
-        return expiry
+        timeout = parse_duration(value)
+        if timeout <= timedelta(0):
+            raise ValueError("try_timeout must be positive")
+        return timeout
+
+    @field_validator("test_endpoint_url")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query:
+            raise ValueError("test_endpoint_url must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("storage_account")
+    @classmethod
+    def _check_account(cls, value: str | None) -> str | None:
+        if value is not None and not _AZURE_ACCOUNT.match(value):
+            raise ValueError("storage_account must be 3-24 lowercase letters and digits")
+        return value
 
 
 class SigningConfig(_Section):
@@ -157,12 +245,13 @@ class BlockstoreConfig(_Section):
     """The single-store ``blockstore`` section.
 
     Attributes:
-        type: ``local`` or ``s3``; the section of that name configures it.
+        type: ``local``, ``s3`` or ``azure``; the section of that name configures it.
     """
 
     type: BlockstoreType = BlockstoreType.LOCAL
     local: LocalConfig | None = None
     s3: S3Config | None = None
+    azure: AzureConfig | None = None
     signing: SigningConfig | None = None
 
     @model_validator(mode="after")
@@ -172,6 +261,8 @@ class BlockstoreConfig(_Section):
             object.__setattr__(self, "local", LocalConfig())
         if self.type is BlockstoreType.S3 and self.s3 is None:
             object.__setattr__(self, "s3", S3Config())
+        if self.type is BlockstoreType.AZURE and self.azure is None:
+            object.__setattr__(self, "azure", AzureConfig())
         return self
 
 
@@ -221,5 +312,5 @@ class BlockstoresConfig(_Section):
 
 
 def type_section(config: BlockstoreConfig) -> Any:
-    """The type-specific section of ``config`` (its ``local`` or ``s3`` value)."""
+    """The type-specific section of ``config`` (its ``local``, ``s3`` or ``azure`` value)."""
     return getattr(config, config.type.value)

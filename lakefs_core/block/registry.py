@@ -69,6 +69,10 @@ BLOCKSTORE_DRIVERS: Mapping[BlockstoreType, BlockstoreDriver] = {
     BlockstoreType.S3: BlockstoreDriver(
         "lakefs_core.block.s3", "from_config", "boto3: pip install boto3"
     ),
+    BlockstoreType.AZURE: BlockstoreDriver(
+        "lakefs_core.block.azure", "from_config",
+        "azure-storage-blob: pip install azure-storage-blob"
+    ),
 }
 
 
@@ -346,8 +350,10 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
     """Check that a storage namespace URI is well-formed for ``store``.
 
     ``local://name[/prefix]`` for a local store, ``s3://bucket[/prefix]`` (a valid
-    bucket name) for S3. A trailing slash is allowed; empty, ``.`` and ``..``
-    segments, control characters and backslashes are not.
+    bucket name) for S3, ``https://<account>.blob.core.windows.net/<container>[/prefix]``
+    (the store's account, a valid container name) for Azure. A trailing slash is
+    allowed; empty, ``.`` and ``..`` segments, control characters and backslashes are
+    not.
 
     Returns:
         ``namespace``, unchanged.
@@ -362,6 +368,7 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
             f"expected {prefix}..."
         )
     _, parts = namespace_parts(namespace)
+    store.check_namespace(namespace)
     if store.scheme == "s3":
         bucket = parts[0]
         if not _S3_BUCKET.match(bucket) or ".." in bucket or _IPV4.match(bucket):

@@ -11,6 +11,7 @@ for streams uploaded in ``n`` parts.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from lakefs_core.block.base import (
     PresignedURL,
     PresignMode,
     PresignSupport,
+    stream_parts,
 )
 from lakefs_core.block.config import BlockstoreConfig, S3Config
 from lakefs_core.block.s3_requests import S3ObjectRequests, iter_response
@@ -141,18 +143,17 @@ class S3BlockStore(BlockStore):
         bucket, key = split_address(address)
         if isinstance(data, bytes | bytearray | memoryview):
             return self._put_single(address, bucket, key, bytes(data))
-        part_size = self.config.multipart_part_size
-        chunks = iter(data)
-        held: list[bytes] = []  # joined once: a one-chunk body is sent without a copy
-        size = 0
-        for chunk in chunks:
-            held.append(chunk)
-            size += len(chunk)
-            if size > part_size:
-                return self._put_multipart(address, bucket, key, bytearray(b"".join(held)),
-                                           chunks)
-        body = held[0] if len(held) == 1 else b"".join(held)
-        return self._put_single(address, bucket, key, bytes(body))
+        parts = stream_parts(data, self._part_size)
+        first, last = next(parts)
+        if last:
+            return self._put_single(address, bucket, key, first)
+        return self._put_multipart(address, bucket, key,
+                                   itertools.chain([first], (part for part, _ in parts)))
+
+    def _part_size(self, index: int) -> int:
+        # every part but the last must be >= 5 MiB; growing the size keeps a stream of
+        # any length within the 10,000-part cap
+        return self.config.multipart_part_size << (index // _PARTS_PER_SIZE_STEP)
 
     def _put_single(self, address: str, bucket: str, key: str, body: bytes) -> ObjectStat:
         if self._lean is not None and (etag := self._lean.put(bucket, key, body)) is not None:
@@ -164,43 +165,23 @@ class S3BlockStore(BlockStore):
         return ObjectStat(address=address, size=len(body), etag=_etag(resp["ETag"]),
                           mtime=time.time())
 
-    def _put_multipart(self, address: str, bucket: str, key: str, buffer: bytearray,
-                       rest: Iterator[bytes]) -> ObjectStat:
+    def _put_multipart(self, address: str, bucket: str, key: str,
+                       bodies: Iterator[bytes]) -> ObjectStat:
         try:
             upload_id = self._client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
         except (ClientError, BotoCoreError) as e:
             _raise_storage(e, "put", address)
         parts: list[dict[str, Any]] = []
         size = 0
-
-        def upload(body: bytes | bytearray) -> None:
-            nonlocal size
-            number = len(parts) + 1
-            if number > _MAX_PARTS:
-                raise StorageError(f"s3 put {address}: stream needs more than {_MAX_PARTS} parts")
-            resp = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
-                                            PartNumber=number, Body=bytes(body))
-            parts.append({"PartNumber": number, "ETag": resp["ETag"]})
-            size += len(body)
-
-        def part_size() -> int:
-            # every part but the last must be >= 5 MiB; growing the size keeps a
-            # stream of any length within the 10,000-part cap
-            return self.config.multipart_part_size << (len(parts) // _PARTS_PER_SIZE_STEP)
-
-        def drain() -> None:
-            # keep the last (possibly short) part in the buffer until the stream ends
-            while len(buffer) > part_size():
-                n = part_size()
-                upload(buffer[:n])
-                del buffer[:n]
-
         try:
-            drain()
-            for chunk in rest:
-                buffer += chunk
-                drain()
-            upload(buffer)
+            for number, body in enumerate(bodies, start=1):
+                if number > _MAX_PARTS:
+                    raise StorageError(
+                        f"s3 put {address}: stream needs more than {_MAX_PARTS} parts")
+                resp = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                PartNumber=number, Body=body)
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+                size += len(body)
             self._client.complete_multipart_upload(
                 Bucket=bucket, Key=key, UploadId=upload_id,
                 MultipartUpload={"Parts": parts},

@@ -24,6 +24,7 @@ from lakefs_core.errors import (
     CannotDeleteDefaultBranchError,
     ProtectedBranchError,
     RepositoryExistsError,
+    StorageNotFoundError,
     ValidationError,
 )
 from lakefs_core.graveler.committing import MergeStrategy
@@ -102,6 +103,17 @@ class Graveler(PullRequestEngine):
             repo, Branch(name=default_branch, commit_id=commit_id, staging_token=new_token()),
             mirror, first)
         return repo
+
+    def orphaned_repositories(self) -> list[Repository]:
+        """Repositories whose storage id names no configured blockstore (a store removed
+        from the configuration, or a multi-store repository on a single-store server)."""
+        orphaned = []
+        for repo in self._all_repositories():
+            try:
+                self.store_for(repo.storage_id)
+            except StorageNotFoundError:
+                orphaned.append(repo)
+        return orphaned
 
     def _all_repositories(self) -> Iterator[Repository]:
         after = ""

@@ -1,4 +1,5 @@
-"""One behaviour suite for every blockstore: local files and S3 on moto."""
+"""One behaviour suite for every blockstore: local files, S3 on moto, Azure on Azurite
+(the stores are listed in ``BLOCKSTORE_NAMESPACES`` of tests/conftest.py)."""
 
 from __future__ import annotations
 

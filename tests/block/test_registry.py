@@ -150,7 +150,7 @@ def test_at_most_one_backward_compatible_store(tmp_path: Path, moto_endpoint: st
         (lambda stores: stores[1].update(id="   "), "non-empty id"),
         (lambda stores: stores[1].pop("id"), r"stores\.1\.id: Field required"),
         (lambda stores: stores.clear(), "at least one store"),
-        (lambda stores: stores[0].update(type="azure"), r"stores\.0\.type"),
+        (lambda stores: stores[0].update(type="ipfs"), r"stores\.0\.type"),
     ],
 )
 def test_invalid_multi_store_sections(
