@@ -20,7 +20,9 @@ from lakefs_testing.servers import MOTO_ENV, MotoServer, PostgresServer, start_m
 
 if TYPE_CHECKING:
     from lakefs_core.block.base import BlockStore
+    from lakefs_core.block.gs import GSBlockStore
     from lakefs_core.block.s3 import S3BlockStore
+    from lakefs_testing.gcs import GCSEmulator
 
 for _k, _v in MOTO_ENV.items():
     os.environ.setdefault(_k, _v)
@@ -123,19 +125,45 @@ def s3_blockstore(moto_endpoint: str) -> Iterator[S3BlockStore]:
     store.close()
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[GCSEmulator]:
+    """The Cloud Storage emulator; a failure to start fails the test, never skips it."""
+    from lakefs_testing.gcs import start_gcs_emulator
+
+    emulator = start_gcs_emulator()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def gs_blockstore(gcs_emulator: GCSEmulator) -> Iterator[GSBlockStore]:
+    """One GSBlockStore on the session's emulator (stores are bucket-agnostic)."""
+    from lakefs_core.block.config import GSConfig
+    from lakefs_core.block.gs import GSBlockStore
+
+    store = GSBlockStore(GSConfig(endpoint=gcs_emulator.endpoint, anonymous=True))
+    yield store
+    store.close()
+
+
+@pytest.fixture(params=["local", "s3", "gs"])
 def blockstore_namespace(
     request: pytest.FixtureRequest, tmp_path: Path, unique_name: str
 ) -> tuple[BlockStore, str]:
     """A blockstore and an empty storage namespace on it, for each backend.
 
     local: a LocalBlockStore over ``tmp_path`` and ``local://ns-<unique>``;
-    s3: the moto-backed S3BlockStore, a fresh bucket and ``s3://<bucket>/ns``.
+    s3: the moto-backed S3BlockStore, a fresh bucket and ``s3://<bucket>/ns``;
+    gs: the emulator-backed GSBlockStore, a fresh bucket and ``gs://<bucket>/ns``.
     """
     if request.param == "local":
         from lakefs_core.block.local import LocalBlockStore
 
         return LocalBlockStore(str(tmp_path / "blockstore")), f"local://ns-{unique_name}"
+    if request.param == "gs":
+        gs: GSBlockStore = request.getfixturevalue("gs_blockstore")
+        gs.client.create_bucket(f"bs-{unique_name}")
+        return gs, f"gs://bs-{unique_name}/ns"
     store: S3BlockStore = request.getfixturevalue("s3_blockstore")
     bucket = f"bs-{unique_name}"
     store.client.create_bucket(Bucket=bucket)

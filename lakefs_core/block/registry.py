@@ -69,6 +69,10 @@ BLOCKSTORE_DRIVERS: Mapping[BlockstoreType, BlockstoreDriver] = {
     BlockstoreType.S3: BlockstoreDriver(
         "lakefs_core.block.s3", "from_config", "boto3: pip install boto3"
     ),
+    BlockstoreType.GS: BlockstoreDriver(
+        "lakefs_core.block.gs", "from_config",
+        "google-cloud-storage: pip install google-cloud-storage",
+    ),
 }
 
 
@@ -276,6 +280,8 @@ def _info(store: StoreConfig) -> StoreInfo:
 # --- storage namespaces ------------------------------------------------------------
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
+#: Cloud Storage bucket names: 3-63 characters, or up to 222 in dot-separated parts
+_GS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]\Z")
 #: control characters, backslashes, and lone surrogates (JSON can escape one; no text)
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\\ud800-\udfff]")
 
@@ -346,8 +352,9 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
     """Check that a storage namespace URI is well-formed for ``store``.
 
     ``local://name[/prefix]`` for a local store, ``s3://bucket[/prefix]`` (a valid
-    bucket name) for S3. A trailing slash is allowed; empty, ``.`` and ``..``
-    segments, control characters and backslashes are not.
+    bucket name) for S3, ``gs://bucket[/prefix]`` for Cloud Storage. A trailing slash
+    is allowed; empty, ``.`` and ``..`` segments, control characters and backslashes
+    are not.
 
     Returns:
         ``namespace``, unchanged.
@@ -368,4 +375,14 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
             raise ValidationError(
                 f"storage namespace {namespace!r}: {bucket!r} is not a valid S3 bucket name"
             )
+    if store.scheme == "gs" and not _valid_gs_bucket(parts[0]):
+        raise ValidationError(
+            f"storage namespace {namespace!r}: {parts[0]!r} is not a valid Cloud Storage "
+            "bucket name")
     return namespace
+
+
+def _valid_gs_bucket(bucket: str) -> bool:
+    return (bool(_GS_BUCKET.match(bucket)) and not _IPV4.match(bucket)
+            and not bucket.startswith("goog") and ".." not in bucket
+            and all(0 < len(part) <= 63 for part in bucket.split(".")))

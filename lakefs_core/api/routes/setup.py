@@ -25,6 +25,7 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+\Z")
 _NAMESPACE_HINTS: dict[str, tuple[str, str]] = {
     "local": ("local://example-bucket/", "^local://"),
     "s3": ("s3://example-bucket/", "^s3://"),
+    "gs": ("gs://example-bucket/", "^gs://"),
 }
 
 

@@ -1,0 +1,339 @@
+"""Google Cloud Storage blockstore on google-cloud-storage: ``gs://bucket/key``.
+
+One client is built per store and shared by every thread (its HTTP session pools
+connections). Writes of bytes, and streams that end within one chunk, are one upload
+request. Longer streams go as one *resumable upload*, ``upload_chunk_size`` bytes per
+request: the object appears whole when the last chunk is sent and never before, a
+failed stream leaves nothing, and a writer holds at most one chunk in memory. (Writing
+the chunks as separate objects and composing them would show the parts in listings,
+cap a compose at 32 sources, and leave the object without an MD5.)
+
+The etag is the object's MD5 in hex, as S3 gives for objects written in one request;
+a composed object has no MD5, and gets ``<crc32c in hex>-<component count>`` instead.
+Pre-signed URLs are V4 signed URLs, signed with a service-account key.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+
+import requests
+from google.api_core import exceptions as api_exceptions
+from google.api_core.client_options import ClientOptions
+from google.auth import credentials as auth_credentials
+from google.auth import exceptions as auth_exceptions
+from google.cloud import storage
+from google.cloud.storage import exceptions as storage_exceptions
+from google.cloud.storage.fileio import BlobReader, BlobWriter
+
+from lakefs_core.block.base import (
+    BlockStore,
+    ObjectStat,
+    PresignedURL,
+    PresignMode,
+    PresignSupport,
+)
+from lakefs_core.block.config import BlockstoreConfig, GSConfig
+from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
+
+SCHEME = "gs://"
+#: what the Cloud Storage API needs to read and write objects
+_SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
+#: the host signed URLs name when no endpoint is configured
+_PUBLIC_ENDPOINT = "https://storage.googleapis.com"
+#: a stream is read from the store in requests of at least this many bytes
+_MIN_READ_REQUEST = 8 << 20
+_ERRORS = (
+    api_exceptions.GoogleAPIError,
+    auth_exceptions.GoogleAuthError,
+    requests.RequestException,
+    storage_exceptions.InvalidResponse,
+    storage_exceptions.DataCorruption,
+)
+
+
+def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]:
+    """Split ``gs://bucket/key`` into ``(bucket, key)``.
+
+    Raises:
+        ValidationError: not a gs address, no bucket, or (if ``key_required``) no key.
+    """
+    if not address.startswith(SCHEME):
+        raise ValidationError(f"not a gs address: {address!r}")
+    bucket, _, key = address[len(SCHEME):].partition("/")
+    if not bucket:
+        raise ValidationError(f"gs address has no bucket: {address!r}")
+    if key_required and not key:
+        raise ValidationError(f"gs address has no key: {address!r}")
+    return bucket, key
+
+
+def _load_credentials(config: GSConfig) -> tuple[auth_credentials.Credentials, str | None]:
+    """The configured credentials (file, JSON, else the default chain) and their project."""
+    import google.auth
+
+    try:
+        if config.credentials_file:
+            creds, project = google.auth.load_credentials_from_file(
+                config.credentials_file, scopes=_SCOPES)
+        elif config.credentials_json is not None:
+            info = json.loads(config.credentials_json.get_secret_value())
+            creds, project = google.auth.load_credentials_from_dict(info, scopes=_SCOPES)
+        else:
+            creds, project = google.auth.default(scopes=_SCOPES)
+    except (auth_exceptions.GoogleAuthError, ValueError, OSError) as e:
+        raise StorageError(f"blockstore.gs: cannot load credentials: {e}") from e
+    return creds, project
+
+
+class GSBlockStore(BlockStore):
+    """Objects in Cloud Storage buckets, addressed as ``gs://bucket/key``.
+
+    Args:
+        config: credentials, endpoint and pre-signing settings.
+
+    Raises:
+        StorageError: the credentials cannot be loaded.
+    """
+
+    type = "gs"
+    scheme = "gs"
+
+    def __init__(self, config: GSConfig | None = None) -> None:
+        self.config = config or GSConfig()
+        configured = (self.config.credentials_file is not None
+                      or self.config.credentials_json is not None)
+        creds: auth_credentials.Credentials | None = None
+        project: str | None = None
+        if configured or not self.config.anonymous:
+            creds, project = _load_credentials(self.config)
+        #: signs pre-signed URLs: a service-account key, when the credentials are one
+        self._signer = creds if isinstance(creds, auth_credentials.Signing) else None
+        if self.config.anonymous or creds is None:
+            creds = auth_credentials.AnonymousCredentials()
+        options = ClientOptions(api_endpoint=self.config.endpoint) if self.config.endpoint else None
+        # the project only matters for bucket administration (tests create buckets)
+        self._client = storage.Client(project=project or "lakefs", credentials=creds,
+                                      client_options=options)
+        self._signing_endpoint = (self.config.endpoint or _PUBLIC_ENDPOINT).rstrip("/")
+        key = self.config.server_side_encryption_customer_supplied
+        self._blob_options: dict[str, Any] = {
+            "encryption_key": bytes.fromhex(key.get_secret_value()) if key else None,
+            "kms_key_name": self.config.server_side_encryption_kms_key_id or None,
+        }
+
+    @property
+    def client(self) -> storage.Client:
+        """The shared google-cloud-storage client (for administration, such as buckets)."""
+        return self._client
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _blob(self, bucket: str, key: str, **options: Any) -> storage.Blob:
+        return self._client.bucket(bucket).blob(key, **self._blob_options, **options)
+
+    # --- writes ---------------------------------------------------------------
+    def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
+        bucket, key = split_address(address)
+        if isinstance(data, bytes | bytearray | memoryview):
+            return self._put_single(address, bucket, key, bytes(data))
+        chunk_size = self.config.upload_chunk_size
+        chunks = iter(data)
+        held: list[bytes] = []
+        size = 0
+        for chunk in chunks:
+            held.append(chunk)
+            size += len(chunk)
+            if size > chunk_size:
+                return self._put_resumable(address, bucket, key, held, chunks)
+        return self._put_single(address, bucket, key, b"".join(held))
+
+    def _put_single(self, address: str, bucket: str, key: str, body: bytes) -> ObjectStat:
+        blob = self._blob(bucket, key)
+        try:
+            blob.upload_from_string(body, content_type="application/octet-stream")
+        except _ERRORS as e:
+            _raise_storage(e, "put", address)
+        return _stat(address, blob)
+
+    def _put_resumable(self, address: str, bucket: str, key: str, held: list[bytes],
+                       rest: Iterator[bytes]) -> ObjectStat:
+        blob = self._blob(bucket, key)
+        writer = BlobWriter(blob, chunk_size=self.config.upload_chunk_size,
+                            ignore_flush=True, content_type="application/octet-stream")
+        size = 0
+        try:
+            for chunk in itertools.chain(held, rest):
+                writer.write(chunk)
+                size += len(chunk)
+            writer.close()
+        except BaseException as e:
+            # an unfinished resumable upload creates no object; cancel it all the same
+            # (the original failure is the one worth reporting)
+            with contextlib.suppress(*_ERRORS):
+                writer.terminate()
+            if isinstance(e, _ERRORS):
+                _raise_storage(e, "put", address)
+            raise
+        stat = self.stat(address)
+        if stat.size != size:
+            raise StorageError(f"gs put {address}: wrote {size} bytes, store has {stat.size}")
+        return stat
+
+    def copy(self, src: str, dst: str) -> ObjectStat:
+        """Copy server-side with ``rewrite`` (any size, across buckets and locations)."""
+        src_bucket, src_key = split_address(src)
+        dst_bucket, dst_key = split_address(dst)
+        source = self._blob(src_bucket, src_key)
+        target = self._blob(dst_bucket, dst_key)
+        try:
+            token, _, _ = target.rewrite(source)
+            while token is not None:
+                token, _, _ = target.rewrite(source, token=token)
+        except api_exceptions.NotFound as e:
+            raise ObjectNotFoundError(f"object not found: {src}") from e
+        except _ERRORS as e:
+            _raise_storage(e, "copy", f"{src} -> {dst}")
+        return _stat(dst, target)
+
+    def delete(self, address: str) -> None:
+        bucket, key = split_address(address)
+        try:
+            self._blob(bucket, key).delete()
+        except api_exceptions.NotFound:
+            return
+        except _ERRORS as e:
+            _raise_storage(e, "delete", address)
+
+    # --- reads ----------------------------------------------------------------
+    def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        bucket, key = split_address(address)
+        blob = self._blob(bucket, key)
+        try:
+            if byte_range is None:
+                data: bytes = blob.download_as_bytes(raw_download=True)
+                return data
+            first, last = _check_range(byte_range)
+            data = blob.download_as_bytes(start=first, end=last, raw_download=True,
+                                          checksum=None)
+            return data
+        except api_exceptions.RequestRangeNotSatisfiable:
+            # the range starts at or past the end: nothing to return (as the other
+            # stores do); callers that need a 416 compare with stat()
+            self.stat(address)
+            return b""
+        except _ERRORS as e:
+            _raise_storage(e, "get", address)
+
+    def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
+        stat_blob = self._get_blob(address)
+        size = int(stat_blob.size or 0)
+        # every read names the generation found here: an overwrite mid-stream fails
+        # the stream instead of mixing two versions
+        pinned = self._blob(stat_blob.bucket.name, stat_blob.name,
+                            generation=stat_blob.generation)
+        return self._chunks(address, pinned, size, chunk_size)
+
+    @staticmethod
+    def _chunks(address: str, blob: storage.Blob, size: int,
+                chunk_size: int) -> Iterator[bytes]:
+        reader = BlobReader(blob, chunk_size=max(chunk_size, _MIN_READ_REQUEST),
+                            raw_download=True)
+        sent = 0
+        try:
+            while sent < size:
+                chunk = reader.read(min(chunk_size, size - sent))
+                if not chunk:
+                    raise StorageError(f"gs get {address}: object ended at {sent} of "
+                                       f"{size} bytes")
+                sent += len(chunk)
+                yield chunk
+        except _ERRORS as e:
+            _raise_storage(e, "get", address)
+        finally:
+            reader.close()
+
+    def _get_blob(self, address: str) -> storage.Blob:
+        bucket, key = split_address(address)
+        try:
+            blob = self._client.bucket(bucket).get_blob(key, **self._blob_options)
+        except _ERRORS as e:
+            _raise_storage(e, "stat", address)
+        if blob is None:
+            raise ObjectNotFoundError(f"object not found: {address}")
+        return blob
+
+    def stat(self, address: str) -> ObjectStat:
+        return _stat(address, self._get_blob(address))
+
+    def list(self, prefix: str) -> Iterator[ObjectStat]:
+        """Objects under ``prefix`` (``gs://bucket/some/prefix``), in name order, page by page."""
+        bucket, key_prefix = split_address(prefix, key_required=False)
+        base = SCHEME + bucket + "/"
+        try:
+            blobs = self._client.list_blobs(bucket, prefix=key_prefix or None,
+                                            page_size=self.config.list_page_size)
+            for blob in blobs:
+                yield _stat(base + blob.name, blob)
+        except _ERRORS as e:
+            _raise_storage(e, "list", prefix)
+
+    # --- pre-signed URLs ---------------------------------------------------------------
+    def presign_support(self) -> PresignSupport:
+        enabled = self._signer is not None and not self.config.disable_pre_signed
+        return PresignSupport(pre_sign_support=enabled,
+                              pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui)
+
+    def presign(self, address: str, mode: PresignMode) -> PresignedURL:
+        if not self.presign_support().pre_sign_support:
+            raise self._not_supported()
+        bucket, key = split_address(address)
+        expiry = self.config.pre_signed_expiry
+        now = datetime.now(UTC).replace(microsecond=0)
+        try:
+            url: str = self._client.bucket(bucket).blob(key).generate_signed_url(
+                version="v4", expiration=expiry, method=mode.value, credentials=self._signer,
+                api_access_endpoint=self._signing_endpoint)
+        except (*_ERRORS, ValueError, AttributeError) as e:
+            raise StorageError(f"gs presign {address}: {e}") from e
+        return PresignedURL(url=url, expiry=int((now + expiry).timestamp()))
+
+
+def from_config(config: BlockstoreConfig) -> GSBlockStore:
+    """Build a Cloud Storage store from a ``blockstore`` section of type ``gs``."""
+    return GSBlockStore(config.gs or GSConfig())
+
+
+def _etag(blob: storage.Blob) -> str:
+    if blob.md5_hash:
+        return base64.b64decode(blob.md5_hash).hex()
+    crc = base64.b64decode(blob.crc32c or "").hex()
+    return f"{crc}-{blob.component_count or 1}"
+
+
+def _stat(address: str, blob: storage.Blob) -> ObjectStat:
+    updated = blob.updated
+    return ObjectStat(address=address, size=int(blob.size or 0), etag=_etag(blob),
+                      mtime=updated.timestamp() if updated is not None else 0.0)
+
+
+def _check_range(byte_range: tuple[int, int]) -> tuple[int, int]:
+    first, last = byte_range
+    if first < 0 or last < first:
+        raise ValidationError(f"invalid byte range {byte_range!r}")
+    return first, last
+
+
+def _raise_storage(e: Exception, op: str, address: str) -> NoReturn:
+    # reading an object of a missing bucket finds no object; writing or listing there
+    # is a configuration problem and stays a StorageError
+    if isinstance(e, api_exceptions.NotFound) and op in ("get", "stat"):
+        raise ObjectNotFoundError(f"object not found: {address}") from e
+    raise StorageError(f"gs {op} {address}: {type(e).__name__}: {e}") from e
