@@ -75,18 +75,21 @@ def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]
 
 
 def _load_credentials(config: GSConfig) -> tuple[auth_credentials.Credentials, str | None]:
-    """The configured credentials (file, JSON, else the default chain) and their project."""
+    """The configured service-account key (file, else JSON), else the default chain;
+    and the project they belong to."""
     import google.auth
+    from google.oauth2 import service_account
 
     try:
         if config.credentials_file:
-            creds, project = google.auth.load_credentials_from_file(
+            key = service_account.Credentials.from_service_account_file(
                 config.credentials_file, scopes=_SCOPES)
-        elif config.credentials_json is not None:
+            return key, key.project_id
+        if config.credentials_json is not None:
             info = json.loads(config.credentials_json.get_secret_value())
-            creds, project = google.auth.load_credentials_from_dict(info, scopes=_SCOPES)
-        else:
-            creds, project = google.auth.default(scopes=_SCOPES)
+            key = service_account.Credentials.from_service_account_info(info, scopes=_SCOPES)
+            return key, key.project_id
+        creds, project = google.auth.default(scopes=_SCOPES)
     except (auth_exceptions.GoogleAuthError, ValueError, OSError) as e:
         raise StorageError(f"blockstore.gs: cannot load credentials: {e}") from e
     return creds, project

@@ -1,0 +1,240 @@
+"""What is particular to the Cloud Storage store, against gcp-storage-emulator.
+
+The shared behaviour (put, get, ranges, list, copy, streaming) is in
+test_blockstore.py. Here: settings, errors, composed objects, namespaces and V4
+signed URLs. The emulator checks no signature, so each URL's signature is verified
+here against the public half of the throwaway service-account key that signed it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import httpx
+import pydantic
+import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+import lakefs_testing.gcs
+from lakefs_core.block import BlockStores, GSConfig, validate_namespace
+from lakefs_core.block.base import PresignMode, PresignSupport
+from lakefs_core.block.gs import GSBlockStore, _stat
+from lakefs_core.errors import (
+    ObjectNotFoundError,
+    OperationNotSupportedError,
+    StorageError,
+    ValidationError,
+)
+from lakefs_testing.gcs import GCSEmulator, start_gcs_emulator
+
+CLIENT_EMAIL = "lakefs@test-project.iam.gserviceaccount.com"
+
+
+@pytest.fixture(scope="module")
+def private_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def key_json(private_key: rsa.RSAPrivateKey) -> str:
+    """A throwaway service-account key; its token URI is a closed loopback port."""
+    pem = private_key.private_bytes(serialization.Encoding.PEM,
+                                    serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+    return json.dumps({
+        "type": "service_account", "project_id": "test-project", "private_key_id": "k1",
+        "private_key": pem, "client_email": CLIENT_EMAIL, "client_id": "1",
+        "token_uri": "http://127.0.0.1:9/token",
+    })
+
+
+@pytest.fixture(scope="module")
+def signing_store(gcs_emulator: GCSEmulator, key_json: str) -> Iterator[GSBlockStore]:
+    store = GSBlockStore(GSConfig(endpoint=gcs_emulator.endpoint, anonymous=True,
+                                  credentials_json=key_json, pre_signed_expiry="10m"))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def bucket(gs_blockstore: GSBlockStore, unique_name: str) -> str:
+    gs_blockstore.client.create_bucket(unique_name)
+    return unique_name
+
+
+# --- V4 signed URLs ----------------------------------------------------------------------
+def verify_v4_signature(url: str, method: str, public_key: rsa.RSAPublicKey) -> dict[str, str]:
+    """Check a V4 signed URL as Cloud Storage does; its query parameters.
+
+    Raises:
+        InvalidSignature: the signature is not the key's over this request.
+    """
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    signature = bytes.fromhex(query.pop("X-Goog-Signature"))
+    canonical_query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}"
+                               for k, v in sorted(query.items()))
+    assert query["X-Goog-SignedHeaders"] == "host"
+    canonical_request = "\n".join([
+        method, parts.path, canonical_query, f"host:{parts.netloc}", "", "host",
+        "UNSIGNED-PAYLOAD"])
+    scope = query["X-Goog-Credential"].split("/", 1)[1]
+    string_to_sign = "\n".join([
+        "GOOG4-RSA-SHA256", query["X-Goog-Date"], scope,
+        hashlib.sha256(canonical_request.encode()).hexdigest()])
+    public_key.verify(signature, string_to_sign.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return query
+
+
+def test_signed_urls_read_and_write_with_plain_http(
+        signing_store: GSBlockStore, gs_blockstore: GSBlockStore, bucket: str,
+        private_key: rsa.RSAPrivateKey, gcs_emulator: GCSEmulator) -> None:
+    assert signing_store.presign_support() == PresignSupport(pre_sign_support=True)
+    address = f"gs://{bucket}/data/a b+c ü.bin"  # a key that needs encoding
+    before = time.time()
+    put = signing_store.presign(address, PresignMode.WRITE)
+    assert put.url.startswith(f"{gcs_emulator.endpoint}/{bucket}/data/a%20b%2Bc%20%C3%BC.bin?")
+    assert before + 599 <= put.expiry <= time.time() + 600
+    query = verify_v4_signature(put.url, "PUT", private_key.public_key())
+    assert query["X-Goog-Algorithm"] == "GOOG4-RSA-SHA256"
+    assert query["X-Goog-Expires"] == "600"
+    assert query["X-Goog-Credential"].startswith(CLIENT_EMAIL + "/")
+    resp = httpx.put(put.url, content=b"written by the client")
+    assert resp.status_code == 200, resp.text
+    assert gs_blockstore.get(address) == b"written by the client"
+
+    get = signing_store.presign(address, PresignMode.READ)
+    verify_v4_signature(get.url, "GET", private_key.public_key())
+    resp = httpx.get(get.url)
+    assert (resp.status_code, resp.content) == (200, b"written by the client")
+    ranged = httpx.get(get.url, headers={"Range": "bytes=8-9"})
+    assert (ranged.status_code, ranged.content) == (206, b"by")
+
+
+def test_signature_binds_method_object_and_key(signing_store: GSBlockStore,
+                                               private_key: rsa.RSAPrivateKey) -> None:
+    url = signing_store.presign("gs://bucket/data/object", PresignMode.READ).url
+    verify_v4_signature(url, "GET", private_key.public_key())
+    with pytest.raises(InvalidSignature):
+        verify_v4_signature(url, "PUT", private_key.public_key())
+    with pytest.raises(InvalidSignature):
+        verify_v4_signature(url.replace("/object?", "/other?"), "GET", private_key.public_key())
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(InvalidSignature):
+        verify_v4_signature(url, "GET", other_key.public_key())
+
+
+def test_stores_without_a_key_or_disabled_do_not_presign(
+        gs_blockstore: GSBlockStore, gcs_emulator: GCSEmulator, key_json: str) -> None:
+    assert gs_blockstore.presign_support() == PresignSupport()
+    with pytest.raises(OperationNotSupportedError, match="gs adapter"):
+        gs_blockstore.presign("gs://bucket/x", PresignMode.READ)
+    disabled = GSBlockStore(GSConfig(endpoint=gcs_emulator.endpoint, anonymous=True,
+                                     credentials_json=key_json, disable_pre_signed=True,
+                                     disable_pre_signed_ui=False))
+    try:
+        assert disabled.presign_support() == PresignSupport()
+        with pytest.raises(OperationNotSupportedError):
+            disabled.presign("gs://bucket/x", PresignMode.WRITE)
+        # multipart uploads are not pre-signed on Cloud Storage
+        with pytest.raises(OperationNotSupportedError):
+            disabled.create_multipart_upload("gs://bucket/x")
+    finally:
+        disabled.close()
+
+
+# --- objects --------------------------------------------------------------------------------
+def test_composed_object_etag(gs_blockstore: GSBlockStore) -> None:
+    """Cloud Storage gives a composed object no MD5 (the emulator does): its etag is
+    its CRC32C and component count, as the resource says."""
+    import google_crc32c
+    from google.cloud.storage import Blob
+
+    crc = google_crc32c.Checksum(b"aaabbb").digest()
+    resource = {"name": "whole", "bucket": "b", "size": "6", "componentCount": 2,
+                "crc32c": base64.b64encode(crc).decode(),
+                "updated": "2026-11-25T10:00:00.000Z"}
+    blob = Blob("whole", gs_blockstore.client.bucket("b"))
+    blob._set_properties(resource)  # what a stat or list response sets
+    stat = _stat("gs://b/whole", blob)
+    assert (stat.size, stat.etag) == (6, f"{crc.hex()}-2")
+    assert stat.mtime == datetime(2026, 11, 25, 10, tzinfo=UTC).timestamp()
+    resource["md5Hash"] = base64.b64encode(hashlib.md5(b"aaabbb").digest()).decode()
+    blob._set_properties(resource)
+    assert _stat("gs://b/whole", blob).etag == hashlib.md5(b"aaabbb").hexdigest()
+
+
+def test_missing_bucket(gs_blockstore: GSBlockStore) -> None:
+    with pytest.raises(ObjectNotFoundError):
+        gs_blockstore.get("gs://no-such-bucket-x/key")
+    with pytest.raises(ObjectNotFoundError):
+        gs_blockstore.stat("gs://no-such-bucket-x/key")
+    with pytest.raises(StorageError, match="gs put gs://no-such-bucket-x/key: NotFound"):
+        gs_blockstore.put("gs://no-such-bucket-x/key", b"x")
+    with pytest.raises(StorageError, match="gs list"):
+        list(gs_blockstore.list("gs://no-such-bucket-x/"))
+
+
+# --- settings -------------------------------------------------------------------------------
+def test_gs_sections_open_through_the_registry(gcs_emulator: GCSEmulator) -> None:
+    stores = BlockStores.from_config({"type": "gs", "gs": {
+        "endpoint": gcs_emulator.endpoint, "anonymous": True,
+        "s3_endpoint": "https://storage.googleapis.com"}})  # lakeFS's key: accepted
+    try:
+        store = stores.default()
+        assert isinstance(store, GSBlockStore) and store.type == store.scheme == "gs"
+        assert stores.describe()[0].type == "gs"
+    finally:
+        stores.close()
+
+
+@pytest.mark.parametrize(("section", "message"), [
+    ({"upload_chunk_size": 1 << 20 | 1}, "multiple of 256 KiB"),
+    ({"upload_chunk_size": 1 << 10}, "upload_chunk_size"),
+    ({"pre_signed_expiry": "169h"}, "between 1s and 168h"),
+    ({"server_side_encryption_customer_supplied": "abc"}, "64 hex digits"),
+    ({"server_side_encryption_customer_supplied": "00" * 32,
+      "server_side_encryption_kms_key_id": "projects/p/keys/k"}, "exclusive"),
+])
+def test_bad_gs_settings(section: dict[str, object], message: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match=message):
+        GSConfig.model_validate(section)
+
+
+def test_unreadable_credentials_are_a_storage_error(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="blockstore.gs: cannot load credentials"):
+        GSBlockStore(GSConfig(credentials_file=str(tmp_path / "missing.json")))
+    with pytest.raises(StorageError, match="blockstore.gs: cannot load credentials"):
+        GSBlockStore(GSConfig(credentials_json="{not json"))
+
+
+@pytest.mark.parametrize("namespace", [
+    "gs://bucket", "gs://my-bucket_1/prefix/", "gs://a.b.c/deep/er",
+    "gs://" + "a" * 63 + "/x", "gs://" + ".".join(["b" * 60] * 3),
+])
+def test_valid_gs_namespaces(gs_blockstore: GSBlockStore, namespace: str) -> None:
+    assert validate_namespace(gs_blockstore, namespace) == namespace
+
+
+@pytest.mark.parametrize("namespace", [
+    "s3://bucket/x", "gs://", "gs://Bucket", "gs://ab", "gs://-bucket", "gs://" + "a" * 64,
+    "gs://192.168.1.1", "gs://google-thing", "gs://bucket/../x",
+])
+def test_invalid_gs_namespaces(gs_blockstore: GSBlockStore, namespace: str) -> None:
+    with pytest.raises(ValidationError):
+        validate_namespace(gs_blockstore, namespace)
+
+
+def test_emulator_that_cannot_start_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lakefs_testing.gcs.sys, "executable", "/bin/false")
+    with pytest.raises(RuntimeError, match="did not start.*pip install gcp-storage-emulator"):
+        start_gcs_emulator()
