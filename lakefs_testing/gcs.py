@@ -14,6 +14,7 @@ bytes (Cloud Storage: ``416``), and it ignores ``generation`` preconditions.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import tempfile
@@ -22,8 +23,12 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakefs_testing.servers import free_port
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 
 #: how long the emulator may take to answer its health check
 START_TIMEOUT = 30.0
@@ -99,3 +104,24 @@ def gcs_emulator() -> Iterator[GCSEmulator]:
         yield emulator
     finally:
         emulator.stop()
+
+
+#: the account a throwaway key names
+SERVICE_ACCOUNT_EMAIL = "lakefs@test-project.iam.gserviceaccount.com"
+
+
+def throwaway_service_account_key() -> tuple[RSAPrivateKey, str]:
+    """A new RSA key and a service-account key file (JSON text) holding it, to sign V4
+    URLs with. Its token URI is a closed loopback port: nothing ever leaves the machine.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    return key, json.dumps({
+        "type": "service_account", "project_id": "test-project", "private_key_id": "k1",
+        "private_key": pem, "client_email": SERVICE_ACCOUNT_EMAIL, "client_id": "1",
+        "token_uri": "http://127.0.0.1:9/token",
+    })

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ import httpx
 import pydantic
 import pytest
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 import lakefs_testing.gcs
@@ -34,27 +33,27 @@ from lakefs_core.errors import (
     StorageError,
     ValidationError,
 )
-from lakefs_testing.gcs import GCSEmulator, start_gcs_emulator
-
-CLIENT_EMAIL = "lakefs@test-project.iam.gserviceaccount.com"
-
-
-@pytest.fixture(scope="module")
-def private_key() -> rsa.RSAPrivateKey:
-    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+from lakefs_testing.gcs import (
+    SERVICE_ACCOUNT_EMAIL,
+    GCSEmulator,
+    start_gcs_emulator,
+    throwaway_service_account_key,
+)
 
 
 @pytest.fixture(scope="module")
-def key_json(private_key: rsa.RSAPrivateKey) -> str:
-    """A throwaway service-account key; its token URI is a closed loopback port."""
-    pem = private_key.private_bytes(serialization.Encoding.PEM,
-                                    serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()).decode()
-    return json.dumps({
-        "type": "service_account", "project_id": "test-project", "private_key_id": "k1",
-        "private_key": pem, "client_email": CLIENT_EMAIL, "client_id": "1",
-        "token_uri": "http://127.0.0.1:9/token",
-    })
+def signing_key() -> tuple[rsa.RSAPrivateKey, str]:
+    return throwaway_service_account_key()
+
+
+@pytest.fixture(scope="module")
+def private_key(signing_key: tuple[rsa.RSAPrivateKey, str]) -> rsa.RSAPrivateKey:
+    return signing_key[0]
+
+
+@pytest.fixture(scope="module")
+def key_json(signing_key: tuple[rsa.RSAPrivateKey, str]) -> str:
+    return signing_key[1]
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +106,7 @@ def test_signed_urls_read_and_write_with_plain_http(
     query = verify_v4_signature(put.url, "PUT", private_key.public_key())
     assert query["X-Goog-Algorithm"] == "GOOG4-RSA-SHA256"
     assert query["X-Goog-Expires"] == "600"
-    assert query["X-Goog-Credential"].startswith(CLIENT_EMAIL + "/")
+    assert query["X-Goog-Credential"].startswith(SERVICE_ACCOUNT_EMAIL + "/")
     resp = httpx.put(put.url, content=b"written by the client")
     assert resp.status_code == 200, resp.text
     assert gs_blockstore.get(address) == b"written by the client"
