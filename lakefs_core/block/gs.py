@@ -38,9 +38,11 @@ from lakefs_core.block.base import (
     PresignedURL,
     PresignMode,
     PresignSupport,
+    check_byte_range,
+    split_bucket_address,
 )
 from lakefs_core.block.config import BlockstoreConfig, GSConfig
-from lakefs_core.errors import ObjectNotFoundError, StorageError, ValidationError
+from lakefs_core.errors import ObjectNotFoundError, StorageError
 
 SCHEME = "gs://"
 #: what the Cloud Storage API needs to read and write objects
@@ -64,14 +66,7 @@ def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]
     Raises:
         ValidationError: not a gs address, no bucket, or (if ``key_required``) no key.
     """
-    if not address.startswith(SCHEME):
-        raise ValidationError(f"not a gs address: {address!r}")
-    bucket, _, key = address[len(SCHEME):].partition("/")
-    if not bucket:
-        raise ValidationError(f"gs address has no bucket: {address!r}")
-    if key_required and not key:
-        raise ValidationError(f"gs address has no key: {address!r}")
-    return bucket, key
+    return split_bucket_address(address, "gs", key_required=key_required)
 
 
 def _load_credentials(config: GSConfig) -> tuple[auth_credentials.Credentials, str | None]:
@@ -223,7 +218,7 @@ class GSBlockStore(BlockStore):
             if byte_range is None:
                 data: bytes = blob.download_as_bytes(raw_download=True)
                 return data
-            first, last = _check_range(byte_range)
+            first, last = check_byte_range(byte_range)
             data = blob.download_as_bytes(start=first, end=last, raw_download=True,
                                           checksum=None)
             return data
@@ -325,13 +320,6 @@ def _stat(address: str, blob: storage.Blob) -> ObjectStat:
     updated = blob.updated
     return ObjectStat(address=address, size=int(blob.size or 0), etag=_etag(blob),
                       mtime=updated.timestamp() if updated is not None else 0.0)
-
-
-def _check_range(byte_range: tuple[int, int]) -> tuple[int, int]:
-    first, last = byte_range
-    if first < 0 or last < first:
-        raise ValidationError(f"invalid byte range {byte_range!r}")
-    return first, last
 
 
 def _raise_storage(e: Exception, op: str, address: str) -> NoReturn:
