@@ -176,7 +176,7 @@ class GSBlockStore(BlockStore):
             # an unfinished resumable upload creates no object; cancel it all the same
             # (the original failure is the one worth reporting)
             with contextlib.suppress(*_ERRORS):
-                writer.terminate()
+                _cancel(writer)
             if isinstance(e, _ERRORS):
                 _raise_storage(e, "put", address)
             raise
@@ -307,6 +307,24 @@ class GSBlockStore(BlockStore):
 def from_config(config: BlockstoreConfig) -> GSBlockStore:
     """Build a Cloud Storage store from a ``blockstore`` section of type ``gs``."""
     return GSBlockStore(config.gs or GSConfig())
+
+
+def _cancel(writer: BlobWriter) -> None:
+    """Cancel a writer's resumable upload, and make sure it is never completed.
+
+    A ``BlobWriter`` left open completes its upload with what it holds when it is
+    garbage-collected (``io`` objects close themselves), which would publish a
+    truncated object: ``terminate`` closes it without sending anything. It also sends
+    a ``DELETE``, but to the URL that started the session, which cancels nothing; the
+    session URI itself gets one first (Cloud Storage answers 499).
+    """
+    started = getattr(writer, "_upload_and_transport", None)
+    try:
+        if started is not None and started[0].resumable_url:
+            upload, transport = started
+            transport.delete(upload.resumable_url, timeout=30)
+    finally:
+        writer.terminate()
 
 
 def _etag(blob: storage.Blob) -> str:
