@@ -184,6 +184,8 @@ class GSConfig(_Section):
             server).
         disable_pre_signed_ui: tell the web UI not to use pre-signed URLs (the
             default, as lakeFS: the bucket needs CORS rules first).
+        disable_pre_signed_multipart: offer no pre-signed multipart uploads (parts
+            written as objects beside the target, composed when completed).
         server_side_encryption_customer_supplied: a customer-supplied AES-256 key, in
             hex, that encrypts every object written (exclusive with the KMS key).
         server_side_encryption_kms_key_id: a Cloud KMS key name that encrypts every
@@ -199,6 +201,7 @@ class GSConfig(_Section):
     pre_signed_expiry: timedelta = timedelta(minutes=15)
     disable_pre_signed: bool = False
     disable_pre_signed_ui: bool = True
+    disable_pre_signed_multipart: bool = False
     server_side_encryption_customer_supplied: SecretStr | None = None
     server_side_encryption_kms_key_id: str | None = None
 

@@ -8,6 +8,11 @@ failed stream leaves nothing, and a writer holds at most one chunk in memory. (W
 the chunks as separate objects and composing them would show the parts in listings,
 cap a compose at 32 sources, and leave the object without an MD5.)
 
+Pre-signed multipart uploads, whose parts clients write in any order and in
+parallel through signed URLs, are the other way round: each part is an object of its
+own (beside the target, under ``<key>.upload-<id>/``), and completing the upload
+*composes* them (32 at a time, in a tree) into the target, then deletes them.
+
 The etag is the object's MD5 in hex, as S3 gives for objects written in one request;
 a composed object has no MD5, and gets ``<crc32c in hex>-<component count>`` instead.
 Pre-signed URLs are V4 signed URLs, signed with a service-account key.
@@ -19,7 +24,10 @@ import base64
 import contextlib
 import itertools
 import json
-from collections.abc import Iterable, Iterator
+import logging
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
@@ -42,7 +50,9 @@ from lakefs_core.block.base import (
     split_bucket_address,
 )
 from lakefs_core.block.config import BlockstoreConfig, GSConfig
-from lakefs_core.errors import ObjectNotFoundError, StorageError
+from lakefs_core.errors import NotFoundError, ObjectNotFoundError, StorageError, ValidationError
+
+log = logging.getLogger("lakefs_core.block.gs")
 
 SCHEME = "gs://"
 #: what the Cloud Storage API needs to read and write objects
@@ -51,6 +61,11 @@ _SCOPES = ("https://www.googleapis.com/auth/devstorage.read_write",)
 _PUBLIC_ENDPOINT = "https://storage.googleapis.com"
 #: a stream is read from the store in requests of at least this many bytes
 _MIN_READ_REQUEST = 8 << 20
+#: part numbers of a multipart upload run from 1 to this (S3's limit, which clients know)
+_MAX_PARTS = 10_000
+#: Cloud Storage composes at most this many objects in one request
+_COMPOSE_FAN_IN = 32
+_UPLOAD_ID = re.compile(r"^[0-9a-f]{32}\Z")
 _ERRORS = (
     api_exceptions.GoogleAPIError,
     auth_exceptions.GoogleAuthError,
@@ -286,8 +301,10 @@ class GSBlockStore(BlockStore):
     # --- pre-signed URLs ---------------------------------------------------------------
     def presign_support(self) -> PresignSupport:
         enabled = self._signer is not None and not self.config.disable_pre_signed
-        return PresignSupport(pre_sign_support=enabled,
-                              pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui)
+        return PresignSupport(
+            pre_sign_support=enabled,
+            pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui,
+            pre_sign_multipart_upload=enabled and not self.config.disable_pre_signed_multipart)
 
     def presign(self, address: str, mode: PresignMode) -> PresignedURL:
         if not self.presign_support().pre_sign_support:
@@ -303,10 +320,135 @@ class GSBlockStore(BlockStore):
             raise StorageError(f"gs presign {address}: {e}") from e
         return PresignedURL(url=url, expiry=int((now + expiry).timestamp()))
 
+    # --- pre-signed multipart uploads: parts as objects, composed at the end -----------
+    def _upload_prefix(self, key: str, upload_id: str) -> str:
+        self._check_multipart()
+        if not _UPLOAD_ID.match(upload_id):
+            raise NotFoundError(f"multipart upload {upload_id!r} not found")
+        return f"{key}.upload-{upload_id}/"
+
+    def _check_multipart(self) -> None:
+        if not self.presign_support().pre_sign_multipart_upload:
+            raise self._not_supported()
+
+    def _upload_objects(self, bucket: str, prefix: str, upload_id: str) -> dict[str, Any]:
+        """The objects of an upload by name (its marker, parts, composed levels).
+
+        Raises:
+            NotFoundError: no such upload (its marker is gone: completed or aborted).
+        """
+        try:
+            found = {b.name: b for b in self._client.list_blobs(bucket, prefix=prefix)}
+        except _ERRORS as e:
+            _raise_storage(e, "list multipart upload", f"gs://{bucket}/{prefix}")
+        if prefix + "upload" not in found:
+            raise NotFoundError(f"multipart upload {upload_id!r} not found")
+        return found
+
+    def create_multipart_upload(self, address: str) -> str:
+        bucket, key = split_address(address)
+        upload_id = uuid.uuid4().hex
+        # an empty marker says the upload exists (listing parts alone cannot tell an
+        # upload with none yet from no upload)
+        marker = self._blob(bucket, self._upload_prefix(key, upload_id) + "upload")
+        try:
+            marker.upload_from_string(b"", content_type="application/octet-stream")
+        except _ERRORS as e:
+            _raise_storage(e, "create multipart upload", address)
+        return upload_id
+
+    def presign_upload_part(self, address: str, upload_id: str, part_number: int
+                            ) -> PresignedURL:
+        bucket, key = split_address(address)
+        prefix = self._upload_prefix(key, upload_id)
+        return self.presign(f"{SCHEME}{bucket}/{prefix}{_part_name(part_number)}",
+                            PresignMode.WRITE)
+
+    def upload_part_copy(self, address: str, upload_id: str, part_number: int,
+                         source: str, byte_range: tuple[int, int] | None = None) -> str:
+        bucket, key = split_address(address)
+        prefix = self._upload_prefix(key, upload_id)
+        part = f"{SCHEME}{bucket}/{prefix}{_part_name(part_number)}"
+        self._upload_objects(bucket, prefix, upload_id)
+        if byte_range is None:
+            return self.copy(source, part).etag
+        first, last = check_byte_range(byte_range)
+        size = self.stat(source).size
+        if first >= size:
+            raise ValidationError(f"copy part: range {byte_range!r} starts past the end "
+                                  f"of {source} ({size} bytes)")
+        last = min(last, size - 1)
+        step = self.config.upload_chunk_size
+        pieces = (self.get(source, (at, min(at + step, last + 1) - 1))
+                  for at in range(first, last + 1, step))
+        return self.put(part, pieces).etag
+
+    def complete_multipart_upload(self, address: str, upload_id: str,
+                                  parts: Sequence[tuple[int, str]]) -> ObjectStat:
+        bucket, key = split_address(address)
+        prefix = self._upload_prefix(key, upload_id)
+        found = self._upload_objects(bucket, prefix, upload_id)
+        numbers = [number for number, _ in parts]
+        if not numbers or numbers != sorted(set(numbers)):
+            raise ValidationError("complete multipart upload: InvalidPartOrder: parts must "
+                                  "be listed once each, in ascending order")
+        sources = []
+        for number, etag in parts:
+            blob = found.get(prefix + _part_name(number))
+            if blob is None or _etag(blob) != etag.strip('"'):
+                raise ValidationError(f"complete multipart upload: InvalidPart: part {number} "
+                                      f"was not uploaded with etag {etag}")
+            sources.append(blob)
+        try:
+            target = self._compose(bucket, key, prefix, sources)
+        except _ERRORS as e:
+            _raise_storage(e, "complete multipart upload", address)
+        self._discard(bucket, prefix, upload_id)
+        return _stat(address, target)
+
+    def _compose(self, bucket: str, key: str, prefix: str,
+                 sources: Sequence[storage.Blob]) -> storage.Blob:
+        level = 0
+        while len(sources) > _COMPOSE_FAN_IN:
+            composed = []
+            for i in range(0, len(sources), _COMPOSE_FAN_IN):
+                step = self._blob(bucket, f"{prefix}composed-{level}-{i:05d}")
+                step.content_type = "application/octet-stream"
+                step.compose(sources[i:i + _COMPOSE_FAN_IN])
+                composed.append(step)
+            sources, level = composed, level + 1
+        target = self._blob(bucket, key)
+        target.content_type = "application/octet-stream"
+        target.compose(sources)
+        return target
+
+    def _discard(self, bucket: str, prefix: str, upload_id: str) -> None:
+        """Delete every object of an upload; what cannot be deleted is logged, not
+        raised (the upload itself has succeeded or been given up)."""
+        try:
+            for blob in self._client.list_blobs(bucket, prefix=prefix):
+                with contextlib.suppress(api_exceptions.NotFound):
+                    blob.delete()
+        except _ERRORS as e:
+            log.warning("multipart upload %s: cannot delete its parts under gs://%s/%s: %s",
+                        upload_id, bucket, prefix, e)
+
+    def abort_multipart_upload(self, address: str, upload_id: str) -> None:
+        bucket, key = split_address(address)
+        prefix = self._upload_prefix(key, upload_id)
+        self._upload_objects(bucket, prefix, upload_id)
+        self._discard(bucket, prefix, upload_id)
+
 
 def from_config(config: BlockstoreConfig) -> GSBlockStore:
     """Build a Cloud Storage store from a ``blockstore`` section of type ``gs``."""
     return GSBlockStore(config.gs or GSConfig())
+
+
+def _part_name(part_number: int) -> str:
+    if not 1 <= part_number <= _MAX_PARTS:
+        raise ValidationError(f"part number must be between 1 and {_MAX_PARTS}")
+    return f"part-{part_number:05d}"
 
 
 def _cancel(writer: BlobWriter) -> None:
