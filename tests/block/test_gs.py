@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -328,3 +329,46 @@ def test_emulator_that_cannot_start_fails_clearly(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(lakefs_testing.gcs.sys, "executable", "/bin/false")
     with pytest.raises(RuntimeError, match="did not start.*pip install gcp-storage-emulator"):
         start_gcs_emulator()
+
+
+def test_range_past_the_end_on_cloud_storage_reads_nothing() -> None:
+    """Cloud Storage answers a range that starts past the end with 416 (the emulator
+    answers 206 and no bytes): the store reads b"" as the other stores do. A stub of
+    the two calls involved, on loopback, gives the 416."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    resource = json.dumps({"name": "k", "bucket": "b", "size": "10", "generation": "1",
+                           "md5Hash": base64.b64encode(hashlib.md5(b"0" * 10).digest()
+                                                       ).decode()}).encode()
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if "alt=media" in self.path:
+                self.send_response(416)
+                self.send_header("Content-Range", "bytes */10")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(resource)))
+            self.end_headers()
+            self.wfile.write(resource)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stub = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    thread = threading.Thread(target=stub.serve_forever, daemon=True)
+    thread.start()
+    store = GSBlockStore(GSConfig(endpoint=f"http://127.0.0.1:{stub.server_port}",
+                                  anonymous=True))
+    try:
+        assert store.get("gs://b/k", (10, 20)) == b""
+        assert store.stat("gs://b/k").size == 10
+    finally:
+        store.close()
+        stub.shutdown()
+        stub.server_close()
+        thread.join()
