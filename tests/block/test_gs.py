@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import httpx
@@ -262,6 +263,43 @@ def test_composed_object_etag(gs_blockstore: GSBlockStore) -> None:
     resource["md5Hash"] = base64.b64encode(hashlib.md5(b"aaabbb").digest()).decode()
     blob._set_properties(resource)
     assert _stat("gs://b/whole", blob).etag == hashlib.md5(b"aaabbb").hexdigest()
+
+
+@pytest.mark.parametrize("encryption", [
+    {"server_side_encryption_customer_supplied": "11" * 32},
+    {"server_side_encryption_kms_key_id": "projects/p/locations/l/keyRings/r/cryptoKeys/k"},
+])
+def test_server_side_encryption_is_asked_for_on_every_write_and_read(
+        gcs_emulator: GCSEmulator, unique_name: str, encryption: dict[str, str]) -> None:
+    """The emulator does not encrypt: what is checked is that every request that writes
+    or reads object data names the key (Cloud Storage refuses a customer-encrypted
+    object to a read without its key)."""
+    store = GSBlockStore(GSConfig(endpoint=gcs_emulator.endpoint, anonymous=True,
+                                  upload_chunk_size=256 << 10, **encryption))
+    requests_seen: list[Any] = []
+    store.client._http.hooks["response"].append(
+        lambda resp, *args, **kwargs: requests_seen.append(resp.request))
+    try:
+        store.client.create_bucket(unique_name)
+        base = f"gs://{unique_name}"
+        store.put(f"{base}/small", b"hello")
+        store.put(f"{base}/streamed", (bytes(1000) for _ in range(600)))  # resumable
+        store.copy(f"{base}/small", f"{base}/copy")
+        assert store.get(f"{base}/copy") == b"hello"
+        assert b"".join(store.get_stream(f"{base}/streamed")) == bytes(600_000)
+        data_requests = [r for r in requests_seen
+                         if "/upload/" in r.url or "/download/" in r.url or "rewriteTo" in r.url]
+        assert len(data_requests) >= 6
+        for request in data_requests:
+            if "server_side_encryption_customer_supplied" in encryption:
+                assert request.headers["X-Goog-Encryption-Algorithm"] == "AES256", request.url
+                key = base64.b64decode(request.headers["X-Goog-Encryption-Key"])
+                assert key == bytes.fromhex("11" * 32)
+            elif "/download/" not in request.url:
+                assert "projects%2Fp%2Flocations" in request.url or (
+                    "projects/p/locations" in request.url), request.url
+    finally:
+        store.close()
 
 
 def test_missing_bucket(gs_blockstore: GSBlockStore) -> None:
