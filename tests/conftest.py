@@ -24,7 +24,9 @@ from lakefs_testing.servers import MOTO_ENV, MotoServer, PostgresServer, start_m
 if TYPE_CHECKING:
     from lakefs_core.block.azure import AzureBlobStore
     from lakefs_core.block.base import BlockStore
+    from lakefs_core.block.gs import GSBlockStore
     from lakefs_core.block.s3 import S3BlockStore
+    from lakefs_testing.gcs import GCSEmulator
 
 for _k, _v in MOTO_ENV.items():
     os.environ.setdefault(_k, _v)
@@ -173,12 +175,41 @@ def azure_namespace(azure_blockstore: AzureBlobStore,
     return azure_blockstore, f"{azure_blockstore.base}{container}/ns"
 
 
+@pytest.fixture(scope="session")
+def gcs_emulator() -> Iterator[GCSEmulator]:
+    """The Cloud Storage emulator; a failure to start fails the test, never skips it."""
+    from lakefs_testing.gcs import start_gcs_emulator
+
+    emulator = start_gcs_emulator()
+    yield emulator
+    emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def gs_blockstore(gcs_emulator: GCSEmulator) -> Iterator[GSBlockStore]:
+    """One GSBlockStore on the session's emulator (stores are bucket-agnostic)."""
+    from lakefs_core.block.config import GSConfig
+    from lakefs_core.block.gs import GSBlockStore
+
+    store = GSBlockStore(GSConfig(endpoint=gcs_emulator.endpoint, anonymous=True))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def gs_namespace(gs_blockstore: GSBlockStore, unique_name: str) -> tuple[BlockStore, str]:
+    """The emulator-backed GSBlockStore, a fresh bucket and ``gs://<bucket>/ns``."""
+    gs_blockstore.client.create_bucket(f"bs-{unique_name}")
+    return gs_blockstore, f"gs://bs-{unique_name}/ns"
+
+
 #: every blockstore the shared suites run on, as the fixture giving a store and an empty
 #: namespace on it: a new store is one more line here
 BLOCKSTORE_NAMESPACES = [
     "local_namespace",
     "s3_namespace",
     "azure_namespace",
+    "gs_namespace",
 ]
 
 

@@ -377,6 +377,28 @@ def test_single_store_opens_through_the_registry(tmp_path: Path) -> None:
         opened.close()
 
 
+def test_gcs_example_and_environment(tmp_path: Path) -> None:
+    """The Cloud Storage example, and the same store named by lakeFS's variables."""
+    cfg = load_server_config(CONFIG_DIR / "gcs" / "lakefs.yaml",
+                             env={"LAKEFS_DATA_DIR": str(tmp_path)})
+    assert cfg.blockstore is not None and cfg.blockstore.type == "gs"
+    gs = cfg.blockstore.gs
+    assert gs is not None and gs.credentials_file == "/etc/lakefs/gcs-key.json"
+    assert gs.pre_signed_expiry == timedelta(minutes=15)
+    assert gs.upload_chunk_size == 16 << 20 and gs.disable_pre_signed_ui
+    assert gs.endpoint is None and not gs.anonymous
+
+    cfg = load_server_config(None, env={
+        "LAKEFS_DATA_DIR": str(tmp_path), "LAKEFS_BLOCKSTORE_TYPE": "gs",
+        "LAKEFS_BLOCKSTORE_GS_CREDENTIALS_JSON": '{"type": "service_account"}',
+        "LAKEFS_BLOCKSTORE_GS_PRE_SIGNED_EXPIRY": "1h"})
+    assert cfg.blockstore is not None and cfg.blockstore.gs is not None
+    gs = cfg.blockstore.gs
+    assert gs.credentials_json is not None
+    assert gs.credentials_json.get_secret_value() == '{"type": "service_account"}'
+    assert gs.pre_signed_expiry == timedelta(hours=1)
+
+
 def test_postgres_connection_string_becomes_a_working_sqlalchemy_url(
     postgres_server: Any,
 ) -> None:
@@ -756,6 +778,7 @@ def test_config_dir_has_every_kind_of_example() -> None:
     assert "local/lakefs.yaml" in names
     assert "multi-store/lakefs.yaml" in names
     assert "azure/lakefs.yaml" in names
+    assert "gcs/lakefs.yaml" in names
     for region in ("us-east-1", "us-west-2"):
         assert f"aws/{region}/replication-dynamodb.yaml" in names
         assert f"aws/{region}/replication-postgres.yaml" in names

@@ -79,6 +79,41 @@ def join_address(namespace: str, key: str) -> str:
     return namespace.rstrip("/") + "/" + key.lstrip("/")
 
 
+def split_bucket_address(address: str, scheme: str, *,
+                         key_required: bool = True) -> tuple[str, str]:
+    """Split ``<scheme>://bucket/key`` into ``(bucket, key)``.
+
+    Raises:
+        ValidationError: not an address of ``scheme``, no bucket, or (if
+            ``key_required``) no key.
+    """
+    from lakefs_core.errors import ValidationError
+
+    prefix = f"{scheme}://"
+    if not address.startswith(prefix):
+        raise ValidationError(f"not a {scheme}:// address: {address!r}")
+    bucket, _, key = address[len(prefix):].partition("/")
+    if not bucket:
+        raise ValidationError(f"{scheme} address has no bucket: {address!r}")
+    if key_required and not key:
+        raise ValidationError(f"{scheme} address has no key: {address!r}")
+    return bucket, key
+
+
+def check_byte_range(byte_range: tuple[int, int]) -> tuple[int, int]:
+    """``(first, last)`` of an inclusive byte range.
+
+    Raises:
+        ValidationError: ``first < 0`` or ``last < first``.
+    """
+    from lakefs_core.errors import ValidationError
+
+    first, last = byte_range
+    if first < 0 or last < first:
+        raise ValidationError(f"invalid byte range {byte_range!r}")
+    return first, last
+
+
 class BlockStore(ABC):
     """An object store. Implementations must be safe to use from many threads."""
 

@@ -10,6 +10,14 @@ Single store (``blockstore``)::
         force_path_style: true
         credentials: {access_key_id: ..., secret_access_key: ...}
 
+Google Cloud Storage (``gs://bucket/prefix`` namespaces)::
+
+    blockstore:
+      type: gs
+      gs:
+        credentials_file: /etc/lakefs/gcs-key.json
+        pre_signed_expiry: 15m
+
 Several stores (``blockstores``, each repository bound to one by its storage id)::
 
     blockstores:
@@ -33,7 +41,7 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 #: the longest a pre-signed URL may live (S3's own limit: 7 days)
 MAX_PRESIGNED_EXPIRY = timedelta(days=7)
@@ -47,6 +55,7 @@ class BlockstoreType(StrEnum):
     LOCAL = "local"
     S3 = "s3"
     AZURE = "azure"
+    GS = "gs"
 
 
 class _Section(BaseModel):
@@ -143,6 +152,7 @@ class S3Config(_Section):
 
 
 def _presigned_expiry(value: object) -> timedelta:
+    """A ``pre_signed_expiry`` value: a duration from 1 second to 7 days."""
     # imported here: the settings framework itself imports this module
     from lakefs_core.settings.durations import parse_duration
 
@@ -231,6 +241,83 @@ class AzureConfig(_Section):
         return value
 
 
+#: resumable uploads move data in multiples of this many bytes (GCS's rule)
+GS_CHUNK_MULTIPLE = 256 << 10
+
+
+class GSConfig(_Section):
+    """``blockstore.gs``: Google Cloud Storage (or an emulator of its JSON API).
+
+    Credentials come from ``credentials_file``, else ``credentials_json``, else
+    Google's application default credentials. Pre-signed URLs (V4) are signed with
+    a service-account key; other credentials offer none.
+
+    Attributes:
+        credentials_file: path of a service-account key (JSON) file.
+        credentials_json: the service-account key itself, as JSON text (used when
+            ``credentials_file`` is not set).
+        endpoint: the JSON API endpoint; None means Google's own. Set it for a private
+            endpoint or an emulator (pre-signed URLs name it too).
+        anonymous: send requests without credentials (emulators); a configured key
+            still signs pre-signed URLs.
+        upload_chunk_size: streaming writes larger than this go as one resumable
+            upload in chunks of this size (a multiple of 256 KiB).
+        list_page_size: objects asked for per list request.
+        pre_signed_expiry: how long a pre-signed URL lives (``15m``; at most 7 days).
+        disable_pre_signed: offer no pre-signed URLs (clients move data through the
+            server).
+        disable_pre_signed_ui: tell the web UI not to use pre-signed URLs (the
+            default, as lakeFS: the bucket needs CORS rules first).
+        disable_pre_signed_multipart: offer no pre-signed multipart uploads (parts
+            written as objects beside the target, composed when completed).
+        server_side_encryption_customer_supplied: a customer-supplied AES-256 key, in
+            hex, that encrypts every object written (exclusive with the KMS key).
+        server_side_encryption_kms_key_id: a Cloud KMS key name that encrypts every
+            object written.
+    """
+
+    credentials_file: str | None = None
+    credentials_json: SecretStr | None = None
+    endpoint: str | None = None
+    anonymous: bool = False
+    upload_chunk_size: int = Field(default=8 << 20, ge=GS_CHUNK_MULTIPLE)
+    list_page_size: int = Field(default=1000, ge=1, le=1000)
+    pre_signed_expiry: timedelta = timedelta(minutes=15)
+    disable_pre_signed: bool = False
+    disable_pre_signed_ui: bool = True
+    disable_pre_signed_multipart: bool = False
+    server_side_encryption_customer_supplied: SecretStr | None = None
+    server_side_encryption_kms_key_id: str | None = None
+
+    @field_validator("pre_signed_expiry", mode="before")
+    @classmethod
+    def _parse_expiry(cls, value: object) -> timedelta:
+        return _presigned_expiry(value)
+
+    @field_validator("upload_chunk_size")
+    @classmethod
+    def _check_chunk_size(cls, value: int) -> int:
+        if value % GS_CHUNK_MULTIPLE:
+            raise ValueError("upload_chunk_size must be a multiple of 256 KiB (262144)")
+        return value
+
+    @model_validator(mode="after")
+    def _check_encryption(self) -> GSConfig:
+        key = self.server_side_encryption_customer_supplied
+        if key is not None and self.server_side_encryption_kms_key_id:
+            raise ValueError("server_side_encryption_customer_supplied and "
+                             "server_side_encryption_kms_key_id are exclusive")
+        if key is not None:
+            try:
+                raw = bytes.fromhex(key.get_secret_value())
+            except ValueError:
+                raw = b""
+            if len(raw) != 32:
+                raise ValueError("server_side_encryption_customer_supplied must be a "
+                                 "256-bit AES key in hex (64 hex digits)")
+        return self
+
+
 class SigningConfig(_Section):
     """``blockstore(s).signing``: the secret used to sign pre-signed links.
 
@@ -245,13 +332,15 @@ class BlockstoreConfig(_Section):
     """The single-store ``blockstore`` section.
 
     Attributes:
-        type: ``local``, ``s3`` or ``azure``; the section of that name configures it.
+        type: ``local``, ``s3``, ``azure`` or ``gs``; the section of that name
+            configures it.
     """
 
     type: BlockstoreType = BlockstoreType.LOCAL
     local: LocalConfig | None = None
     s3: S3Config | None = None
     azure: AzureConfig | None = None
+    gs: GSConfig | None = None
     signing: SigningConfig | None = None
 
     @model_validator(mode="after")
@@ -263,6 +352,8 @@ class BlockstoreConfig(_Section):
             object.__setattr__(self, "s3", S3Config())
         if self.type is BlockstoreType.AZURE and self.azure is None:
             object.__setattr__(self, "azure", AzureConfig())
+        if self.type is BlockstoreType.GS and self.gs is None:
+            object.__setattr__(self, "gs", GSConfig())
         return self
 
 
@@ -312,5 +403,6 @@ class BlockstoresConfig(_Section):
 
 
 def type_section(config: BlockstoreConfig) -> Any:
-    """The type-specific section of ``config`` (its ``local``, ``s3`` or ``azure`` value)."""
+    """The type-specific section of ``config`` (its ``local``, ``s3``, ``azure`` or ``gs``
+    value)."""
     return getattr(config, config.type.value)

@@ -73,6 +73,10 @@ BLOCKSTORE_DRIVERS: Mapping[BlockstoreType, BlockstoreDriver] = {
         "lakefs_core.block.azure", "from_config",
         "azure-storage-blob: pip install azure-storage-blob"
     ),
+    BlockstoreType.GS: BlockstoreDriver(
+        "lakefs_core.block.gs", "from_config",
+        "google-cloud-storage: pip install google-cloud-storage",
+    ),
 }
 
 
@@ -280,6 +284,8 @@ def _info(store: StoreConfig) -> StoreInfo:
 # --- storage namespaces ------------------------------------------------------------
 _S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\Z")
 _IPV4 = re.compile(r"^\d+\.\d+\.\d+\.\d+\Z")
+#: Cloud Storage bucket names: 3-63 characters, or up to 222 in dot-separated parts
+_GS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]\Z")
 #: control characters, backslashes, and lone surrogates (JSON can escape one; no text)
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\\ud800-\udfff]")
 
@@ -351,9 +357,9 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
 
     ``local://name[/prefix]`` for a local store, ``s3://bucket[/prefix]`` (a valid
     bucket name) for S3, ``https://<account>.blob.core.windows.net/<container>[/prefix]``
-    (the store's account, a valid container name) for Azure. A trailing slash is
-    allowed; empty, ``.`` and ``..`` segments, control characters and backslashes are
-    not.
+    (the store's account, a valid container name) for Azure, ``gs://bucket[/prefix]``
+    for Cloud Storage. A trailing slash is allowed; empty, ``.`` and ``..`` segments,
+    control characters and backslashes are not.
 
     Returns:
         ``namespace``, unchanged.
@@ -375,4 +381,14 @@ def validate_namespace(store: BlockStore, namespace: str) -> str:
             raise ValidationError(
                 f"storage namespace {namespace!r}: {bucket!r} is not a valid S3 bucket name"
             )
+    if store.scheme == "gs" and not _valid_gs_bucket(parts[0]):
+        raise ValidationError(
+            f"storage namespace {namespace!r}: {parts[0]!r} is not a valid Cloud Storage "
+            "bucket name")
     return namespace
+
+
+def _valid_gs_bucket(bucket: str) -> bool:
+    return (bool(_GS_BUCKET.match(bucket)) and not _IPV4.match(bucket)
+            and not bucket.startswith("goog") and ".." not in bucket
+            and all(0 < len(part) <= 63 for part in bucket.split(".")))

@@ -28,6 +28,8 @@ from lakefs_core.block.base import (
     PresignedURL,
     PresignMode,
     PresignSupport,
+    check_byte_range,
+    split_bucket_address,
     stream_parts,
 )
 from lakefs_core.block.config import BlockstoreConfig, S3Config
@@ -59,14 +61,7 @@ def split_address(address: str, *, key_required: bool = True) -> tuple[str, str]
     Raises:
         ValidationError: not an s3 address, no bucket, or (if ``key_required``) no key.
     """
-    if not address.startswith(SCHEME):
-        raise ValidationError(f"not an s3 address: {address!r}")
-    bucket, _, key = address[len(SCHEME):].partition("/")
-    if not bucket:
-        raise ValidationError(f"s3 address has no bucket: {address!r}")
-    if key_required and not key:
-        raise ValidationError(f"s3 address has no key: {address!r}")
-    return bucket, key
+    return split_bucket_address(address, "s3", key_required=key_required)
 
 
 def _etag(value: str) -> str:
@@ -225,7 +220,7 @@ class S3BlockStore(BlockStore):
         first: int | None = None
         last: int | None = None
         if byte_range is not None:
-            first, last = _check_range(byte_range)
+            first, last = check_byte_range(byte_range)
             args["Range"] = f"bytes={first}-{last}"
         data = self._lean.get(bucket, key, first, last) if self._lean is not None else None
         if data is not None:
@@ -360,7 +355,7 @@ class S3BlockStore(BlockStore):
                                 "PartNumber": part_number,
                                 "CopySource": {"Bucket": src_bucket, "Key": src_key}}
         if byte_range is not None:
-            first, last = _check_range(byte_range)
+            first, last = check_byte_range(byte_range)
             args["CopySourceRange"] = f"bytes={first}-{last}"
         try:
             result = self._client.upload_part_copy(**args)["CopyPartResult"]
@@ -394,13 +389,6 @@ class S3BlockStore(BlockStore):
 def from_config(config: BlockstoreConfig) -> S3BlockStore:
     """Build an S3 store from a ``blockstore`` section of type ``s3``."""
     return S3BlockStore(config.s3 or S3Config())
-
-
-def _check_range(byte_range: tuple[int, int]) -> tuple[int, int]:
-    first, last = byte_range
-    if first < 0 or last < first:
-        raise ValidationError(f"invalid byte range {byte_range!r}")
-    return first, last
 
 
 def _code(e: Exception) -> str:

@@ -1,7 +1,7 @@
 """One server over stores of different types (``blockstores.stores``): S3 on moto beside
 Azure on Azurite, both used through the lakeFS SDK (and the Azure one through the S3
-gateway and by a zero-copy import); and the start-up check that no repository is bound to a store the
-configuration no longer has.
+gateway and by a zero-copy import); and the start-up check that no repository is bound
+to a store the configuration no longer has.
 """
 
 from __future__ import annotations

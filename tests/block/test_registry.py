@@ -173,7 +173,7 @@ def test_blockstore_and_blockstores_are_exclusive(tmp_path: Path, moto_endpoint:
 
 def test_invalid_single_section() -> None:
     with pytest.raises(ValidationError, match="invalid blockstore configuration: type"):
-        BlockStores.from_config({"type": "gs"})
+        BlockStores.from_config({"type": "hdfs"})
     with pytest.raises(ValidationError, match="max_pool_connections"):
         BlockStores.from_config({"type": "s3", "s3": {"max_pool_connections": 0}})
 

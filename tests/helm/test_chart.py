@@ -171,6 +171,20 @@ def test_defaults_render_the_server_alone(chart: helm.Chart, tmp_path: Path) -> 
     assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
 
 
+def test_gs_blockstore_values_reach_the_server(chart: helm.Chart, tmp_path: Path) -> None:
+    gs = {"credentials_file": "/etc/gcs/key.json", "pre_signed_expiry": "30m"}
+    objects = render(chart, {"config": {"blockstore": {"type": "gs", "gs": gs}}})
+    deployment = find(objects, "Deployment", "lakefs-source-lakefs-mirror")
+    cm_name, key = config_file(deployment, SERVER_CONFIG_FILE_ENV)
+    cfg = load_server_config(write_config(tmp_path, find(objects, "ConfigMap", cm_name), key),
+                             env={})
+    assert cfg.blockstore is not None and cfg.blockstore.gs is not None
+    assert cfg.blockstore.gs.credentials_file == "/etc/gcs/key.json"
+    assert cfg.blockstore.gs.pre_signed_expiry.total_seconds() == 1800
+    with pytest.raises(helm.HelmValuesError, match="type"):
+        render(chart, {"config": {"blockstore": {"type": "azure-files"}}})
+
+
 def test_chart_created_secret_feeds_the_server(chart: helm.Chart) -> None:
     objects = render(
         chart,

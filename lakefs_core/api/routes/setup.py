@@ -26,6 +26,7 @@ _NAMESPACE_HINTS: dict[str, tuple[str, str]] = {
     "local": ("local://example-bucket/", "^local://"),
     "s3": ("s3://example-bucket/", "^s3://"),
     "azure": ("https://mystorageaccount.blob.core.windows.net/mycontainer/", "^https?://"),
+    "gs": ("gs://example-bucket/", "^gs://"),
 }
 
 
