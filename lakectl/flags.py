@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,6 +22,25 @@ def pagination(f: F) -> F:
                      help="show results after this value (used for pagination)")(f)
     return click.option("--amount", type=int, default=DEFAULT_AMOUNT, show_default=True,
                         help="how many results to return")(f)
+
+
+_DURATION_PART = re.compile(r"(\d+)([smhd])")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> int:
+    """Seconds of a duration such as ``90s``, ``30m``, ``1h30m`` or ``7d``.
+
+    Raises:
+        Fatal: not such a duration, or zero.
+    """
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise Fatal(f"invalid duration {text!r}: expected e.g. 90s, 30m, 1h30m or 7d")
+    seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise Fatal(f"invalid duration {text!r}: must be positive")
+    return seconds
 
 
 def yes(f: F) -> F:

@@ -390,6 +390,18 @@ class ActionsConfig(ConfigModel):
     alert_webhook: AlertWebhookConfig = Field(default_factory=AlertWebhookConfig)
 
 
+class BranchesConfig(ConfigModel):
+    """``branches``: the housekeeping of ephemeral branches.
+
+    Attributes:
+        housekeeping_interval: how often the server deletes the branches whose expiry
+            (``expires_at`` of create-branch, this server's extension) has passed,
+            running their delete-branch hooks; ``0s`` turns the housekeeping off.
+    """
+
+    housekeeping_interval: Duration = timedelta(minutes=1)
+
+
 class GatewaysConfig(ConfigModel):
     """``gateways``: the S3-compatible gateway."""
 
@@ -476,6 +488,7 @@ class ServerConfig(PrefixedSettings):
     gateways: GatewaysConfig = Field(default_factory=GatewaysConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     actions: ActionsConfig = Field(default_factory=ActionsConfig)
+    branches: BranchesConfig = Field(default_factory=BranchesConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
 from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import OrphanedRepositoriesError
 from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.housekeeping import BranchHousekeeper
 from lakefs_core.graveler.importing import Importer
 from lakefs_core.ref_events import RefEventNotifier
 from lakefs_core.refstore import open_refstore
@@ -42,11 +43,27 @@ class Services:
     actions: ActionsService | None = None
     #: zero-copy imports running in this process
     imports: Importer = field(init=False)
+    #: deletes expired branches while the server runs (see :meth:`start_housekeeping`)
+    housekeeper: BranchHousekeeper | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.imports = Importer(self.graveler)
 
+    def start_housekeeping(self) -> None:
+        """Start deleting expired branches every ``branches.housekeeping_interval``
+        (unless it is 0); the server calls this when it starts serving."""
+        interval = self.config.branches.housekeeping_interval.total_seconds()
+        if interval and self.housekeeper is None:
+            self.housekeeper = BranchHousekeeper(self.graveler, interval)
+            self.housekeeper.start()
+
+    def stop_housekeeping(self) -> None:
+        if self.housekeeper is not None:
+            self.housekeeper.close()
+            self.housekeeper = None
+
     def close(self) -> None:
+        self.stop_housekeeping()
         self.imports.close()
         if self.actions is not None:
             self.actions.close()

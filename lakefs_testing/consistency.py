@@ -5,8 +5,8 @@ files from the object store, and reports each broken rule as one line:
 
 - every branch head (but the empty head of a bare repository) and tag names a commit
   of its repository; every commit's metarange and ranges load and its parents exist;
-- a repository's default branch exists; hidden branches and present commits name
-  existing branches and commits;
+- a repository's default branch exists; hidden branches, branch expiries and present
+  commits name existing branches and commits;
 - staged entries belong to a staging token (current or sealed) of an existing branch;
 - no row of any table belongs to a repository that does not exist (deleting a
   repository leaves nothing of it behind);
@@ -26,6 +26,7 @@ from lakefs_core.auth import store as auth_tables
 from lakefs_core.errors import LakeFSError
 from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.refstore.schema import (
+    branch_expiries,
     branches,
     commits,
     hidden_branches,
@@ -104,6 +105,9 @@ def _check_refs(services: Services, engine: Engine, findings: _Findings) -> None
         for row in _rows_of(engine, hidden_branches, repo_id):
             if row["name"] not in own_branches:
                 findings.add("hidden mark of a missing branch", f"{repo_id}@{row['name']}")
+        for row in _rows_of(engine, branch_expiries, repo_id):
+            if row["name"] not in own_branches:
+                findings.add("expiry of a missing branch", f"{repo_id}@{row['name']}")
         for row in _rows_of(engine, present_commits, repo_id):
             if row["commit_id"] not in known:
                 findings.add("present mark of a missing commit", f"{repo_id}:{row['commit_id']}")

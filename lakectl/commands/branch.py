@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from lakectl import flags, uri
@@ -17,9 +19,13 @@ def branch() -> None:
 @branch.command("create")
 @click.argument("branch_uri", metavar="<branch URI>")
 @click.option("-s", "--source", required=True, help="source branch uri")
+@click.option("--ttl", default=None,
+              help="delete the branch after this long (e.g. 30m, 1h30m, 7d); "
+                   "an extension of this server")
 @output_option
 @pass_session
-def create(s: Session, branch_uri: str, source: str, output_format: str) -> None:
+def create(s: Session, branch_uri: str, source: str, ttl: str | None,
+           output_format: str) -> None:
     """Create a new branch in a repository"""
     u = s.branch_uri(branch_uri, "branch")
     try:
@@ -28,14 +34,20 @@ def create(s: Session, branch_uri: str, source: str, output_format: str) -> None
         raise Fatal(f"failed to parse source URI: {e}") from None
     if src.repository != u.repository:
         raise Fatal("source branch must be in the same repository")
+    body: dict[str, object] = {"name": u.ref, "source": src.ref}
+    if ttl is not None:
+        body["expires_at"] = int(time.time()) + flags.parse_duration(ttl)
     out = Output(output_format)
     commit_id = s.call("POST", f"/repositories/{u.repository}/branches", ok=(201,),
-                       json={"name": u.ref, "source": src.ref}).text
+                       json=body).text
     if out.json:
-        out.dump({"id": u.ref, "commit_id": commit_id})
+        out.dump({"id": u.ref, "commit_id": commit_id,
+                  **({"expires_at": body["expires_at"]} if ttl is not None else {})})
         return
     out.echo(f"Source ref: {src}")
     out.echo(f"created branch '{u.ref}' {commit_id}")
+    if ttl is not None:
+        out.echo(f"expires at {body['expires_at']} (unix seconds)")
 
 
 @branch.command("list")
@@ -61,7 +73,8 @@ def show(s: Session, branch_uri: str, output_format: str) -> None:
     u = s.branch_uri(branch_uri)
     out = Output(output_format)
     ref = s.json("GET", f"/repositories/{u.repository}/branches/{u.ref}")
-    out.show(ref, lambda r: f"Branch: {u}\nCommit ID: {r['commit_id']}")
+    out.show(ref, lambda r: f"Branch: {u}\nCommit ID: {r['commit_id']}" + (
+        f"\nExpires at: {r['expires_at']}" if r.get("expires_at") else ""))
 
 
 @branch.command("delete")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
+import anyio.to_thread
 import httpx
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.routing import APIRoute
@@ -64,8 +65,12 @@ def create_api(services: Services) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        yield
-        await proxy_client.aclose()
+        services.start_housekeeping()
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(services.stop_housekeeping)
+            await proxy_client.aclose()
 
     app = FastAPI(
         lifespan=lifespan,

@@ -154,10 +154,16 @@ class Graveler(PullRequestEngine):
 
     # ----------------------------------------------------------------- branches
     def create_branch(self, repo_id: str, name: str, source_ref: str, *,
-                      hidden: bool = False) -> Branch:
-        """Create a branch at ``source_ref``; a ``hidden`` one is left out of default listings."""
+                      hidden: bool = False, expires_at: int | None = None) -> Branch:
+        """Create a branch at ``source_ref``.
+
+        A ``hidden`` one is left out of default listings; one with ``expires_at`` (unix
+        seconds) is deleted by the branch housekeeping once that time has passed.
+        """
         repo = self._writable_repo(repo_id)
         validate_branch_name(name)
+        if expires_at is not None and expires_at <= 0:
+            raise ValidationError("expires_at must be a positive unix time in seconds")
         resolved = self.resolve_ref(repo_id, source_ref)
         try:  # an existing branch fails before the hooks run, as it would after
             self.refstore.get_branch(repo_id, name)
@@ -172,6 +178,8 @@ class Graveler(PullRequestEngine):
         self.refstore.create_branch(repo_id, branch)
         if hidden:
             self.refstore.set_branch_hidden(repo_id, name, True)
+        if expires_at is not None:
+            self.refstore.set_branch_expiry(repo_id, name, expires_at)
         self._notify(repo_id, name)
         self.hooks.post(HookRecord(
             EventType.POST_CREATE_BRANCH, repo, source_ref=name, branch_id=name,
@@ -180,6 +188,10 @@ class Graveler(PullRequestEngine):
 
     def is_branch_hidden(self, repo_id: str, name: str) -> bool:
         return self.refstore.is_branch_hidden(repo_id, name)
+
+    def get_branch_expiry(self, repo_id: str, name: str) -> int | None:
+        """When an ephemeral branch expires (unix seconds); None for other branches."""
+        return self.refstore.get_branch_expiry(repo_id, name)
 
     def get_branch(self, repo_id: str, name: str) -> Branch:
         self.refstore.get_repository(repo_id)

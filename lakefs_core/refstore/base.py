@@ -99,6 +99,25 @@ class RefStore(ABC):
     def set_branch_hidden(self, repo_id: str, name: str, hidden: bool) -> None:
         """Mark a branch hidden, or not (deleting a branch clears its mark)."""
 
+    # --- ephemeral branches ----------------------------------------------------------
+    @abstractmethod
+    def get_branch_expiry(self, repo_id: str, name: str) -> int | None:
+        """When the branch expires (unix seconds); None when it does not."""
+
+    @abstractmethod
+    def set_branch_expiry(self, repo_id: str, name: str, expires_at: int | None) -> None:
+        """Set or clear (None) a branch's expiry (deleting a branch clears it).
+
+        Raises:
+            RepositoryNotFoundError.
+        """
+
+    @abstractmethod
+    def list_expired_branches(self, now: int, amount: int = 1000) -> list[tuple[str, str]]:
+        """(repository, branch) of the branches whose expiry is at or before ``now``,
+        soonest expired first, in every writable repository (neither a read-only one's
+        branches nor a default branch)."""
+
     # --- garbage collection rules ---------------------------------------------------
     @abstractmethod
     def get_gc_rules(self, repo_id: str) -> GarbageCollectionRules | None:

@@ -68,6 +68,15 @@ hidden_branches = Table(
     Column("name", _key(), primary_key=True),
 )
 
+#: when a branch expires (unix seconds): the housekeeping loop deletes it after that
+#: (this server's ephemeral branches)
+branch_expiries = Table(
+    "branch_expiries", schema,
+    Column("repo", _key(), _repo_fk(), primary_key=True),
+    Column("name", _key(), primary_key=True),
+    Column("expires_at", BigInteger, nullable=False),
+)
+
 #: what makes a repository a mirror (see :class:`MirrorMarking`)
 mirror_markings = Table(
     "mirror_markings", schema,
@@ -235,6 +244,6 @@ staged_entries = Table(
 
 #: the tables holding a repository's rows, deleted with it (children first)
 REPO_CHILDREN = (imports, staged_entries, present_commits, commits, tags, hidden_branches,
-                 branches, branch_protection, mirror_markings, pull_requests,
+                 branch_expiries, branches, branch_protection, mirror_markings, pull_requests,
                  repository_metadata, gc_branch_rules, gc_rules, repository_tasks, hook_runs,
                  action_runs, link_addresses)

@@ -96,6 +96,7 @@ from lakefs_core.refstore.rows import (
 )
 from lakefs_core.refstore.schema import (
     REPO_CHILDREN,
+    branch_expiries,
     branch_protection,
     branches,
     commits,
@@ -472,6 +473,38 @@ class SQLRefStore(RepositoryRecords, RefStore):
                                                   hidden_branches.c.name == name)
         self._write(lambda conn: conn.execute(stmt), repo_fk=repo_id)
 
+    # --- ephemeral branches -------------------------------------------------------------
+    def get_branch_expiry(self, repo_id: str, name: str) -> int | None:
+        stmt = select(branch_expiries.c.expires_at).where(
+            branch_expiries.c.repo == repo_id, branch_expiries.c.name == name)
+        value = self._read(lambda conn: conn.execute(stmt).scalar())
+        return None if value is None else int(value)
+
+    def set_branch_expiry(self, repo_id: str, name: str, expires_at: int | None) -> None:
+        """Set or clear a branch's expiry. Raises RepositoryNotFoundError."""
+        if expires_at is None:
+            clear = branch_expiries.delete().where(branch_expiries.c.repo == repo_id,
+                                                   branch_expiries.c.name == name)
+            self._write(lambda conn: conn.execute(clear), repo_fk=repo_id)
+            return
+        row = {"repo": repo_id, "name": name, "expires_at": int(expires_at)}
+        self._write(lambda conn: self._upsert(conn, branch_expiries, [row]), repo_fk=repo_id)
+
+    def list_expired_branches(self, now: int, amount: int = 1000) -> list[tuple[str, str]]:
+        check_amount(amount)
+        stmt = (select(branch_expiries.c.repo, branch_expiries.c.name)
+                .join(branches, (branches.c.repo == branch_expiries.c.repo)
+                      & (branches.c.name == branch_expiries.c.name))
+                .join(repositories, repositories.c.id == branch_expiries.c.repo)
+                .where(branch_expiries.c.expires_at <= now,
+                       repositories.c.read_only.is_(False),
+                       repositories.c.default_branch != branch_expiries.c.name)
+                .order_by(branch_expiries.c.expires_at, branch_expiries.c.repo,
+                          branch_expiries.c.name)
+                .limit(amount))
+        rows = self._read(lambda conn: conn.execute(stmt).all())
+        return [(str(repo), str(name)) for repo, name in rows]
+
     # --- mirrors ------------------------------------------------------------------------
     def get_mirror_marking(self, repo_id: str) -> MirrorMarking | None:
         """The repository's mirror marking; None for other repositories (or none)."""
@@ -566,15 +599,18 @@ class SQLRefStore(RepositoryRecords, RefStore):
         return [branch_of(r) for r in self._read(lambda conn: conn.execute(stmt).all())]
 
     def delete_branch(self, repo_id: str, name: str) -> None:
-        """Delete a branch (and its hidden mark). Raises BranchNotFoundError."""
+        """Delete a branch (and its hidden mark and expiry). Raises BranchNotFoundError."""
         stmt = branches.delete().where(branches.c.repo == repo_id, branches.c.name == name)
         unhide = hidden_branches.delete().where(hidden_branches.c.repo == repo_id,
                                                 hidden_branches.c.name == name)
+        unexpire = branch_expiries.delete().where(branch_expiries.c.repo == repo_id,
+                                                  branch_expiries.c.name == name)
 
         def work(conn: Connection) -> None:
             if conn.execute(stmt).rowcount == 0:
                 raise BranchNotFoundError(f"branch {name!r} not found")
             conn.execute(unhide)
+            conn.execute(unexpire)
 
         self._write(work)
 

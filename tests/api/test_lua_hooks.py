@@ -87,7 +87,7 @@ hooks:
         assert "never" not in [b.id for b in repo.branches()]
 
 
-def test_symlink_exporter_writes_hive_symlinks_after_commit(
+def test_symlink_exporter_writes_hive_symlinks_after_commit_and_merge(
         s3_server: LiveServer, moto_endpoint: str, unique_name: str) -> None:
     client = sdk_client(s3_server)
     repo = lakefs.Repository("exports", client=client).create(
@@ -119,6 +119,22 @@ def test_symlink_exporter_writes_hive_symlinks_after_commit(
                 .physical_address for i in range(2)]
     assert addresses == expected
     assert all(a.startswith(f"s3://{unique_name}/exports/") for a in addresses)
+
+    # a merge into main exports the merged version (post-merge), new partition included
+    feature = repo.branch("more-animals").create(source_reference="main")
+    put(feature, "tables/animals/type=bird/part-0.parquet", b"data of a bird")
+    feature.commit("birds")  # not on main: no export
+    merge = feature.merge_into(main)
+    runs = client.sdk_client.actions_api.list_repository_runs("exports").results
+    assert [(r.event_type, r.status, r.commit_id) for r in runs] == [
+        ("post-merge", "completed", merge), ("post-commit", "completed", commit)]
+    prefix = f"exports/_lakefs/exported/main/{merge[:6]}/animals/"
+    listed = s3.list_objects_v2(Bucket=unique_name, Prefix=prefix)
+    keys = sorted(o["Key"][len(prefix):] for o in listed.get("Contents", []))
+    assert keys == ["type=bird/symlink.txt", "type=cat/symlink.txt", "type=dog/symlink.txt"]
+    birds = s3.get_object(Bucket=unique_name, Key=prefix + "type=bird/symlink.txt")
+    assert birds["Body"].read().decode().splitlines() == [
+        main.object("tables/animals/type=bird/part-0.parquet").stat().physical_address]
 
 
 def _parquet(columns: dict[str, list[Any]]) -> bytes:

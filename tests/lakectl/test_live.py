@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,6 +97,17 @@ def test_versioning_workflow(cli: CliRunner, server: LiveServer, tmp_path: Path)
 
     out = ok(cli, "branch", "create", "lakefs://flow/dev", "-s", "lakefs://flow/main").stdout
     assert out == f"Source ref: lakefs://flow/main\ncreated branch 'dev' {head}\n"
+    before = int(time.time())
+    ok(cli, "branch", "create", "lakefs://flow/scratch", "-s", "lakefs://flow/main",
+       "--ttl", "1h30m")
+    expires = api(server, "GET", "/repositories/flow/branches/scratch").json()["expires_at"]
+    assert before + 5400 <= expires <= int(time.time()) + 5400
+    assert ok(cli, "branch", "show", "lakefs://flow/scratch").stdout.endswith(
+        f"Expires at: {expires}\n")
+    assert "invalid duration '1x'" in fails(
+        cli, "branch", "create", "lakefs://flow/bad", "-s", "lakefs://flow/main",
+        "--ttl", "1x").stderr
+    ok(cli, "branch", "delete", "lakefs://flow/scratch", "-y")
     assert ok(cli, "branch", "show", "lakefs://flow/dev").stdout == (
         f"Branch: lakefs://flow/dev\nCommit ID: {head}\n")
     ok(cli, "fs", "rm", "lakefs://flow/dev/readme.txt")

@@ -290,6 +290,31 @@ def test_hidden_branches(store: SQLRefStore) -> None:
         store.set_branch_hidden("nope", "dev", True)
 
 
+def test_branch_expiries(store: SQLRefStore) -> None:
+    new_repo(store, "r1")
+    for name in ("a", "b", "c", "gone"):
+        store.create_branch("r1", Branch(name, "c1", f"t-{name}"))
+    assert store.get_branch_expiry("r1", "a") is None
+    store.set_branch_expiry("r1", "b", 200)
+    store.set_branch_expiry("r1", "a", 100)
+    store.set_branch_expiry("r1", "c", 300)
+    store.set_branch_expiry("r1", "main", 50)  # a default branch is never listed
+    store.set_branch_expiry("r1", "gone", 150)
+    store.delete_branch("r1", "gone")  # a deleted branch's expiry goes with it
+    assert store.get_branch_expiry("r1", "gone") is None
+    assert store.get_branch_expiry("r1", "a") == 100
+    assert store.list_expired_branches(99) == []
+    assert store.list_expired_branches(200) == [("r1", "a"), ("r1", "b")]
+    assert store.list_expired_branches(1000, amount=1) == [("r1", "a")]
+    store.set_branch_expiry("r1", "a", None)
+    store.set_branch_expiry("r1", "c", 150)  # replaced
+    assert store.list_expired_branches(200) == [("r1", "c"), ("r1", "b")]
+    store.update_repository(replace(store.get_repository("r1"), read_only=True))
+    assert store.list_expired_branches(200) == []  # a read-only repository's: none
+    with pytest.raises(RepositoryNotFoundError):
+        store.set_branch_expiry("nope", "dev", 1)
+
+
 def test_mirror_marking_and_present_commits(store: SQLRefStore) -> None:
     new_repo(store, "r1")
     assert store.get_mirror_marking("r1") is None

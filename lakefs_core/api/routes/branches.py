@@ -37,6 +37,13 @@ class RefModel(BaseModel):
     commit_id: str
 
 
+class BranchModel(RefModel):
+    """A branch as lakeFS's Ref, with its expiry when it has one (this server's
+    extension: unix seconds)."""
+
+    expires_at: int | None = None
+
+
 class RefList(BaseModel):
     pagination: Pagination
     results: list[RefModel]
@@ -47,6 +54,10 @@ class BranchCreation(BaseModel):
     source: str = Field(description="ref the new branch starts at")
     force: bool | None = False
     hidden: bool | None = Field(default=False, description="leave out of default listings")
+    expires_at: int | None = Field(
+        default=None, gt=0,
+        description="this server's extension: unix time (seconds) after which the branch "
+                    "housekeeping deletes the branch, running its delete-branch hooks")
 
 
 class ResetCreation(BaseModel):
@@ -92,7 +103,8 @@ def create_branch(repository: str, body: BranchCreation,
     """Create a branch at ``source``; the response body is its commit id (text)."""
     ctx.check(rbac.CREATE_BRANCH, branch_arn(repository, body.name))
     branch = ctx.services.graveler.create_branch(repository, body.name, body.source,
-                                                 hidden=bool(body.hidden))
+                                                 hidden=bool(body.hidden),
+                                                 expires_at=body.expires_at)
     return PlainTextResponse(branch.commit_id, status_code=201)
 
 
@@ -119,12 +131,14 @@ def list_branches(
     return ref_list([(b.name, b.commit_id) for b in branches], has_more, n)
 
 
-@router.get("/repositories/{repository}/branches/{branch}", response_model=RefModel,
-            tags=["branches"])
-def get_branch(repository: str, branch: str, ctx: Ctx = Depends(authenticated)) -> RefModel:
+@router.get("/repositories/{repository}/branches/{branch}", response_model=BranchModel,
+            response_model_exclude_none=True, tags=["branches"])
+def get_branch(repository: str, branch: str, ctx: Ctx = Depends(authenticated)) -> BranchModel:
     ctx.check(rbac.READ_BRANCH, branch_arn(repository, branch))
-    b = ctx.services.graveler.get_branch(repository, branch)
-    return RefModel(id=b.name, commit_id=b.commit_id)
+    graveler = ctx.services.graveler
+    b = graveler.get_branch(repository, branch)
+    return BranchModel(id=b.name, commit_id=b.commit_id,
+                       expires_at=graveler.get_branch_expiry(repository, branch))
 
 
 @router.delete("/repositories/{repository}/branches/{branch}", status_code=204,

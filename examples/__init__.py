@@ -1,0 +1,1 @@
+"""Runnable examples around the server (see each package's docstring)."""
