@@ -1,12 +1,19 @@
-"""A real server (uvicorn on loopback, in a thread) for API, SDK and gateway tests."""
+"""A real server for API, SDK and gateway tests: uvicorn on loopback in a thread
+(:func:`live_server`), or ``python -m lakefs_core run`` in a child process with one or
+more worker processes (:func:`server_process`)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -69,3 +76,70 @@ def live_server(data_dir: str, env: Mapping[str, str] | None = None,
         server.should_exit = True
         thread.join(timeout=30)
         services.close()
+
+
+@dataclass
+class ServerProcess:
+    """``python -m lakefs_core run`` in a child process; its output goes to ``output``."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    output: Path
+    access_key_id: str = ADMIN_KEY
+    secret_access_key: str = ADMIN_SECRET
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api(self) -> str:
+        return f"{self.endpoint}/api/v1"
+
+    def client(self, key: str | None = None, secret: str | None = None) -> httpx.Client:
+        """An httpx client for the API with basic auth (the admin's by default)."""
+        return httpx.Client(base_url=self.api, timeout=60.0,
+                            auth=(key or self.access_key_id, secret or self.secret_access_key))
+
+
+@contextlib.contextmanager
+def server_process(data_dir: str | Path, env: Mapping[str, str] | None = None, *,
+                   workers: int = 1, port: int | None = None) -> Iterator[ServerProcess]:
+    """Run the server as its command line does, with ``workers`` worker processes.
+
+    The admin (:data:`ADMIN_KEY`) is set up by the installation settings; ``env``
+    (``LAKEFS_*`` variables) adds to the configuration, and no other ``LAKEFS_*``
+    variable of this process reaches the server. Yields once ``/_health`` answers;
+    stops the server (SIGTERM, then SIGKILL after 30 s) afterwards.
+    """
+    port = port or free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAKEFS_")}
+    environ.update({
+        "LAKEFS_DATA_DIR": str(data_dir), "LAKEFS_LISTEN_ADDRESS": f"127.0.0.1:{port}",
+        "LAKEFS_WORKERS": str(workers), "LAKEFS_INSTALLATION_USER_NAME": "admin",
+        "LAKEFS_INSTALLATION_ACCESS_KEY_ID": ADMIN_KEY,
+        "LAKEFS_INSTALLATION_SECRET_ACCESS_KEY": ADMIN_SECRET, **(env or {})})
+    output = Path(data_dir).parent / f"server-{port}.out"
+    with output.open("wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "lakefs_core", "run"], env=environ,
+                                stdout=sink, stderr=subprocess.STDOUT)
+    server = ServerProcess(port, proc, output)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited: {output.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{server.endpoint}/_health", timeout=2).status_code == 204:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start: {output.read_text()}")
+            time.sleep(0.1)
+        yield server
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
