@@ -30,8 +30,6 @@ import http.client
 import json
 import multiprocessing
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -86,37 +84,17 @@ async def trivial_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @contextlib.contextmanager
 def trivial_server(workers: int, work_dir: Path) -> Iterator[int]:
     """The trivial app under ``uvicorn --workers``; yields its port."""
-    from lakefs_testing.servers import free_port
+    from lakefs_testing.servers import child_server, free_port
 
     port = free_port()
     output = work_dir / f"trivial-{port}.out"
-    with output.open("wb") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "bench.workers_bench:trivial_app",
-             "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-             "--log-level", "info", "--no-access-log",
-             "--timeout-worker-healthcheck", "60"],
-            stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"trivial server exited: {output.read_text()}")
-            with contextlib.suppress(httpx.TransportError):
-                httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"trivial server did not start: {output.read_text()}")
-            time.sleep(0.1)
+    with child_server([sys.executable, "-m", "uvicorn", "bench.workers_bench:trivial_app",
+                       "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+                       "--log-level", "info", "--no-access-log",
+                       "--timeout-worker-healthcheck", "60"],
+                      f"http://127.0.0.1:{port}/", output):
         wait_started(output, workers)
         yield port
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def wait_started(output: Path, workers: int, timeout: float = 300) -> None:

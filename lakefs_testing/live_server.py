@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -22,18 +21,18 @@ import uvicorn
 from lakefs_core.config import load_server_config
 from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
-from lakefs_testing.servers import free_port
+from lakefs_testing.servers import child_server, free_port
 
 ADMIN_KEY = "AKIAIOSFOLQUICKSTART"
 ADMIN_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-@dataclass
-class LiveServer:
-    services: Services
+class _Address:
+    """Where a server on loopback answers, and an API client with its admin's key."""
+
     port: int
-    access_key_id: str = ADMIN_KEY
-    secret_access_key: str = ADMIN_SECRET
+    access_key_id: str
+    secret_access_key: str
 
     @property
     def endpoint(self) -> str:
@@ -47,6 +46,14 @@ class LiveServer:
         """An httpx client for the API with basic auth (the admin's by default)."""
         return httpx.Client(base_url=self.api, timeout=60.0,
                             auth=(key or self.access_key_id, secret or self.secret_access_key))
+
+
+@dataclass
+class LiveServer(_Address):
+    services: Services
+    port: int
+    access_key_id: str = ADMIN_KEY
+    secret_access_key: str = ADMIN_SECRET
 
 
 @contextlib.contextmanager
@@ -79,7 +86,7 @@ def live_server(data_dir: str, env: Mapping[str, str] | None = None,
 
 
 @dataclass
-class ServerProcess:
+class ServerProcess(_Address):
     """``python -m lakefs_core run`` in a child process; its output goes to ``output``."""
 
     port: int
@@ -87,19 +94,6 @@ class ServerProcess:
     output: Path
     access_key_id: str = ADMIN_KEY
     secret_access_key: str = ADMIN_SECRET
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def api(self) -> str:
-        return f"{self.endpoint}/api/v1"
-
-    def client(self, key: str | None = None, secret: str | None = None) -> httpx.Client:
-        """An httpx client for the API with basic auth (the admin's by default)."""
-        return httpx.Client(base_url=self.api, timeout=60.0,
-                            auth=(key or self.access_key_id, secret or self.secret_access_key))
 
 
 @contextlib.contextmanager
@@ -110,7 +104,7 @@ def server_process(data_dir: str | Path, env: Mapping[str, str] | None = None, *
     The admin (:data:`ADMIN_KEY`) is set up by the installation settings; ``env``
     (``LAKEFS_*`` variables) adds to the configuration, and no other ``LAKEFS_*``
     variable of this process reaches the server. Yields once ``/_health`` answers;
-    stops the server (SIGTERM, then SIGKILL after 30 s) afterwards.
+    stops the server afterwards.
     """
     port = port or free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LAKEFS_")}
@@ -120,26 +114,6 @@ def server_process(data_dir: str | Path, env: Mapping[str, str] | None = None, *
         "LAKEFS_INSTALLATION_ACCESS_KEY_ID": ADMIN_KEY,
         "LAKEFS_INSTALLATION_SECRET_ACCESS_KEY": ADMIN_SECRET, **(env or {})})
     output = Path(data_dir).parent / f"server-{port}.out"
-    with output.open("wb") as sink:
-        proc = subprocess.Popen([sys.executable, "-m", "lakefs_core", "run"], env=environ,
-                                stdout=sink, stderr=subprocess.STDOUT)
-    server = ServerProcess(port, proc, output)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"server exited: {output.read_text()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{server.endpoint}/_health", timeout=2).status_code == 204:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start: {output.read_text()}")
-            time.sleep(0.1)
-        yield server
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with child_server([sys.executable, "-m", "lakefs_core", "run"],
+                      f"http://127.0.0.1:{port}/_health", output, env=environ) as proc:
+        yield ServerProcess(port, proc, output)
