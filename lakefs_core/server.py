@@ -132,8 +132,8 @@ def serve_workers(config: ServerConfig) -> None:
     """Serve with ``config.workers`` processes on one listening socket until told to stop.
 
     This process binds the socket, starts the workers, replaces one that dies or
-    hangs, and stops them all on SIGINT or SIGTERM. Each worker opens its own handles from the
-    same config (:func:`create_worker_app`).
+    hangs, and stops them all on SIGINT or SIGTERM. Each worker opens its own handles
+    from the same config (:func:`create_worker_app`).
     """
     import uvicorn
     from uvicorn.supervisors import Multiprocess
