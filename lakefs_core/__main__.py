@@ -25,6 +25,8 @@ def _load(args: argparse.Namespace) -> ServerConfig:
         env["LAKEFS_LISTEN_ADDRESS"] = args.listen
     if getattr(args, "data_dir", None):
         env["LAKEFS_DATA_DIR"] = args.data_dir
+    if getattr(args, "workers", None) is not None:
+        env["LAKEFS_WORKERS"] = str(args.workers)
     config = load_server_config(args.config, env, quickstart=getattr(args, "quickstart", False))
     if getattr(args, "quickstart", False) and not config.storage_config.default_namespace_prefix:
         config.storage_config.default_namespace_prefix = "local://"
@@ -57,9 +59,7 @@ def setup_first_admin(auth: AuthStore, username: str, access_key_id: str | None 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from lakefs_core.server import create_app
+    from lakefs_core.server import serve, serve_workers
     from lakefs_core.services import build_services
 
     config = _load(args)
@@ -86,15 +86,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"  secret access key: {cred.secret}\n",
                 flush=True,
             )
-    host, _, port = config.listen_address.rpartition(":")
+    workers = f", {config.workers} worker processes" if config.workers > 1 else ""
     print(f"lakefs-core listening on http://{config.listen_address} "
-          f"(API at /api/v1, S3 gateway on the same port)", flush=True)
-    try:
-        uvicorn.run(create_app(services), host=host.strip("[]") or "0.0.0.0", port=int(port),
-                    log_level=config.logging.level.lower().replace("warn", "warning"),
-                    log_config=None, access_log=False)  # uvicorn logs through ours
-    finally:
-        services.close()
+          f"(API at /api/v1, S3 gateway on the same port{workers})", flush=True)
+    if config.workers == 1:
+        try:
+            serve(services)
+        finally:
+            services.close()
+    else:
+        services.close()  # each worker opens its own
+        serve_workers(config)
     return 0
 
 
@@ -140,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", help="YAML config file")
     run.add_argument("--listen", help="listen address host:port (LAKEFS_LISTEN_ADDRESS)")
     run.add_argument("--data-dir", help="data directory of the embedded default")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help="server processes on the one listening socket (LAKEFS_WORKERS)")
     run.add_argument("--quickstart", action="store_true",
                      help="embedded database, local storage and the quickstart admin key")
     run.set_defaults(func=cmd_run)

@@ -470,6 +470,11 @@ class ServerConfig(PrefixedSettings):
 
     Attributes:
         listen_address: where the API, the S3 gateway and the replication proxy listen.
+        workers: server processes that serve the API and the S3 gateway from the one
+            listening socket (the operating system hands each connection to one of
+            them). Each process has its own threads (``http.transfer_threads`` each)
+            and database connections; caches are per process, and none holds a
+            branch head (docs/ARCHITECTURE.md, "Several server processes").
         data_dir: where the embedded mode keeps its SQLite file, local blockstore and
             generated secret key.
     """
@@ -477,6 +482,7 @@ class ServerConfig(PrefixedSettings):
     ENV_PREFIX: ClassVar[str] = SERVER_ENV_PREFIX
 
     listen_address: ListenAddress = "127.0.0.1:8000"
+    workers: int = Field(default=1, ge=1, le=256)
     data_dir: str = DEFAULT_DATA_DIR
     database: DatabaseConfig = Field(default_factory=DatabaseConfig)
     blockstore: BlockstoreConfig | None = None

@@ -119,8 +119,16 @@ def _shown(storage_id: str) -> str:
     return repr(storage_id) if storage_id else "none: the backward-compatible store"
 
 
-def build_services(config: ServerConfig) -> Services:
-    """Open the databases and stores named by ``config``."""
+def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Services:
+    """Open the databases and stores named by ``config``.
+
+    Args:
+        config: the server's settings.
+        startup_tasks: also bring the stored state up to date once per start: secrets
+            moved to a generated key, built-in policies of an earlier version. The
+            server does it in its first process, before it starts worker processes,
+            which open theirs without.
+    """
     url = database_url(config)
     if config.database.type == "postgres":
         refstore = open_refstore("postgres", connection_string=url)
@@ -137,13 +145,13 @@ def build_services(config: ServerConfig) -> Services:
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
     auth = AuthStore(url, secret.get_secret_value())
-    if config.auth.encrypt.generated:
+    if startup_tasks and config.auth.encrypt.generated:
         # an installation of an earlier version used a public default key: its stored
         # secrets move to the key just generated
         moved = auth.reencrypt_secrets(INSECURE_SECRET_KEY)
         if moved:
             log.warning("re-encrypted %d stored secrets with the generated key", moved)
-    if auth.is_initialized():
+    if startup_tasks and auth.is_initialized():
         auth.ensure_builtins()  # built-in policies of an earlier version, brought up to date
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)

@@ -1,12 +1,18 @@
-"""A real server (uvicorn on loopback, in a thread) for API, SDK and gateway tests."""
+"""A real server for API, SDK and gateway tests: uvicorn on loopback in a thread
+(:func:`live_server`), or ``python -m lakefs_core run`` in a child process with one or
+more worker processes (:func:`server_process`)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,18 +21,18 @@ import uvicorn
 from lakefs_core.config import load_server_config
 from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
-from lakefs_testing.servers import free_port
+from lakefs_testing.servers import child_server, free_port
 
 ADMIN_KEY = "AKIAIOSFOLQUICKSTART"
 ADMIN_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-@dataclass
-class LiveServer:
-    services: Services
+class _Address:
+    """Where a server on loopback answers, and an API client with its admin's key."""
+
     port: int
-    access_key_id: str = ADMIN_KEY
-    secret_access_key: str = ADMIN_SECRET
+    access_key_id: str
+    secret_access_key: str
 
     @property
     def endpoint(self) -> str:
@@ -40,6 +46,14 @@ class LiveServer:
         """An httpx client for the API with basic auth (the admin's by default)."""
         return httpx.Client(base_url=self.api, timeout=60.0,
                             auth=(key or self.access_key_id, secret or self.secret_access_key))
+
+
+@dataclass
+class LiveServer(_Address):
+    services: Services
+    port: int
+    access_key_id: str = ADMIN_KEY
+    secret_access_key: str = ADMIN_SECRET
 
 
 @contextlib.contextmanager
@@ -69,3 +83,37 @@ def live_server(data_dir: str, env: Mapping[str, str] | None = None,
         server.should_exit = True
         thread.join(timeout=30)
         services.close()
+
+
+@dataclass
+class ServerProcess(_Address):
+    """``python -m lakefs_core run`` in a child process; its output goes to ``output``."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    output: Path
+    access_key_id: str = ADMIN_KEY
+    secret_access_key: str = ADMIN_SECRET
+
+
+@contextlib.contextmanager
+def server_process(data_dir: str | Path, env: Mapping[str, str] | None = None, *,
+                   workers: int = 1, port: int | None = None) -> Iterator[ServerProcess]:
+    """Run the server as its command line does, with ``workers`` worker processes.
+
+    The admin (:data:`ADMIN_KEY`) is set up by the installation settings; ``env``
+    (``LAKEFS_*`` variables) adds to the configuration, and no other ``LAKEFS_*``
+    variable of this process reaches the server. Yields once ``/_health`` answers;
+    stops the server afterwards.
+    """
+    port = port or free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LAKEFS_")}
+    environ.update({
+        "LAKEFS_DATA_DIR": str(data_dir), "LAKEFS_LISTEN_ADDRESS": f"127.0.0.1:{port}",
+        "LAKEFS_WORKERS": str(workers), "LAKEFS_INSTALLATION_USER_NAME": "admin",
+        "LAKEFS_INSTALLATION_ACCESS_KEY_ID": ADMIN_KEY,
+        "LAKEFS_INSTALLATION_SECRET_ACCESS_KEY": ADMIN_SECRET, **(env or {})})
+    output = Path(data_dir).parent / f"server-{port}.out"
+    with child_server([sys.executable, "-m", "lakefs_core", "run"],
+                      f"http://127.0.0.1:{port}/_health", output, env=environ) as proc:
+        yield ServerProcess(port, proc, output)

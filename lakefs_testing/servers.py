@@ -1,4 +1,5 @@
-"""Real servers for tests, benchmarks and e2e runs: PostgreSQL and moto, on loopback.
+"""Real servers for tests, benchmarks and e2e runs: PostgreSQL and moto, on loopback,
+and any HTTP server run as a command (:func:`child_server`).
 
 PostgreSQL is started from the installed server binaries (never assumed running).
 initdb refuses to run as root, so as root the cluster is run as the ``postgres``
@@ -12,13 +13,17 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
 
 #: ports this process handed out: the kernel may offer a port again as soon as the probe
 #: socket is closed, before whoever asked has bound it
@@ -168,3 +173,40 @@ MOTO_ENV = {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+@contextlib.contextmanager
+def child_server(command: list[str], url: str, output: Path, *,
+                 env: Mapping[str, str] | None = None,
+                 timeout: float = 120) -> Iterator[subprocess.Popen[bytes]]:
+    """Run an HTTP server command in a child process while the block runs.
+
+    Its stdout and stderr go to ``output``. Yields once ``url`` answers (any status
+    below 500); stops it afterwards (SIGTERM, then SIGKILL after 30 s).
+
+    Raises:
+        RuntimeError: the command exited, or did not answer within ``timeout``
+            seconds (the message holds its output).
+    """
+    with output.open("wb") as sink:
+        proc = subprocess.Popen(command, env=None if env is None else dict(env),
+                                stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{command[0]} exited: {output.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url, timeout=2).status_code < 500:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{command[0]} did not answer: {output.read_text()}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -146,6 +146,15 @@ auth_metadata = sa.Table(
 # one key for every process creating the tables at once (PostgreSQL advisory lock)
 _DDL_LOCK_KEY = zlib.crc32(b"lakefs_core.auth.store")
 
+# Every API request authenticates and reads its user's policies: these statements are
+# built once with bind parameters, since building one costs more than running it.
+_USER_EXISTS = sa.select(users.c.username).where(users.c.username == sa.bindparam("username"))
+_CREDENTIAL_AND_USER = (
+    sa.select(credentials, users.c.email, users.c.friendly_name,
+              users.c.creation_date.label("user_creation_date"))
+    .join(users, users.c.username == credentials.c.username)
+    .where(credentials.c.access_key_id == sa.bindparam("access_key_id")))
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -176,6 +185,18 @@ class AuthStore:
         # statements; on PostgreSQL autocommit spares the BEGIN/ROLLBACK round trips
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
                              if self._engine.dialect.name == "postgresql" else self._engine)
+        username: sa.BindParameter[str] = sa.bindparam("username")
+        direct = sa.select(user_policies.c.policy_name.label("name")).where(
+            user_policies.c.username == username)
+        via_groups = (sa.select(group_policies.c.policy_name.label("name"))
+                      .join(group_members,
+                            group_members.c.group_name == group_policies.c.group_name)
+                      .where(group_members.c.username == username))
+        names = sa.union(direct, via_groups).subquery()
+        #: a user's policies, attached directly or through a group (``username``)
+        self._effective_policies = (
+            sa.select(policies).where(policies.c.name.in_(sa.select(names.c.name)))
+            .order_by(self._bytewise(policies.c.name)))
         try:
             self._create_tables()
         except BaseException:
@@ -235,7 +256,7 @@ class AuthStore:
         return conn.execute(sa.select(col).where(col == value)).first() is not None
 
     def _require_user(self, conn: Connection, username: str) -> None:
-        if not self._exists(conn, users, "username", username):
+        if conn.execute(_USER_EXISTS, {"username": username}).first() is None:
             raise NotFoundError(f"user not found: {username}")
 
     def _require_group(self, conn: Connection, name: str) -> None:
@@ -419,11 +440,8 @@ class AuthStore:
         """
         try:
             with self._tx() as conn:
-                row = conn.execute(
-                    sa.select(credentials, users.c.email, users.c.friendly_name,
-                              users.c.creation_date.label("user_creation_date"))
-                    .join(users, users.c.username == credentials.c.username)
-                    .where(credentials.c.access_key_id == access_key_id)).first()
+                row = conn.execute(_CREDENTIAL_AND_USER,
+                                   {"access_key_id": access_key_id}).first()
         except ValidationError:  # no key holds what the database cannot store
             row = None
         if row is None:
@@ -654,18 +672,10 @@ class AuthStore:
         Raises:
             NotFoundError: No such user.
         """
-        direct = sa.select(user_policies.c.policy_name.label("name")).where(
-            user_policies.c.username == username)
-        via_groups = (sa.select(group_policies.c.policy_name.label("name"))
-                      .join(group_members,
-                            group_members.c.group_name == group_policies.c.group_name)
-                      .where(group_members.c.username == username))
-        names = sa.union(direct, via_groups).subquery()
-        query = (sa.select(policies).where(policies.c.name.in_(sa.select(names.c.name)))
-                 .order_by(self._bytewise(policies.c.name)))
         with self._tx() as conn:
             self._require_user(conn, username)
-            return [self._policy(r) for r in conn.execute(query)]
+            rows = conn.execute(self._effective_policies, {"username": username})
+            return [self._policy(r) for r in rows]
 
     # --- links -----------------------------------------------------------------------
     _PARENTS = {

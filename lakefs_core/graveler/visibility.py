@@ -21,8 +21,9 @@ class MirrorVisibility:
     """Answers "may this repository serve this commit?", with bounded caches.
 
     Both answers it caches cannot change once given: a repository is a mirror from
-    its creation on (a repository id reused by a new repository has a new creation
-    date), and a commit once proven present stays present.
+    its creation on, and a commit once proven present in a repository stays present.
+    Both are keyed by the repository's creation date too: a repository id reused by a
+    new repository (a new creation date) has proven nothing yet.
     """
 
     def __init__(self, refstore: RefStore, *, repositories: int = 10_000,
@@ -30,7 +31,7 @@ class MirrorVisibility:
         self.refstore = refstore
         self._lock = threading.Lock()
         self._mirror_flags: LRUCache[tuple[str, str, int], bool] = LRUCache(repositories)
-        self._present: LRUCache[tuple[str, str, str], bool] = LRUCache(commits)
+        self._present: LRUCache[tuple[str, str, int, str], bool] = LRUCache(commits)
 
     def is_mirror(self, repo: Repository) -> bool:
         """Whether the repository is (or was) a mirror."""
@@ -53,7 +54,7 @@ class MirrorVisibility:
         Raises:
             CommitNotFoundError: a mirror's commit that is not proven present.
         """
-        key = (repo.id, repo.storage_namespace, commit_id)
+        key = (repo.id, repo.storage_namespace, repo.creation_date, commit_id)
         with self._lock:
             if key in self._present:
                 return

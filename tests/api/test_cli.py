@@ -8,10 +8,7 @@ import json
 import logging
 import os
 import re
-import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from lakefs_core.__main__ import main
 from lakefs_core.config import load_server_config
 from lakefs_core.services import build_services
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
-from lakefs_testing.servers import free_port
+from lakefs_testing.servers import child_server, free_port
 
 
 def _env() -> dict[str, str]:
@@ -66,31 +63,11 @@ def _running(data_dir: Path, *extra: str,
     """``run`` in a child process; yields its endpoint and the file holding its stdout."""
     port = free_port()
     out = data_dir.parent / f"run-{port}.out"
-    with out.open("w") as sink:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "lakefs_core", "run", "--listen", f"127.0.0.1:{port}",
-             "--data-dir", str(data_dir), *extra],
-            env={**_env(), **(env or {})}, stdout=sink, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, out.read_text()
-            try:
-                if httpx.get(f"{endpoint}/_health", timeout=2).status_code == 204:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, out.read_text()
-            time.sleep(0.1)
+    with child_server([sys.executable, "-m", "lakefs_core", "run", "--listen",
+                       f"127.0.0.1:{port}", "--data-dir", str(data_dir), *extra],
+                      f"{endpoint}/_health", out, env={**_env(), **(env or {})}, timeout=60):
         yield endpoint, out
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_quickstart_end_to_end(tmp_path: Path) -> None:

@@ -87,6 +87,23 @@ def test_only_present_commits_move_refs_and_are_served(env: Env,
         mirrors.promote_branch("mirror", "main", records[1].id, head)
 
 
+def test_a_mirror_made_again_serves_nothing_proven_for_the_one_before(
+        env: Env, mirrors: MirrorService) -> None:
+    records = source_commits(env, 1)
+    head = records[-1].id
+    replicate_ranges(env)
+    mirrors.write_commits("mirror", records)
+    mirrors.mark_present("mirror", head)
+    assert env.graveler.get_entry("mirror", head, "f0").etag == "e0"  # remembered now
+    assert mirrors.delete_repository("mirror", "m1") is True
+    later = env.graveler.clock() + 10
+    env.graveler.clock = lambda: later
+    mirrors.create_repository("mirror", env.namespace + "-mirror", "main", MARK)
+    mirrors.write_commits("mirror", records)
+    with pytest.raises(CommitNotFoundError):
+        env.graveler.get_entry("mirror", head, "f0")
+
+
 def test_commit_records_must_match_their_ids(env: Env, mirrors: MirrorService) -> None:
     forged = Commit(parents=(), metarange_id="0" * 64, message="m", committer="c",
                     creation_date=1, metadata={}, generation=1)

@@ -209,6 +209,17 @@ def test_chart_created_secret_feeds_the_server(chart: helm.Chart) -> None:
     assert ref["key"] == "database_connection_string"
 
 
+def test_server_workers_reach_the_config_and_are_checked(chart: helm.Chart,
+                                                        tmp_path: Path) -> None:
+    objects = render(chart, {"config": {"workers": 3}})
+    deployment = find(objects, "Deployment", "lakefs-source-lakefs-mirror")
+    cm_name, key = config_file(deployment, SERVER_CONFIG_FILE_ENV)
+    path = write_config(tmp_path, find(objects, "ConfigMap", cm_name), key)
+    assert load_server_config(path, env={}).workers == 3
+    with pytest.raises(helm.HelmValuesError, match="workers"):
+        chart.render({"config": {"workers": 0}}, name="lakefs-source", namespace=NAMESPACE)
+
+
 # --- the seed's two-region values -----------------------------------------------------
 @pytest.mark.parametrize("region", sorted(REGION_VALUES))
 def test_region_values_render_server_and_replication(

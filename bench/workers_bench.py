@@ -1,0 +1,316 @@
+"""Throughput of many clients at once with 1, 2 and 4 server worker processes.
+
+Run ``python -m bench.workers_bench [--seconds 60] [--clients 16] [--workers 1 2 4]
+[--client-processes 4] [--operations stat get put]``.
+
+For each worker count it starts, in child processes:
+
+* the server (``python -m lakefs_core run --workers N``, embedded SQLite and local
+  storage) with a repository holding 64 objects of 4 KiB on ``main``;
+* the ceiling: a trivial ASGI app answering the same requests with bodies of the same
+  size, under the same server stack (``uvicorn --workers N``), which measures what
+  the machine, the HTTP stack and this client allow.
+
+Against each, ``--clients`` clients (threads spread over ``--client-processes``
+processes, one keep-alive connection each) send, in turn, a stat
+(``GET .../objects/stat``), a 4 KiB read (``GET .../objects``) and a 4 KiB upload
+(``POST .../branches/main/objects``, a new path each time) for ``--seconds``
+seconds; the first tenth of that is warm-up and is not counted. It prints requests/s,
+p50 and p99 per operation, and the server's requests/s as a fraction of the ceiling
+with the same number of workers. The clients run on the same machine as the servers:
+the load average before and after each run is printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import http.client
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+# imported by every client process: keep it light (the servers' modules load in main)
+ADMIN_KEY = "AKIAIOSFOLQUICKSTART"
+ADMIN_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+REPOSITORY = "bench"
+OBJECT_SIZE = 4096
+SEED_OBJECTS = 64
+OPERATIONS = ("stat", "get", "put")
+_API = f"/api/v1/repositories/{REPOSITORY}"
+
+
+# --- the ceiling: a trivial app on the same server stack -------------------------------
+_STAT_BODY = json.dumps({
+    "path": "seed/00000", "path_type": "object", "physical_address": "local://x/" + "0" * 32,
+    "checksum": "0" * 32, "size_bytes": OBJECT_SIZE, "mtime": 0,
+    "content_type": "application/octet-stream", "metadata": {}}).encode()
+_OBJECT_BODY = b"\0" * OBJECT_SIZE
+
+
+async def trivial_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Answers a stat, a read and an upload like the server, without doing anything."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:  # read the whole request body, as the server does
+        message = await receive()
+        more = message.get("more_body", False)
+    path: str = scope["path"]
+    if scope["method"] == "POST":
+        status, body, kind = 201, _STAT_BODY, b"application/json"
+    elif path.endswith("/stat"):
+        status, body, kind = 200, _STAT_BODY, b"application/json"
+    else:
+        status, body, kind = 200, _OBJECT_BODY, b"application/octet-stream"
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", kind),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+@contextlib.contextmanager
+def trivial_server(workers: int, work_dir: Path) -> Iterator[int]:
+    """The trivial app under ``uvicorn --workers``; yields its port."""
+    from lakefs_testing.servers import child_server, free_port
+
+    port = free_port()
+    output = work_dir / f"trivial-{port}.out"
+    with child_server([sys.executable, "-m", "uvicorn", "bench.workers_bench:trivial_app",
+                       "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
+                       "--log-level", "info", "--no-access-log",
+                       "--timeout-worker-healthcheck", "60"],
+                      f"http://127.0.0.1:{port}/", output):
+        wait_started(output, workers)
+        yield port
+
+
+def wait_started(output: Path, workers: int, timeout: float = 300) -> None:
+    """Wait until the log of a uvicorn server says that every worker has started."""
+    deadline = time.monotonic() + timeout
+    while output.read_text(errors="replace").count("Application startup complete") < workers:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not every worker started: {output.read_text()}")
+        time.sleep(0.2)
+
+
+# --- the clients ---------------------------------------------------------------------
+@dataclass
+class Samples:
+    """Latencies (ms) per operation, failed requests, and the first errors met."""
+
+    latencies: dict[str, list[float]] = field(
+        default_factory=lambda: {op: [] for op in OPERATIONS})
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def fail(self, error: str) -> None:
+        self.failed += 1
+        if len(self.errors) < 5:
+            self.errors.append(error)
+
+    def add(self, other: Samples) -> None:
+        for op, values in other.latencies.items():
+            self.latencies[op].extend(values)
+        self.failed += other.failed
+        self.errors.extend(other.errors[:5 - len(self.errors)])
+
+
+def _client(port: int, client_id: int, operations: tuple[str, ...],
+            times: tuple[float, float, float], samples: Samples) -> None:
+    """One client: stat, read, upload in turn until ``stop_at`` (monotonic seconds)."""
+    basic = base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode()
+    auth = {"authorization": f"Basic {basic}"}
+    put_headers = {**auth, "content-type": "application/octet-stream"}
+    payload = os.urandom(OBJECT_SIZE)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    n = client_id
+    start, warm_until, stop_at = times
+    time.sleep(max(0.0, start - time.monotonic()))
+    # a bounded loop: it ends at stop_at whatever the server does
+    while time.monotonic() < stop_at:
+        n += 1
+        op = operations[n % len(operations)]
+        seed = f"seed/{n % SEED_OBJECTS:05d}"
+        began = time.monotonic()
+        try:
+            if op == "stat":
+                conn.request("GET", f"{_API}/refs/main/objects/stat?path={seed}", headers=auth)
+            elif op == "get":
+                conn.request("GET", f"{_API}/refs/main/objects?path={seed}", headers=auth)
+            else:
+                conn.request("POST", f"{_API}/branches/main/objects?path=put/{client_id}/{n}",
+                             body=payload, headers=put_headers)
+            response = conn.getresponse()
+            response.read()
+            status = response.status
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            samples.fail(f"{op}: {type(e).__name__}: {e}")
+            continue
+        if status not in (200, 201):
+            samples.fail(f"{op}: HTTP {status}")
+            continue
+        if began >= warm_until:
+            samples.latencies[op].append((time.monotonic() - began) * 1000)
+    conn.close()
+
+
+def _client_process(port: int, ids: list[int], operations: tuple[str, ...], go: Any,
+                    times: Any, out: Any) -> None:
+    out.put("ready")
+    go.wait()
+    each = [Samples() for _ in ids]
+    threads = [threading.Thread(target=_client, args=(port, i, operations, tuple(times), mine))
+               for i, mine in zip(ids, each, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    total = Samples()
+    for mine in each:
+        total.add(mine)
+    out.put(total)
+
+
+def run_clients(port: int, clients: int, processes: int, seconds: float,
+                operations: tuple[str, ...] = OPERATIONS) -> tuple[Samples, float]:
+    """Run the clients for ``seconds``; their samples and the counted seconds."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    go = ctx.Event()
+    times = ctx.Array("d", 3)
+    groups = [ids for p in range(processes) if (ids := list(range(p, clients, processes)))]
+    procs = [ctx.Process(target=_client_process, args=(port, ids, operations, go, times, out))
+             for ids in groups]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        if out.get(timeout=300) != "ready":
+            raise RuntimeError("a client process did not start")
+    # every client starts at the same instant, once every process is up
+    start = time.monotonic() + 0.5
+    times[:] = [start, start + seconds / 10, start + seconds]
+    go.set()
+    total = Samples()
+    for _ in procs:
+        total.add(out.get(timeout=seconds + 300))
+    for p in procs:
+        p.join(timeout=60)
+    return total, seconds - seconds / 10
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def _seed(endpoint: str) -> None:
+    with httpx.Client(base_url=f"{endpoint}/api/v1", auth=(ADMIN_KEY, ADMIN_SECRET),
+                      timeout=60) as client:
+        resp = client.post("/repositories", json={
+            "name": REPOSITORY, "storage_namespace": f"local://{REPOSITORY}",
+            "default_branch": "main"})
+        resp.raise_for_status()
+        for i in range(SEED_OBJECTS):
+            client.post(f"/repositories/{REPOSITORY}/branches/main/objects",
+                        params={"path": f"seed/{i:05d}"}, content=os.urandom(OBJECT_SIZE),
+                        headers={"content-type": "application/octet-stream"}
+                        ).raise_for_status()
+        client.post(f"/repositories/{REPOSITORY}/branches/main/commits",
+                    json={"message": "seed"}).raise_for_status()
+
+
+@dataclass
+class Result:
+    workers: int
+    target: str
+    requests_per_second: float
+    p50: dict[str, float]
+    p99: dict[str, float]
+    errors: int
+    load: str
+
+
+def _measure(port: int, workers: int, target: str, args: argparse.Namespace) -> Result:
+    before = _load_average()
+    samples, counted = run_clients(port, args.clients, args.client_processes, args.seconds,
+                                   tuple(args.operations))
+    if samples.failed:
+        print(f"  {target} ({workers} workers): {samples.failed} failed requests, "
+              f"e.g. {samples.errors}", flush=True)
+    done = sum(len(v) for v in samples.latencies.values())
+    everything = [x for v in samples.latencies.values() for x in v]
+    return Result(
+        workers, target, done / counted,
+        {**{op: _percentile(v, 0.5) for op, v in samples.latencies.items()},
+         "all": _percentile(everything, 0.5)},
+        {**{op: _percentile(v, 0.99) for op, v in samples.latencies.items()},
+         "all": _percentile(everything, 0.99)},
+        samples.failed, f"{before} -> {_load_average()}")
+
+
+def _load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=60.0,
+                        help="how long each measurement runs (default 60)")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--client-processes", type=int, default=4)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--operations", nargs="+", choices=OPERATIONS, default=list(OPERATIONS),
+                        help="the operations each client sends in turn (default: all three)")
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.clients < 1 or args.client_processes < 1:
+        parser.error("--seconds, --clients and --client-processes must be positive")
+
+    from lakefs_testing.live_server import server_process
+
+    print(f"{os.cpu_count()} CPUs; {args.clients} clients in {args.client_processes} "
+          f"processes; {args.seconds:g} s per run (first tenth not counted)", flush=True)
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="lakefs-workers-bench-") as tmp:
+        root = Path(tmp)
+        for workers in args.workers:
+            with trivial_server(workers, root) as port:
+                results.append(_measure(port, workers, "ceiling", args))
+            data_dir = root / f"data-{workers}"
+            # INFO: uvicorn says when each worker has started (no access log)
+            with server_process(data_dir, {"LAKEFS_LOGGING_LEVEL": "INFO"},
+                                workers=workers) as server:
+                wait_started(server.output, workers)
+                _seed(server.endpoint)
+                results.append(_measure(server.port, workers, "lakefs", args))
+
+    print()
+    print("workers  target    req/s   p50 ms (stat/get/put)   p99 ms (stat/get/put/all)"
+          "    of ceiling  errors  load average (before -> after)")
+    ceilings = {r.workers: r.requests_per_second for r in results if r.target == "ceiling"}
+    for r in results:
+        ratio = (f"{r.requests_per_second / ceilings[r.workers]:.2f}"
+                 if r.target == "lakefs" and ceilings.get(r.workers) else "")
+        p50 = "/".join(f"{r.p50[op]:.1f}" for op in OPERATIONS)
+        p99 = "/".join(f"{r.p99[op]:.1f}" for op in (*OPERATIONS, "all"))
+        print(f"{r.workers:>7}  {r.target:<8} {r.requests_per_second:>7.0f}   {p50:<22}  "
+              f"{p99:<27}  {ratio:>10}  {r.errors:>6}  {r.load}")
+
+
+if __name__ == "__main__":
+    main()
