@@ -9,6 +9,7 @@ missing binary is a test error.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 from collections.abc import Iterator
@@ -225,3 +226,11 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     """A real server on loopback: SQLite and local storage in ``tmp_path``, admin set up."""
     with live_server(str(tmp_path / "server")) as srv:
         yield srv
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _collect_garbage_after_each_module() -> Iterator[None]:
+    """A socket or file a module's tests leave to the garbage collector shows here, in
+    that module's teardown, instead of in whichever later test a collection falls on."""
+    yield
+    gc.collect()
