@@ -9,12 +9,13 @@ from typing import Any
 
 
 class WebhookServer:
-    """Records each POST's path, headers and JSON body; answers 500 on ``/fail...``.
+    """Records each POST's path, headers and JSON body; answers 500 with ``refusal`` on
+    ``/fail...``, 200 elsewhere.
 
     Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, refusal: bytes = b"schema check failed: column x") -> None:
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -26,7 +27,7 @@ class WebhookServer:
                     server.calls.append({"path": self.path, "headers": dict(self.headers),
                                          "payload": json.loads(body)})
                 failing = self.path.startswith("/fail")
-                answer = b"schema check failed: column x" if failing else b"ok"
+                answer = refusal if failing else b"ok"
                 self.send_response(500 if failing else 200)
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()

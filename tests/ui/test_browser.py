@@ -8,9 +8,7 @@ temporary directory.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
 from lakefs_testing.regions import upload as api_upload
 from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.webhook import WebhookServer
 
 pytestmark = pytest.mark.slow
 
@@ -193,36 +192,11 @@ def test_branches_tags_and_protection(admin: tuple[Page, Watch],
     assert "dev" not in page.inner_text("[data-test=branches]")
 
 
-class FailingWebhook:
-    """A webhook on loopback that refuses every event with a reason."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                self.rfile.read(int(self.headers["Content-Length"]))
-                answer = b"schema check failed: column area_km2 is negative"
-                self.send_response(500)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/check"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_a_failing_hook_shows_in_the_runs_and_its_output(admin: tuple[Page, Watch],
                                                          regions: tuple[Region, Region]) -> None:
     east, _ = regions
     create_source(east, "gated")
-    webhook = FailingWebhook()
+    webhook = WebhookServer(refusal=b"schema check failed: column area_km2 is negative")
     try:
         api_upload(east, "gated", "main", "_lakefs_actions/gate.yaml", f"""name: gate
 on:
@@ -232,7 +206,7 @@ hooks:
   - id: schema_check
     type: webhook
     properties:
-      url: "{webhook.url}"
+      url: "{webhook.url}/fail"
 """.encode())
         page, _ = admin
         base = f"{east.server.endpoint}/ui/repositories/gated"
