@@ -19,9 +19,17 @@ from playwright.sync_api import Browser, Page
 
 from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
-from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
+from lakefs_testing.regions import (
+    MIRRORS,
+    Region,
+    commit,
+    create_mirror,
+    create_source,
+    two_regions,
+)
 from lakefs_testing.regions import upload as api_upload
 from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -297,11 +305,20 @@ def _watch_mirror_catch_up(browser: Browser, east: Region, mirror_id: str, head:
                            hold: dict[str, bool], tmp_path: Path) -> None:
     """The source's mirrors page shows the commit pending (an object held back), then,
     refreshing itself, current once the object arrives."""
+    def lag_samples() -> int:
+        with east.client() as c:
+            lag = c.get(f"{MIRRORS}/src/mirrors/{mirror_id}/lag").json()
+        return min((len(b["samples"]) for b in lag["branches"]), default=0)
+
+    wait_for(lambda: lag_samples() >= 3, 30, what="the sidecar's lag history")
     with watched_page(browser) as (page, watch):
         sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
         page.goto(f"{east.server.endpoint}/ui/repositories/src/mirrors")
         card = page.locator(f"[data-mirror='{mirror_id}']")
         row = card.locator("tr[data-branch=main]")
+        # the chart starts from the recent history at once: its samples, then the page's
+        points = row.locator("svg[data-chart] polyline").get_attribute("points") or ""
+        assert len(points.split()) >= 4, points
         page.wait_for_function(  # the page refreshes itself: no reload
             "() => { const c = document.querySelector("
             "'tr[data-branch=main] [data-field=missing_objects]');"
