@@ -27,7 +27,7 @@ from lakefs_core.ui.context import (
     url,
 )
 from lakefs_core.ui.guard import UIGuard
-from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, SessionCodec
+from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, RevokedSessions, SessionCodec
 from lakefs_core.ui.throttle import LoginThrottle
 
 #: page modules under lakefs_core.ui.pages; each defines ``router``
@@ -54,7 +54,8 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     # in-process calls: the client holds no connection, so it needs no closing
     backend = Backend(api)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    codec = SessionCodec(secret.get_secret_value())
+    codec = SessionCodec(secret.get_secret_value(),
+                         RevokedSessions(store=services.auth))
     app.state.ui = UIState(services, backend, codec)
     throttle = LoginThrottle()
     app.add_middleware(UIGuard, codec=codec, prefix=UI_PREFIX)
@@ -133,7 +134,8 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     async def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
         p = page(request)
         p.check_form(csrf)
-        p.state.codec.revoke(p.session)  # a copy of the cookie ends with it
+        # a copy of the cookie ends with it, in every server process
+        await run_in_threadpool(p.state.codec.revoke, p.session)
         resp = redirect(url("/login"), notice="signed out")
         resp.delete_cookie(COOKIE, path=UI_PREFIX)
         return resp

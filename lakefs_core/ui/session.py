@@ -6,9 +6,10 @@ cookie carries it, sealed with Fernet (AES and an HMAC) under a key derived from
 lives at most :data:`SESSION_SECONDS`; a key deleted or a user removed ends it at the
 next page, because every page authenticates the pair again.
 
-Signing out revokes the session on the server: its id joins a bounded set of revoked
-ids (:class:`RevokedSessions`), so a copy of the cookie stops working too. The set is
-kept by the server process.
+Signing out revokes the session on the server, so a copy of the cookie stops working
+too: its id is recorded in the auth database until the session would have expired
+(every replica of the server sees it), and in a bounded set in the process
+(:class:`RevokedSessions`) that spares the database a look-up for ids known revoked.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
 
 from cryptography.fernet import Fernet, InvalidToken
 
@@ -48,15 +51,25 @@ class Session:
     issued: float = 0.0
 
 
+class RevocationStore(Protocol):
+    """Where revoked sessions are recorded for every server process (the auth store)."""
+
+    def revoke_session(self, session_id: str, expires_at: datetime) -> None: ...
+
+    def session_revoked(self, session_id: str) -> bool: ...
+
+
 class RevokedSessions:
     """The ids of sessions signed out, until the sessions would have expired anyway.
 
-    Bounded: past ``limit`` ids, the oldest session's id is dropped and every session
-    begun no later than it counts as revoked (so a flood of sign-outs can end older
-    sessions early, never revive one).
+    Kept in ``store`` when given (shared by every server process), and in memory,
+    bounded: past ``limit`` ids, the oldest session's id is dropped and, without a
+    store, every session begun no later than it counts as revoked (so a flood of
+    sign-outs can end older sessions early, never revive one).
     """
 
-    def __init__(self, limit: int = MAX_REVOKED) -> None:
+    def __init__(self, limit: int = MAX_REVOKED, store: RevocationStore | None = None) -> None:
+        self._store = store
         self._limit = limit
         self._ids: set[str] = set()
         self._by_issue: list[tuple[float, str]] = []  # a heap: the oldest session first
@@ -67,6 +80,9 @@ class RevokedSessions:
         return len(self._ids)
 
     def revoke(self, session: Session) -> None:
+        if self._store is not None:
+            self._store.revoke_session(session.id, datetime.fromtimestamp(
+                session.issued + SESSION_SECONDS, UTC))
         with self._lock:
             if session.id in self._ids or session.issued <= self._floor:
                 return
@@ -77,12 +93,15 @@ class RevokedSessions:
                                       or len(self._ids) > self._limit):
                 issued, sid = heapq.heappop(self._by_issue)
                 self._ids.discard(sid)
-                if issued >= expired:  # dropped before it expired: older sessions end
-                    self._floor = max(self._floor, issued)
+                if issued >= expired and self._store is None:  # dropped before it
+                    self._floor = max(self._floor, issued)  # expired: older sessions end
 
     def revoked(self, session: Session) -> bool:
+        """Whether ``session`` was signed out (here, or in another server process)."""
         with self._lock:
-            return session.issued <= self._floor or session.id in self._ids
+            if session.issued <= self._floor or session.id in self._ids:
+                return True
+        return self._store is not None and self._store.session_revoked(session.id)
 
 
 class SessionCodec:
@@ -104,7 +123,8 @@ class SessionCodec:
         return self._fernet.encrypt(body).decode()
 
     def open(self, value: str | None) -> Session | None:
-        """The session of a cookie value; None if absent, forged, expired or revoked."""
+        """The session of a cookie value; None if absent, forged, expired or revoked
+        (which may ask the database: call it from a worker thread)."""
         if not value:
             return None
         try:
