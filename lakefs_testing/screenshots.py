@@ -4,8 +4,9 @@ regions: ``python -m lakefs_testing.screenshots [--out docs/img]`` (``make scree
 It starts two regions on this machine (servers and replication services on the
 embedded default), writes a small dataset to ``lakes`` in ``east``, mirrors it to
 ``west`` (objects copied as S3 replication would, by the test replicator), waits until
-the mirror is current, and photographs the pages; the mirrors page after a commit whose
-objects arrived some seconds late, so that its lag chart shows the wait.
+the mirror is current, and photographs the pages; the mirrors page is opened after a
+commit whose objects arrived some seconds late, and its lag chart (the replication
+service's recent samples) shows the wait.
 """
 
 from __future__ import annotations
@@ -130,8 +131,8 @@ def _pages(browser: Browser, east: Region, west: Region, head: str, mirror_id: s
                 (f"/ui/repositories/{REPO}/commits/{head}", "ui-commit")]:
             page.goto(e + path)
             shoot(page, name)
-        # the mirrors page while a commit waits for its last object, then catches up
-        page.goto(f"{e}/ui/repositories/{REPO}/mirrors")
+        # a commit waits for its last object, then catches up; the mirrors page, opened
+        # afterwards, charts that wait from the replication service's lag history
         time.sleep(4)
         held["on"] = True
         upload(east, REPO, "main", "data/late.csv", b"lake,area_km2\nVostok,12500\n")
@@ -141,6 +142,7 @@ def _pages(browser: Browser, east: Region, west: Region, head: str, mirror_id: s
         held["on"] = False
         wait_current(east, mirror_id, late)
         time.sleep(5)  # a few more samples on the chart
+        page.goto(f"{e}/ui/repositories/{REPO}/mirrors")
         shoot(page, "ui-mirrors")
         if watch.problems:
             raise RuntimeError(f"the UI went wrong: {watch.problems}")

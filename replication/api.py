@@ -36,6 +36,7 @@ from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
+from replication.lag_history import branch_lag
 from replication.sidecar import MAX_EVENTS, Sidecar
 
 PREFIX = "/service/replication/v1"
@@ -202,10 +203,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         now = time.time()
         branches = []
         for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
-            caught_up = p.source_head is not None and p.source_head == p.promoted_commit
-            lag = 0.0
-            if not caught_up and p.source_head_seen_at is not None:
-                lag = max(0.0, now - p.source_head_seen_at.timestamp())
+            lag = branch_lag(p, now)
             branches.append({
                 "branch": p.branch,
                 "source_head": p.source_head,
@@ -219,6 +217,22 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             })
         return {"mirror": mirror_json(m), "branches": branches,
                 "error": m.error or sidecar.last_errors.get(m.id, "")}
+
+    @router.get("/repositories/{repository}/mirrors/{mirror_id}/lag")
+    def mirror_lag(repository: str, mirror_id: str,
+                   who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """Each branch's recent lag, as this region's sidecar sampled it."""
+        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        m = mirror_of(repository, mirror_id)
+        history = sidecar.lag_history
+        return {
+            "mirror_id": m.id,
+            "interval_seconds": history.interval,
+            "window_seconds": history.window,
+            "branches": [{"branch": branch,
+                          "samples": [[round(t, 3), round(lag, 3)] for t, lag in samples]}
+                         for branch, samples in sorted(history.samples(m.id).items())],
+        }
 
     @router.post("/repositories/{repository}/mirrors/{mirror_id}/detach")
     def detach_mirror(repository: str, mirror_id: str,

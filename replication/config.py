@@ -227,6 +227,27 @@ class ObjectReplicationConfig(ConfigModel):
     builtin: BuiltinCopierConfig = Field(default_factory=BuiltinCopierConfig)
 
 
+class LagHistoryConfig(ConfigModel):
+    """``lag_history`` (extension): the recent lag of every mirror branch, in memory.
+
+    Every sidecar samples the lag of each branch of the active mirrors whose source or
+    destination is its region, from the mirrors table, and serves the samples of the
+    last ``window`` (``GET .../mirrors/{id}/lag``), so a status page can chart the
+    recent lag as soon as it opens. Memory is bounded: at most ``max_series`` branches,
+    ``window / interval`` samples each.
+
+    Attributes:
+        interval: samples are this far apart; ``0s`` turns the history off.
+        window: how far back samples are kept.
+        max_series: branches (over all mirrors) with a history; past it the branch
+            sampled least recently is forgotten.
+    """
+
+    interval: Duration = timedelta(seconds=10)
+    window: Interval = timedelta(hours=1)
+    max_series: int = Field(default=10_000, ge=1)
+
+
 # --- the whole -----------------------------------------------------------------------
 class ReplicationConfig(PrefixedSettings):
     """Settings of the replication sidecar (``lakefs-replication``).
@@ -271,6 +292,7 @@ class ReplicationConfig(PrefixedSettings):
     mirrors_manager: MirrorsManagerConfig = Field(default_factory=MirrorsManagerConfig)
     validator: ValidatorConfig = Field(default_factory=ValidatorConfig)
     object_replication: ObjectReplicationConfig = Field(default_factory=ObjectReplicationConfig)
+    lag_history: LagHistoryConfig = Field(default_factory=LagHistoryConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

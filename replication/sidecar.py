@@ -56,6 +56,7 @@ from mirrors_db.models import (
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
+from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower
 from replication.remote_auth import RemoteAuthenticator
@@ -165,6 +166,11 @@ class Sidecar:
         #: one pooled client for requests to the other regions' servers
         self.http = httpx.Client(timeout=5.0)
         self.last_errors: dict[str, str] = {}
+        lag = config.lag_history
+        #: the recent lag of the mirrors of this region (as source or destination)
+        self.lag_history = LagHistory(interval=lag.interval.total_seconds(),
+                                      window=lag.window.total_seconds(),
+                                      max_series=lag.max_series)
         #: mirror repositories here whose mirror the table does not know (reported)
         self._unknown_mirror_repositories: set[str] = set()
 
@@ -210,6 +216,8 @@ class Sidecar:
     def start(self) -> None:
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop)]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
+        if self.lag_history.interval > 0:
+            targets.append(("lag-history", self._lag_loop))
         for name, target in targets:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -346,6 +354,44 @@ class Sidecar:
             if mirror.id in self._mirrors:
                 self._mirrors[mirror.id] = updated
         return updated
+
+    # ------------------------------------------------------------ lag history
+    def _lag_loop(self) -> None:
+        while not self._stop.wait(self.lag_history.interval):
+            try:
+                self.sample_lag()
+            except (LakeFSError, MirrorsDatabaseError) as e:
+                log.warning("lag history: %s", e)
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("lag history round failed")
+
+    def sample_lag(self) -> int:
+        """Record the lag of every branch of the active mirrors whose source or
+        destination is this region, from the mirrors table.
+
+        Returns:
+            The branches sampled.
+        """
+        now = time.time()
+        sampled: set[str] = set()
+        n = 0
+        token: str | None = None
+        while True:
+            page = self.table.list_mirrors(self.org, page_token=token,
+                                           page_size=self.config.list_mirrors_page_size)
+            for m in page.mirrors:
+                if (m.state is not MirrorState.ACTIVE
+                        or self.region not in (m.source_region, m.destination_region)):
+                    continue
+                sampled.add(m.id)
+                for p in self.table.list_branch_progress(self.org, m.id):
+                    self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
+                    n += 1
+            if not page.next_page_token:
+                break
+            token = page.next_page_token
+        self.lag_history.forget(sampled)
+        return n
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:

@@ -143,6 +143,14 @@ auth_metadata = sa.Table(
     sa.Column("value", sa.Text(), nullable=False),
 )
 
+#: web UI sessions signed out before they expired (ids are random; rows go at expiry)
+revoked_sessions = sa.Table(
+    "auth_revoked_sessions", metadata,
+    sa.Column("session_id", sa.String(64), primary_key=True),
+    sa.Column("expires_at", _UTCDateTime(), nullable=False),
+    sa.Index("auth_revoked_sessions_by_expiry", "expires_at"),
+)
+
 # one key for every process creating the tables at once (PostgreSQL advisory lock)
 _DDL_LOCK_KEY = zlib.crc32(b"lakefs_core.auth.store")
 
@@ -451,6 +459,23 @@ class AuthStore:
             raise AuthenticationError("invalid credentials")
         return User(username=row.username, creation_date=row.user_creation_date,
                     email=row.email, friendly_name=row.friendly_name)
+
+    # --- revoked UI sessions ----------------------------------------------------------
+    def revoke_session(self, session_id: str, expires_at: datetime) -> None:
+        """Record that a UI session was signed out, until it would have expired; rows
+        of sessions expired by now are dropped at the same time."""
+        if not session_id or len(session_id) > 64:
+            raise ValidationError("a session id is 1 to 64 characters")
+        with self._tx(write=True) as conn:
+            conn.execute(revoked_sessions.delete().where(
+                revoked_sessions.c.expires_at < _now()))
+            conn.execute(self._insert_ignore(revoked_sessions).values(
+                session_id=session_id, expires_at=expires_at))
+
+    def session_revoked(self, session_id: str) -> bool:
+        """Whether the UI session ``session_id`` was signed out."""
+        with self._tx() as conn:
+            return self._exists(conn, revoked_sessions, "session_id", session_id)
 
     def reencrypt_secrets(self, old_key: str) -> int:
         """Re-encrypt, with this store's key, every secret that ``old_key`` encrypted.

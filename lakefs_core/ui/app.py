@@ -27,7 +27,8 @@ from lakefs_core.ui.context import (
     url,
 )
 from lakefs_core.ui.guard import UIGuard
-from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, SessionCodec
+from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, RevokedSessions, SessionCodec
+from lakefs_core.ui.throttle import LoginThrottle
 
 #: page modules under lakefs_core.ui.pages; each defines ``router``
 PAGE_MODULES = ("repositories", "refs", "objects", "mirrors")
@@ -53,8 +54,10 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     # in-process calls: the client holds no connection, so it needs no closing
     backend = Backend(api)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    codec = SessionCodec(secret.get_secret_value())
+    codec = SessionCodec(secret.get_secret_value(),
+                         RevokedSessions(store=services.auth))
     app.state.ui = UIState(services, backend, codec)
+    throttle = LoginThrottle()
     app.add_middleware(UIGuard, codec=codec, prefix=UI_PREFIX)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"),
               name="static")
@@ -101,14 +104,25 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
                     secret_access_key: Annotated[str, Form()] = "",
                     next: Annotated[str, Form()] = "") -> Response:  # noqa: A002
         state = ui_state(request)
+        address = request.client.host if request.client else ""
+
+        def refused(error: str, status: int) -> Response:
+            return TEMPLATES.TemplateResponse(request, "login.html", {
+                "next": _safe_next(next), "url": url, "session": None, "error": error,
+                "access_key_id": access_key_id}, status_code=status)
+
+        wait = throttle.retry_after(access_key_id.strip(), address)
+        if wait > 0:
+            resp = refused("too many failed sign-ins: try again in "
+                           f"{max(1, round(wait))} seconds", 429)
+            resp.headers["retry-after"] = str(max(1, round(wait)))
+            return resp
         try:
             principal = await run_in_threadpool(
                 state.services.access.authenticate, access_key_id.strip(), secret_access_key)
         except (AuthenticationError, NotFoundError):
-            return TEMPLATES.TemplateResponse(request, "login.html", {
-                "next": _safe_next(next), "url": url, "session": None,
-                "error": "invalid access key ID or secret access key",
-                "access_key_id": access_key_id}, status_code=401)
+            throttle.failed(access_key_id.strip(), address)
+            return refused("invalid access key ID or secret access key", 401)
         session = state.codec.new(access_key_id.strip(), secret_access_key, principal.username)
         resp = RedirectResponse(_safe_next(next), status_code=303)
         resp.set_cookie(COOKIE, state.codec.seal(session), max_age=SESSION_SECONDS,
@@ -120,6 +134,8 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     async def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
         p = page(request)
         p.check_form(csrf)
+        # a copy of the cookie ends with it, in every server process
+        await run_in_threadpool(p.state.codec.revoke, p.session)
         resp = redirect(url("/login"), notice="signed out")
         resp.delete_cookie(COOKIE, path=UI_PREFIX)
         return resp

@@ -11,6 +11,8 @@ from collections.abc import MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+from starlette.concurrency import run_in_threadpool
+
 from lakefs_core.ui.backend import ASGIApp, Receive, Scope, Send
 from lakefs_core.ui.session import COOKIE, SessionCodec
 
@@ -45,7 +47,7 @@ class UIGuard:
         path: str = scope.get("path", "")
         if path == self.login:
             limit: int | None = MAX_LOGIN_BODY
-        elif self.codec.open(_cookie(scope, COOKIE)) is None:
+        elif await run_in_threadpool(self.codec.open, _cookie(scope, COOKIE)) is None:
             await _answer(send, 303, b"", [(b"location", f"{self.login}?next="
                                             f"{quote(self.prefix + '/repositories')}".encode())])
             return

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -400,3 +400,16 @@ def test_names_the_database_cannot_hold_are_validation_errors(store: AuthStore) 
     with pytest.raises(AuthenticationError):
         store.authenticate("AKIA\x00", "secret")
     assert [u.username for u in store.list_users()] == ["u1"]
+
+
+def test_revoked_sessions_are_kept_until_they_expire(store: AuthStore) -> None:
+    later = datetime.now(UTC) + timedelta(days=7)
+    assert not store.session_revoked("s1")
+    store.revoke_session("s1", later)
+    store.revoke_session("s1", later)  # again: no error
+    store.revoke_session("gone", datetime.now(UTC) - timedelta(seconds=1))
+    assert store.session_revoked("s1") and store.session_revoked("gone")
+    store.revoke_session("s2", later)  # drops the expired rows
+    assert not store.session_revoked("gone") and store.session_revoked("s2")
+    with pytest.raises(ValidationError):
+        store.revoke_session("x" * 65, later)

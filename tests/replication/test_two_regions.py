@@ -59,6 +59,18 @@ def test_mirror_follows_source(tmp_path: Path, mirrors_database: dict[str, Any])
             wait_for(lambda: rows["dev"]["mirror_head"] == c2 or _refresh(c, mirror, rows),
                      10, what="status")
             assert rows["main"]["source_head"] == rows["main"]["mirror_head"] == c1
+        # both regions keep each branch's recent lag, sampled every second
+        for region in (east, west):
+            with region.client() as c:
+                wait_for(lambda c=c: _lag_samples(c, mirror) >= 3, 20, what="lag history")
+                lag = c.get(f"{MIRRORS}/src/mirrors/{mirror['id']}/lag").json()
+                assert lag["interval_seconds"] == 1 and lag["window_seconds"] == 600
+                history = {b["branch"]: b["samples"] for b in lag["branches"]}
+                assert set(history) == {"main", "dev"}
+                times = [t for t, _ in history["main"]]
+                assert times == sorted(times) and all(v >= 0 for _, v in history["main"])
+        with west.client("nobody-key", "nobody-secret") as c:
+            assert c.get(f"{MIRRORS}/src/mirrors/{mirror['id']}/lag").status_code == 401
         # deletion removes the mirror repository in the destination
         with east.client() as c:
             assert c.delete(f"{MIRRORS}/src/mirrors/{mirror['id']}").status_code == 204
@@ -72,6 +84,14 @@ def _refresh(c: httpx.Client, mirror: dict[str, Any], rows: dict[str, Any]) -> b
     st = c.get(f"{MIRRORS}/src/mirrors/{mirror['id']}/status").json()
     rows.update({b["branch"]: b for b in st["branches"]})
     return False
+
+
+def _lag_samples(c: httpx.Client, mirror: dict[str, Any]) -> int:
+    """The fewest samples any branch of the mirror has."""
+    lag = c.get(f"{MIRRORS}/src/mirrors/{mirror['id']}/lag")
+    assert lag.status_code == 200, lag.text
+    branches = lag.json()["branches"]
+    return min((len(b["samples"]) for b in branches), default=0)
 
 
 def _state(region: Region, mirror_id: str) -> str:

@@ -8,18 +8,31 @@ temporary directory.
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import Browser, Page
 
 from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
-from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
-from lakefs_testing.regions import Region, commit, create_mirror, create_source, two_regions
+from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, live_server
+from lakefs_testing.regions import (
+    MIRRORS,
+    Region,
+    commit,
+    create_mirror,
+    create_source,
+    two_regions,
+)
 from lakefs_testing.regions import upload as api_upload
 from lakefs_testing.replicator import FaultyReplicator
+from lakefs_testing.servers import free_port
+from lakefs_testing.waiting import wait_for
 from lakefs_testing.webhook import WebhookServer
 
 pytestmark = pytest.mark.slow
@@ -77,9 +90,14 @@ def test_sign_in_is_required_and_sign_out_ends_the_session(
         page.click("button[type=submit]")
         assert page.url.endswith("/ui/repositories")
         assert page.inner_text("[data-test=user]") == "admin"
+        kept = page.context.cookies()
+        assert [c["name"] for c in kept] == ["lakefs_ui_session"]
         page.click("text=Sign out")
         assert "/ui/login" in page.url
         page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
+        assert "/ui/login" in page.url
+        page.context.add_cookies(kept)  # and a copy of it is refused by the server
+        page.goto(f"{endpoint}/ui/repositories")
         assert "/ui/login" in page.url
     assert watch.problems == []
 
@@ -120,6 +138,95 @@ def test_create_upload_commit_log_diff_and_csv_preview(admin: tuple[Page, Watch]
     assert table.locator("tbody tr").count() == 3
     assert "Baikal" in table.inner_text()
     page.screenshot(path=str(tmp_path / "csv-preview.png"), full_page=True)
+
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+
+
+def test_parquet_json_and_image_previews(admin: tuple[Page, Watch],
+                                         regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "previews")
+    parquet = io.BytesIO()
+    pq.write_table(pa.table({"lake": ["Victoria", "Baikal"], "depth_m": [84, 1642]}), parquet)
+    api_upload(east, "previews", "main", "lakes.parquet", parquet.getvalue())
+    api_upload(east, "previews", "main", "meta.json", b'{"lakes":2,"units":{"depth":"m"}}')
+    api_upload(east, "previews", "main", "dot.png", PNG)
+    commit(east, "previews", "main", "files to preview")
+    page, _ = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories/previews/objects")
+
+    page.click("a.file >> text=lakes.parquet")
+    table = page.locator("[data-test=preview-table]")
+    assert table.locator("th").all_inner_texts() == ["lake", "depth_m"]
+    assert [r.locator("td").all_inner_texts() for r in table.locator("tbody tr").all()] == [
+        ["Victoria", "84"], ["Baikal", "1642"]]
+
+    page.go_back()
+    page.click("a.file >> text=meta.json")
+    assert page.get_attribute("[data-test=preview]", "data-kind") == "json"
+    shown = page.inner_text("[data-test=preview] pre")
+    assert json.loads(shown) == {"lakes": 2, "units": {"depth": "m"}} and "\n  " in shown
+
+    page.go_back()
+    page.click("a.file >> text=dot.png")
+    image = page.locator("[data-test=preview] img")
+    image.wait_for()
+    page.wait_for_function("() => document.querySelector('[data-test=preview] img').complete")
+    size = image.evaluate("img => [img.naturalWidth, img.naturalHeight]")
+    assert size == [1, 1]  # the browser decoded the object's bytes as the image
+
+
+def test_deleting_a_repository_asks_for_its_name(admin: tuple[Page, Watch],
+                                                 regions: tuple[Region, Region]) -> None:
+    east, _ = regions
+    create_source(east, "doomed")
+    page, _ = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories")
+    delete = "tr[data-repo=doomed] button.danger"
+    prompts: list[str] = []
+
+    def answer(text: str | None) -> None:
+        def handle(dialog: Any) -> None:
+            prompts.append(dialog.message)
+            dialog.dismiss() if text is None else dialog.accept(text)
+        page.once("dialog", handle)
+
+    answer(None)  # cancelled: nothing is sent
+    page.click(delete)
+    assert "Type its name to confirm" in prompts[-1] and "doomed" in prompts[-1]
+    assert page.locator("tr[data-repo=doomed]").count() == 1
+    answer("doomed-not")  # a wrong name: refused, the repository stays
+    page.click(delete)
+    assert "type the repository's name (doomed)" in page.inner_text("[role=alert]")
+    assert page.locator("tr[data-repo=doomed]").count() == 1
+    answer("doomed")
+    page.click(delete)
+    assert "repository doomed deleted" in page.inner_text("[role=status]")
+    assert page.locator("tr[data-repo=doomed]").count() == 0
+    with east.client() as c:
+        assert c.get("/api/v1/repositories/doomed").status_code == 404
+
+
+def test_the_mirrors_page_says_when_the_replication_service_is_down(
+        browser: Browser, tmp_path: Path) -> None:
+    # a server whose replication service does not answer (nothing listens there)
+    env = {"LAKEFS_REPLICATION_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+    with live_server(str(tmp_path / "alone"), env) as server:
+        with server.client() as c:
+            assert c.post("/repositories", json={"name": "lonely"}).status_code == 201
+        with watched_page(browser) as (page, watch):
+            sign_in(page, server.endpoint, ADMIN_KEY, ADMIN_SECRET)
+            response = page.goto(f"{server.endpoint}/ui/repositories/lonely/mirrors")
+            assert response is not None and response.status == 200
+            banner = page.inner_text(".flash.error")
+            assert "Mirrors unavailable" in banner and "replication service" in banner
+            assert page.locator("[data-mirror]").count() == 0
+            page.click("nav.tabs >> text=Objects")  # the rest of the UI works on
+            assert "/ui/repositories/lonely/objects" in page.url
+            assert page.locator("[data-test=upload]").count() == 1
+        assert watch.problems == []
 
 
 def test_compare_shows_conflicts_and_merges(admin: tuple[Page, Watch],
@@ -271,11 +378,20 @@ def _watch_mirror_catch_up(browser: Browser, east: Region, mirror_id: str, head:
                            hold: dict[str, bool], tmp_path: Path) -> None:
     """The source's mirrors page shows the commit pending (an object held back), then,
     refreshing itself, current once the object arrives."""
+    def lag_samples() -> int:
+        with east.client() as c:
+            lag = c.get(f"{MIRRORS}/src/mirrors/{mirror_id}/lag").json()
+        return min((len(b["samples"]) for b in lag["branches"]), default=0)
+
+    wait_for(lambda: lag_samples() >= 3, 30, what="the sidecar's lag history")
     with watched_page(browser) as (page, watch):
         sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
         page.goto(f"{east.server.endpoint}/ui/repositories/src/mirrors")
         card = page.locator(f"[data-mirror='{mirror_id}']")
         row = card.locator("tr[data-branch=main]")
+        # the chart starts from the recent history at once: its samples, then the page's
+        points = row.locator("svg[data-chart] polyline").get_attribute("points") or ""
+        assert len(points.split()) >= 4, points
         page.wait_for_function(  # the page refreshes itself: no reload
             "() => { const c = document.querySelector("
             "'tr[data-branch=main] [data-field=missing_objects]');"

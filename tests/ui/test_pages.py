@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lakefs_core.ui.throttle import KEY_FAILURES
 from lakefs_testing.live_server import LiveServer, live_server
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -132,6 +133,47 @@ def test_a_deleted_key_ends_its_session(server: LiveServer, tmp_path: Path) -> N
         auth.delete_credentials("short-lived", cred.access_key_id)
         r = c.get("/ui/repositories/pages/objects")
         assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+
+
+def test_sign_out_revokes_the_session_and_its_copies(server: LiveServer) -> None:
+    c, csrf = _signed_in(server)
+    cookie = c.cookies["lakefs_ui_session"]
+    with contextlib.closing(c), httpx.Client(base_url=server.endpoint, timeout=30) as copy:
+        copy.cookies.set("lakefs_ui_session", cookie, path="/ui")
+        assert copy.get("/ui/repositories/pages/objects").status_code == 200
+        r = c.post("/ui/logout", data={"csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+        # the copied cookie is refused: by pages and, unread, by forms
+        r = copy.get("/ui/repositories/pages/objects")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+        r = copy.post("/ui/repositories", data={"name": "after-logout", "csrf": csrf})
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login")
+        with server.client() as api:
+            assert api.get("/repositories/after-logout").status_code == 404
+        c2, _ = _signed_in(server)  # a new session of the same key works
+        with contextlib.closing(c2):
+            assert c2.get("/ui/repositories/pages/objects").status_code == 200
+
+
+def test_failed_sign_ins_of_a_key_are_limited(server: LiveServer) -> None:
+    auth = server.services.auth
+    auth.create_user("guessed")
+    auth.attach_policy_to_user("guessed", "FSReadAll")
+    cred = auth.create_credentials("guessed")
+    with httpx.Client(base_url=server.endpoint, timeout=30) as c:
+        for _ in range(KEY_FAILURES):
+            r = c.post("/ui/login", data={"access_key_id": cred.access_key_id,
+                                          "secret_access_key": "guess"})
+            assert r.status_code == 401 and "invalid access key" in r.text
+        # the right secret too is refused now, with the login page and when to retry
+        r = c.post("/ui/login", data={"access_key_id": cred.access_key_id,
+                                      "secret_access_key": cred.secret})
+        assert r.status_code == 429 and "too many failed sign-ins" in r.text
+        assert 'name="access_key_id"' in r.text
+        assert 0 < int(r.headers["retry-after"]) <= 300
+        assert "lakefs_ui_session" not in c.cookies
+    c2, _ = _signed_in(server)  # another key from the same address still signs in
+    c2.close()
 
 
 def test_bodies_are_refused_unread_without_a_session_or_past_the_limits(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Form
@@ -36,25 +37,46 @@ async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
     return status
 
 
+async def _with_lag(p: Page, source: str, status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` with each branch's recent lag, as the replication service keeps it (none
+    when it cannot say), for the page's charts to start from."""
+    status["lag_history"] = {}
+    status["lag_window"] = 600
+    mirror_id = str(status.get("mirror", {}).get("id", ""))
+    if status.get("error") and not status.get("branches"):
+        return status
+    try:
+        lag = await p.replication("GET", f"/repositories/{q(source)}/mirrors/{q(mirror_id)}/lag")
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return status
+    status["lag_history"] = {b["branch"]: b["samples"] for b in lag.get("branches", [])}
+    status["lag_window"] = max(600, int(lag.get("window_seconds") or 0))
+    return status
+
+
 @router.get("/repositories/{repository}/mirrors")
 async def mirrors(p: PageDep, repository: str) -> Response:
     view = await repo_view(p, repository, resolve=False)
     served: dict[str, Any] | None = None
     if view.marking is not None:  # this repository is (or was) a mirror: its own mirror
-        served = await _status(p, view.marking.source_repository, view.marking.mirror_id)
+        source = view.marking.source_repository
+        served = await _with_lag(p, source, await _status(p, source, view.marking.mirror_id))
     statuses: list[dict[str, Any]] = []
     error = ""
     try:
         listing = await p.replication("GET", f"/repositories/{q(repository)}/mirrors",
                                       params={"amount": 1000})
         for m in listing["results"]:
-            statuses.append(await _status(p, repository, m["id"]))
+            statuses.append(await _with_lag(p, repository,
+                                            await _status(p, repository, m["id"])))
     except ApiError as e:
         if e.status == 401:
             raise
         error = e.message
     return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
-                    served=served, mirrors_error=error)
+                    served=served, mirrors_error=error, now=time.time())
 
 
 @router.get("/repositories/{repository}/mirrors/{mirror_id}/status.json")

@@ -28,9 +28,10 @@ document.addEventListener("submit", (event) => {
 });
 
 // The mirrors page: refresh each mirror's status every 2 s, and chart each branch's lag
-// over the minutes since the page opened.
-const LAG_WINDOW_MS = 10 * 60 * 1000;
+// over the recent window: the replication service's samples (in the page), then the
+// page's own.
 const lagHistory = new Map();
+const lagWindow = new Map();  // mirror id -> ms of history to keep
 
 function short(id) { return id ? id.slice(0, 12) : ""; }
 
@@ -38,7 +39,7 @@ function drawLag(svg, samples) {
   const w = Number(svg.getAttribute("width")), h = Number(svg.getAttribute("height"));
   const peak = Math.max(0, ...samples.map((s) => s[1]));
   const now = Date.now(), max = Math.max(1, peak);  // the scale: at least 1 s
-  // the time axis spans what the page has seen (at least 10 s, at most the window)
+  // the time axis spans the samples kept (at least 10 s, at most the window)
   const span = Math.max(10000, now - (samples.length ? samples[0][0] : now));
   const x = (t) => w - ((now - t) / span) * w;
   const y = (v) => h - 3 - (v / max) * (h - 14);
@@ -51,7 +52,8 @@ function recordRow(mirrorId, row, lag) {
   const key = `${mirrorId}/${row.dataset.branch}`;
   const samples = lagHistory.get(key) || [];
   samples.push([Date.now(), lag]);
-  while (samples.length && Date.now() - samples[0][0] > LAG_WINDOW_MS) samples.shift();
+  const keep = lagWindow.get(mirrorId) || 10 * 60 * 1000;
+  while (samples.length && Date.now() - samples[0][0] > keep) samples.shift();
   lagHistory.set(key, samples);
   const svg = row.querySelector("svg[data-chart]");
   if (svg) drawLag(svg, samples);
@@ -105,7 +107,15 @@ function startMirrorRefresh() {
   const cards = document.querySelectorAll("[data-mirror][data-status]");
   if (!cards.length) return;
   for (const card of cards) {
+    lagWindow.set(card.dataset.mirror, (Number(card.dataset.lagWindow) || 600) * 1000);
+    // the server's clock may differ from the browser's: its samples are placed relative
+    // to the time the page was made
+    const skew = Date.now() - (Number(card.dataset.now) * 1000 || Date.now());
     for (const row of card.querySelectorAll("tr[data-branch]")) {
+      let history = [];
+      try { history = JSON.parse(row.dataset.history || "[]"); } catch (e) { history = []; }
+      lagHistory.set(`${card.dataset.mirror}/${row.dataset.branch}`,
+        history.map(([t, lag]) => [t * 1000 + skew, lag]));
       const lagCell = row.querySelector("[data-field=lag]");
       recordRow(card.dataset.mirror, row, Number(lagCell && lagCell.dataset.lag) || 0);
     }
