@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from lupa import lua52
@@ -90,3 +91,68 @@ print(ok, type(err))
     assert sb.output == ["false\tstring"]
     with pytest.raises(lua52.LuaError, match="module 'nope' not found"):
         sb.run(b"require('nope')")
+
+
+def _fake_lakefs(objects: dict[str, str]) -> Any:
+    """A stand-in for the ``lakefs`` module over a dict of path -> physical address
+    (pages of two, to exercise the pagination)."""
+    def list_objects(_repo: bytes, _ref: bytes, after: bytes = b"", prefix: bytes = b"",
+                     _delimiter: bytes = b"", amount: int = 1000) -> tuple[int, Any]:
+        paths = sorted(p for p in objects if p.startswith(prefix.decode())
+                       and p > after.decode())
+        page = paths[:2]
+        return 200, {"pagination": {"has_more": len(paths) > 2,
+                                    "next_offset": page[-1] if page else ""},
+                     "results": [{"path": p, "path_type": "object", "size_bytes": 1,
+                                  "checksum": "c", "physical_address": objects[p]}
+                                 for p in page]}
+
+    def get_object(_repo: bytes, _ref: bytes, path: bytes) -> tuple[int, str]:
+        return (200, objects[path.decode()]) if path.decode() in objects else (404, "")
+
+    return lambda _sb: {"list_objects": list_objects, "get_object": get_object}
+
+
+def test_symlink_exporter_library_writes_one_file_per_partition() -> None:
+    objects = {
+        "_lakefs_tables/animals.yaml": "name: animals\ntype: hive\npath: t/animals\n"
+                                       "partition_columns: [type, weight]\n",
+        "_lakefs_tables/flat.yaml": "name: flat\ntype: hive\npath: t/flat\n",
+        "_lakefs_tables/_hidden.yaml": "", "_lakefs_tables/notes.txt": "",
+        "t/animals/type=cat/weight=1/a": "s3://b/ns/1", "t/animals/type=cat/weight=1/b":
+        "s3://b/ns/2", "t/animals/type=cat/weight=1/_tmp": "s3://b/ns/x",
+        "t/animals/_SUCCESS": "s3://b/ns/y",
+        "t/animals/data.parquet/type=dog/weight=3/c": "s3://b/ns/3",
+        "t/animals_v2/type=cat/weight=1/d": "s3://b/ns/4",
+        "t/flat/a": "s3://b/ns/5", "t/flat/b": "s3://b/ns/6",
+    }
+    sb = LuaSandbox(LuaLimits(timeout=5), {**MODULES, "lakefs": _fake_lakefs(objects)})
+    sb.set_global("action", {"repository_id": "r", "commit_id": "abcdef123456",
+                             "branch_id": "main", "event_type": "post-commit",
+                             "storage_namespace": "s3://b/ns"})
+    sb.run(rb"""
+local exporter = require("lakefs/catalogexport/symlink_exporter")
+local extractor = require("lakefs/catalogexport/table_extractor")
+for _, e in ipairs(extractor.list_table_descriptor_entries(require("lakefs"), "r", "c")) do
+  print("table", e.path)
+end
+local function writer(bucket, key, data) print(bucket, key, data) end
+local res = exporter.export_s3(nil, "_lakefs_tables/animals.yaml", action, {writer = writer})
+print(res.location.protocol, res.location.bucket, res.location.key)
+exporter.export_s3(nil, "_lakefs_tables/flat.yaml", action,
+                   {writer = writer, export_base_uri = "s3://other/x/"})
+""")
+    assert sb.output == [
+        "table\t_lakefs_tables/animals.yaml", "table\t_lakefs_tables/flat.yaml",
+        "b\tns/_lakefs/exported/main/abcdef/animals/data.parquet/type=dog/weight=3/"
+        "symlink.txt\ts3://b/ns/3\n",
+        "b\tns/_lakefs/exported/main/abcdef/animals/type=cat/weight=1/symlink.txt\t"
+        "s3://b/ns/1\ns3://b/ns/2\n",
+        "s3\tb\tns/_lakefs/exported/main/abcdef/",
+        "other\tx/_lakefs/exported/main/abcdef/flat/symlink.txt\ts3://b/ns/5\ns3://b/ns/6\n",
+    ]
+
+    objects["t/animals/loose.csv"] = "s3://b/ns/7"
+    with pytest.raises(lua52.LuaError, match="t/animals/loose.csv is not in a partition"):
+        sb.run(b'require("lakefs/catalogexport/symlink_exporter").export_s3('
+               b'nil, "_lakefs_tables/animals.yaml", action, {writer = print})')

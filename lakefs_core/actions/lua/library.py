@@ -2,9 +2,10 @@
 
 ``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
 ``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
-``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``lakefs`` (this server's engine,
-called in-process, limited to the hook's own repository) and ``aws`` (``s3_client``,
-for writing exports to S3).
+``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``net/url``, ``lakefs`` (this
+server's engine, called in-process, limited to the hook's own repository), ``aws``
+(``s3_client``, for writing exports to S3), and the catalog exporters written in Lua
+(``lakefs/catalogexport/...``, the ``.lua`` files under ``modules/``).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
-from lakefs_core.actions.lua.sandbox import LuaSandbox, from_lua, integer, text
+from lakefs_core.actions.lua.sandbox import LuaSandbox, Module, from_lua, integer, text
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
     AlreadyExistsError,
@@ -205,6 +208,19 @@ def _hmac(_sb: LuaSandbox) -> dict[str, Any]:
         "sign_sha256": lambda m, k: hmac.new(_bytes(k), _bytes(m), hashlib.sha256).digest(),
         "sign_sha1": lambda m, k: hmac.new(_bytes(k), _bytes(m), hashlib.sha1).digest(),
     }
+
+
+def _url(_sb: LuaSandbox) -> dict[str, Any]:
+    def parse(raw: bytes) -> dict[str, str]:
+        try:
+            u = urlsplit(text(raw))
+            u.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError as exc:
+            raise ValueError(f"invalid URL: {exc}") from None
+        return {"host": u.netloc.rpartition("@")[2], "path": u.path, "scheme": u.scheme,
+                "query": u.query, "fragment": u.fragment}
+
+    return {"parse": parse}
 
 
 def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
@@ -411,8 +427,17 @@ def _aws(_sb: LuaSandbox) -> dict[str, Any]:
     return {"s3_client": _s3_client}
 
 
+_LUA_MODULES = Path(__file__).parent / "modules"
+
+
+def lua_modules() -> dict[str, bytes]:
+    """The modules written in Lua, by name (their path below ``modules/``)."""
+    return {str(p.relative_to(_LUA_MODULES).with_suffix("")): p.read_bytes()
+            for p in sorted(_LUA_MODULES.rglob("*.lua"))}
+
+
 #: the modules every hook may require (``lakefs`` is added per run)
-MODULES: dict[str, ModuleBuilder] = {
+MODULES: dict[str, Module] = {
     "path": _path,
     "strings": _strings,
     "regexp": _regexp,
@@ -426,5 +451,7 @@ MODULES: dict[str, ModuleBuilder] = {
     "crypto/hmac": _hmac,
     "uuid": _uuid,
     "time": _time,
+    "net/url": _url,
     "aws": _aws,
+    **lua_modules(),
 }
