@@ -423,8 +423,98 @@ def _s3_client(key_id: bytes, secret: bytes, region: bytes | None = None,
             "list_objects": list_objects}
 
 
-def _aws(_sb: LuaSandbox) -> dict[str, Any]:
-    return {"s3_client": _s3_client}
+def _plain(value: Any) -> Any:
+    """An AWS response as JSON-like values (times as ISO 8601 text)."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if k != "ResponseMetadata"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _glue_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | None = None,
+                 endpoint: bytes | None = None) -> dict[str, Any]:
+    """lakeFS's ``aws.glue_client``: table inputs are JSON text in the AWS API's shape."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    client = boto3.client(
+        "glue", aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
+        region_name=text(region) if region else None,
+        endpoint_url=text(endpoint) if endpoint else None)
+
+    def call(op: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(client, op)(**{k: v for k, v in kwargs.items() if v is not None})
+        except ClientError as exc:
+            raise OSError(f"glue {op}: {exc}") from None
+
+    def table_input(raw: bytes) -> Any:
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"table input is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError("table input must be a JSON object")
+        return value
+
+    def opt(value: bytes | None) -> str | None:
+        return text(value) if value is not None else None
+
+    def get_table(db: bytes, name: bytes, catalog_id: bytes | None = None
+                  ) -> tuple[Any, bool]:
+        try:
+            resp = client.get_table(DatabaseName=text(db), Name=text(name),
+                                    **({"CatalogId": text(catalog_id)} if catalog_id else {}))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "EntityNotFoundException":
+                return "", False
+            raise OSError(f"glue get_table: {exc}") from None
+        return _plain(resp), True
+
+    def create_table(db: bytes, input_json: bytes, catalog_id: bytes | None = None) -> None:
+        call("create_table", DatabaseName=text(db), TableInput=table_input(input_json),
+             CatalogId=opt(catalog_id))
+
+    def update_table(db: bytes, input_json: bytes, catalog_id: bytes | None = None,
+                     version_id: bytes | None = None, skip_archive: bool | None = None
+                     ) -> None:
+        call("update_table", DatabaseName=text(db), TableInput=table_input(input_json),
+             CatalogId=opt(catalog_id), VersionId=opt(version_id), SkipArchive=skip_archive)
+
+    def delete_table(db: bytes, name: bytes, catalog_id: bytes | None = None) -> None:
+        call("delete_table", DatabaseName=text(db), Name=text(name), CatalogId=opt(catalog_id))
+
+    def create_database(db: bytes, opts: Any = None) -> None:
+        o = from_lua(sb, opts) if opts is not None else {}
+        if not isinstance(o, dict):
+            raise TypeError("create_database options: table expected")
+        db_input = o.get("create_db_input") or {"DatabaseInput": {"Name": text(db)}}
+        if not isinstance(db_input, dict) or db_input.get("DatabaseInput", {}).get(
+                "Name") != text(db):
+            raise ValueError(f"database name in input doesn't match database name "
+                             f"parameter ({text(db)})")
+        try:
+            client.create_database(**db_input)
+        except ClientError as exc:
+            if (exc.response.get("Error", {}).get("Code") == "AlreadyExistsException"
+                    and o.get("error_on_already_exists") is False):
+                return
+            raise OSError(f"glue create_database: {exc}") from None
+
+    def delete_database(db: bytes, catalog_id: bytes | None = None) -> None:
+        call("delete_database", Name=text(db), CatalogId=opt(catalog_id))
+
+    return {"get_table": get_table, "create_table": create_table,
+            "update_table": update_table, "delete_table": delete_table,
+            "create_database": create_database, "delete_database": delete_database}
+
+
+def _aws(sb: LuaSandbox) -> dict[str, Any]:
+    return {"s3_client": _s3_client,
+            "glue_client": lambda *a: _glue_client(sb, *a)}
 
 
 _LUA_MODULES = Path(__file__).parent / "modules"

@@ -1,5 +1,6 @@
 -- lakefs/catalogexport/internal: helpers the catalog exporters share.
 local url = require("net/url")
+local pathlib = require("path")
 
 local SHORT_DIGEST_LEN = 6
 
@@ -60,6 +61,14 @@ local function parse_storage_uri(uri)
   return {protocol = u.scheme, bucket = u.host, key = key}
 end
 
+-- where a commit's exports go:
+-- <base_uri>/_lakefs/exported/<branch or tag>/<commit id, 6 chars>/
+local function get_storage_uri_prefix(base_uri, commit_id, action_info)
+  local ref = ref_from_branch_or_tag(action_info)
+  return pathlib.join("/", base_uri, string.format("_lakefs/exported/%s/%s/", ref,
+                                                   short_digest(commit_id)))
+end
+
 local function deepcopy(value)
   if type(value) ~= "table" then
     return value
@@ -77,5 +86,6 @@ return {
   lakefs_object_pager = lakefs_object_pager,
   ref_from_branch_or_tag = ref_from_branch_or_tag,
   parse_storage_uri = parse_storage_uri,
+  get_storage_uri_prefix = get_storage_uri_prefix,
   deepcopy = deepcopy,
 }

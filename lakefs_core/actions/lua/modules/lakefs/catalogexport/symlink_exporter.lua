@@ -11,12 +11,6 @@ local utils = require("lakefs/catalogexport/internal")
 local pathlib = require("path")
 local lakefs = require("lakefs")
 
-local function export_prefix(base_uri, commit_id, action_info)
-  local ref = utils.ref_from_branch_or_tag(action_info)
-  return pathlib.join("/", base_uri, string.format("_lakefs/exported/%s/%s/", ref,
-                                                   utils.short_digest(commit_id)))
-end
-
 -- each step: {key_suffix = "<table>/<partition>/symlink.txt", data = "<addresses>\n"}
 local function symlinks(repo_id, commit_id, table_src_path, opts)
   local descriptor = extractor.get_table_descriptor(lakefs, repo_id, commit_id,
@@ -73,7 +67,8 @@ local function export_s3(s3_client, table_src_path, action_info, options)
     error("symlink export needs an event with a commit (post-commit, post-merge, ...)")
   end
   local base_uri = opts.export_base_uri or action_info.storage_namespace
-  local location = utils.parse_storage_uri(export_prefix(base_uri, commit_id, action_info))
+  local location = utils.parse_storage_uri(
+    utils.get_storage_uri_prefix(base_uri, commit_id, action_info))
   if location.bucket == nil or location.bucket == "" then
     error("cannot export to " .. tostring(base_uri) .. ": a bucket is required")
   end
