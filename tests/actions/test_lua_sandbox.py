@@ -156,3 +156,75 @@ exporter.export_s3(nil, "_lakefs_tables/flat.yaml", action,
     with pytest.raises(lua52.LuaError, match="t/animals/loose.csv is not in a partition"):
         sb.run(b'require("lakefs/catalogexport/symlink_exporter").export_s3('
                b'nil, "_lakefs_tables/animals.yaml", action, {writer = print})')
+
+
+@pytest.fixture
+def http_echo() -> Any:
+    """A loopback HTTP server answering each request with what it received."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Echo(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            if self.path == "/slow":
+                time.sleep(1.5)
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.dumps({"method": self.command, "path": self.path,
+                               "type": self.headers.get("Content-Type"),
+                               "body": self.rfile.read(length).decode()}).encode()
+            self.send_response(201 if self.command == "POST" else 200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Many", "a")
+            self.send_header("X-Many", "b")
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = _answer  # noqa: N815
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    class Quiet(ThreadingHTTPServer):
+        def handle_error(self, *args: Any) -> None:
+            pass  # the client that gave up on /slow is gone
+
+    httpd = Quiet(("127.0.0.1", 0), Echo)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_net_http_requests_as_lakefs_documents_them(http_echo: str) -> None:
+    from lakefs_core.actions.lua.library import net_http
+
+    sb = LuaSandbox(LuaLimits(timeout=5), {**MODULES, "net/http": net_http})
+    sb.set_global("base", http_echo)
+    sb.run(rb"""
+local http = require("net/http")
+local json = require("encoding/json")
+local code, body, headers, status = http.request(base .. "/get?x=1")
+print(code, status, json.unmarshal(body).method, json.unmarshal(body).path, #headers["X-Many"])
+code, body = http.request(base .. "/form", "a=1")
+print(code, json.unmarshal(body).method, json.unmarshal(body).body)
+code, body = http.request{url = base .. "/put", method = "PUT", body = "custname=tester",
+                          headers = {["Content-Type"] = "application/x-www-form-urlencoded"}}
+local got = json.unmarshal(body)
+print(code, got.method, got.type, got.body)
+print(pcall(http.request, "file:///etc/passwd"))
+print(pcall(http.request, "http://127.0.0.1:1/refused"))
+""")
+    assert sb.output[0] == "200\t200 OK\tGET\t/get?x=1\t2"
+    assert sb.output[1] == "201\tPOST\ta=1"
+    assert sb.output[2] == "200\tPUT\tapplication/x-www-form-urlencoded\tcustname=tester"
+    assert sb.output[3].startswith("false\t") and "only http and https" in sb.output[3]
+    assert sb.output[4].startswith("false\t") and "request: " in sb.output[4]
+    # a request never outlives the script's deadline
+    slow = LuaSandbox(LuaLimits(timeout=0.3), {**MODULES, "net/http": net_http})
+    slow.set_global("base", http_echo)
+    with pytest.raises(lua52.LuaError, match="timed out"):
+        slow.run(b'require("net/http").request(base .. "/slow")')
+    # not there unless the server's config enables it
+    with pytest.raises(lua52.LuaError, match="module 'net/http' not found"):
+        _sandbox().run(b'require("net/http")')

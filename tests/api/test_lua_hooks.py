@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "actions"
 
 
 def test_lua_gate_error_timeout_and_engine_calls(tmp_path: Path) -> None:
-    env = {"LAKEFS_ACTIONS_LUA_TIMEOUT": "300ms"}
+    env = {"LAKEFS_ACTIONS_LUA_TIMEOUT": "300ms", "LAKEFS_ACTIONS_LUA_NET_HTTP_ENABLED": "true"}
     with live_server(str(tmp_path / "lua"), env) as server:
         client = sdk_client(server)
         actions = client.sdk_client.actions_api
@@ -37,8 +37,10 @@ hooks:
     properties:
       args:
         required: [job_name]
+        health: HEALTH
       script: |
         local lakefs = require("lakefs")
+        print("health:", require("net/http").request(args.health))
         local code, diff = lakefs.diff_branch(action.repository_id, action.branch_id)
         print("changes:", code, #diff.results)
         local code2, body = lakefs.get_object(action.repository_id, action.branch_id,
@@ -51,7 +53,7 @@ hooks:
             error("missing mandatory metadata field: " .. k)
           end
         end
-""")
+""".replace("HEALTH", f"{server.endpoint}/api/v1/healthcheck"))
         head = main.get_commit().id
         with pytest.raises(lakefs.exceptions.LakeFSException) as info:
             main.commit("no job name")
@@ -62,6 +64,7 @@ hooks:
         hook = actions.list_run_hooks("lua-acts", run.run_id).results[0]
         output = actions.get_run_hook_output("lua-acts", run.run_id, hook.hook_run_id)
         text = output.decode() if isinstance(output, bytes) else str(output)
+        assert "health:\t204" in text  # net/http, enabled by the config
         assert "changes:\t200\t1" in text
         assert "gate file:\t200\ttrue" in text
         assert "other repository:\t403" in text

@@ -223,6 +223,73 @@ def _url(_sb: LuaSandbox) -> dict[str, Any]:
     return {"parse": parse}
 
 
+#: lakeFS's bound on one ``net/http`` request
+HTTP_TIMEOUT = 30.0
+
+
+def _canonical_header(name: str) -> str:
+    return "-".join(part[:1].upper() + part[1:].lower() for part in name.split("-"))
+
+
+def net_http(sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's optional ``net/http``: ``request(url [, body])`` or
+    ``request{url=, method=, headers=, body=}``, answering code, body, headers, status.
+
+    Only http(s) URLs; a request gets at most 30s and never outlives the script's
+    deadline; a response body larger than the script's memory limit is refused."""
+    import httpx
+
+    def request(spec: Any, body: Any = None) -> tuple[int, bytes, dict[str, Any], str]:
+        headers: list[tuple[str, str]] = []
+        if isinstance(spec, (bytes, str)):
+            url, method, data = text(spec), ("GET" if body is None else "POST"), body
+        else:
+            t = from_lua(sb, spec)
+            if not isinstance(t, dict) or not isinstance(t.get("url"), str):
+                raise TypeError("request: a URL or a table with url expected")
+            # the body as the script's bytes (from_lua would read it as text)
+            url, method, data = t["url"], str(t.get("method") or "GET").upper(), spec[b"body"]
+            given = t.get("headers") or {}
+            if not isinstance(given, dict):
+                raise TypeError("request: headers must be a table")
+            for k, v in given.items():
+                for one in (v if isinstance(v, list) else [v]):
+                    headers.append((str(k), str(one)))
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"request: only http and https URLs are allowed, not {url!r}")
+        timeout = min(HTTP_TIMEOUT, sb.remaining())
+        if timeout <= 0:
+            raise OSError("request: the script has no time left")
+        deadline = time.monotonic() + timeout
+        payload = None if data is None else _bytes(data)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
+                    client.stream(method, url, headers=headers, content=payload) as resp:
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > sb.limits.max_memory:
+                        raise OSError("request: response body larger than the script's "
+                                      "memory limit")
+                    if time.monotonic() > deadline:
+                        raise OSError(f"request: timed out after {timeout:g}s")
+                    chunks.append(chunk)
+        except httpx.TimeoutException:
+            raise OSError(f"request: timed out after {timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise OSError(f"request: {exc}") from None
+        out: dict[str, Any] = {}
+        for k, v in resp.headers.multi_items():
+            key = _canonical_header(k)
+            prev = out.get(key)
+            out[key] = v if prev is None else [*(prev if isinstance(prev, list) else [prev]), v]
+        status = f"{resp.status_code} {resp.reason_phrase}".strip()
+        return resp.status_code, b"".join(chunks), out, status
+
+    return {"request": request}
+
+
 def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
     return {"new": lambda: str(uuid.uuid4())}
 
