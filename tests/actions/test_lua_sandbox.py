@@ -228,3 +228,29 @@ print(pcall(http.request, "http://127.0.0.1:1/refused"))
     # not there unless the server's config enables it
     with pytest.raises(lua52.LuaError, match="module 'net/http' not found"):
         _sandbox().run(b'require("net/http")')
+
+
+def test_time_functions_take_go_layouts() -> None:
+    sb = _sandbox(timeout=0.5)
+    sb.run(rb"""
+local time = require("time")
+local t = time.parse("2006-01-02 15:04:05.000 -0700", "2023-11-14 14:13:20.123 -0800")
+print(string.format("%.0f", t))
+print(time.format(t, "Mon Jan _2 15:04:05 MST 2006", "UTC"))
+print(time.format_iso(t, "America/Los_Angeles"), time.formatISO(t, "UTC"))
+print(string.format("%.0f", time.add(t, {hour = 1, second = 5}) - t))
+print(string.format("%.0f", time.parse_iso("2023-11-14T22:13:20+00:00")),
+      string.format("%.0f", time.parse_iso("2023-11-14T22:13:20Z")))
+print(pcall(time.parse, "2006-01-02", "14/11/2023"))
+print(pcall(time.format, t, "15:04", "Mars/Olympus"))
+""")
+    assert sb.output[0] == "1700000000123000064"  # a float64 of nanoseconds, as in lakeFS
+    assert sb.output[1] == "Tue Nov 14 22:13:20 UTC 2023"
+    assert sb.output[2] == "2023-11-14T14:13:20-08:00\t2023-11-14T22:13:20+00:00"
+    assert sb.output[3] == "3605000000000"
+    assert sb.output[4] == "1700000000000000000\t1700000000000000000"
+    assert sb.output[5].endswith('parsing time "14/11/2023" as "2006-01-02": cannot parse')
+    assert sb.output[6].endswith("unknown time zone Mars/Olympus")
+    # sleeping never outlasts the script's time
+    with pytest.raises(LuaTimeoutError):
+        sb.run(b'require("time").sleep(60 * 1e9) while true do end')

@@ -19,13 +19,15 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
+from lupa import lua52
 
+from lakefs_core.actions.lua import gotime
 from lakefs_core.actions.lua.sandbox import LuaSandbox, Module, from_lua, integer, text
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
@@ -294,18 +296,51 @@ def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
     return {"new": lambda: str(uuid.uuid4())}
 
 
-def _format_iso(ns: object, zone: object = b"UTC") -> str:
-    if text(zone) != "UTC":
-        raise ValueError("only the UTC zone is supported")
-    return datetime.fromtimestamp(integer(ns) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+def _nanos(value: object) -> int:
+    """A Lua number of nanoseconds (floats as Go's int64 conversion truncates them)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError("number expected")
 
 
-def _time(_sb: LuaSandbox) -> dict[str, Any]:
+def _format_iso(ns: object, zone: object = b"") -> str:
+    return gotime.format_time(_nanos(ns), gotime.ISO_LAYOUT, text(zone))
+
+
+def _parse_iso(value: object) -> float:
+    try:
+        return float(gotime.parse_time(gotime.ISO_LAYOUT, text(value)))
+    except ValueError:
+        # also the other ISO 8601 forms ("Z", fractions, a date alone)
+        dt = datetime.fromisoformat(text(value))
+        dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+        return float((dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+                     * 1000)
+
+
+def _add(ns: object, duration: Any) -> float:
+    if lua52.lua_type(duration) != "table":
+        raise TypeError("add: a duration table expected")
+    parts = {k: integer(duration[k.encode()] or 0, k) for k in ("hour", "minute", "second")}
+    return float(_nanos(ns) + (parts["hour"] * 3600 + parts["minute"] * 60
+                                + parts["second"]) * 1_000_000_000)
+
+
+def _time(sb: LuaSandbox) -> dict[str, Any]:
+    def sleep(ns: object) -> None:
+        # never past the script's deadline: its time check then ends the script
+        time.sleep(max(0.0, min(integer(ns, "duration") / 1e9, sb.remaining() + 0.01)))
+
     return {
         "now": lambda: float(time.time_ns()),
-        "since": lambda ns: float(time.time_ns() - integer(ns)),
-        "format_iso": _format_iso,
-        "parse_iso": lambda v: datetime.fromisoformat(text(v)).timestamp() * 1e9,
+        "since": lambda ns: float(time.time_ns() - _nanos(ns)),
+        "format": lambda ns, layout, zone: gotime.format_time(_nanos(ns), text(layout),
+                                                              text(zone)),
+        "format_iso": _format_iso, "formatISO": _format_iso,
+        "parse": lambda layout, value: float(gotime.parse_time(text(layout), text(value))),
+        "parse_iso": _parse_iso, "parseISO": _parse_iso,
+        "sleep": sleep,
+        "add": _add,
     }
 
 
