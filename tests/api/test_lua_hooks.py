@@ -71,6 +71,32 @@ hooks:
         assert "missing mandatory metadata field" in text
         main.commit("with a job name", metadata={"job_name": "etl"})
 
+        # lakefs.update_object_user_metadata replaces an object's user metadata
+        put(main, "_lakefs_actions/tagged.yaml", """name: mark on tag
+on:
+  post-create-tag:
+hooks:
+  - id: mark
+    type: lua
+    properties:
+      script: |
+        local lakefs = require("lakefs")
+        local repo, path = action.repository_id, "_lakefs_actions/tagged.yaml"
+        print("set:", lakefs.update_object_user_metadata(repo, "main", path,
+                                                         {tagged = action.tag_id}))
+        print("missing:", lakefs.update_object_user_metadata(repo, "main", "nope", {}))
+        print("other:", lakefs.update_object_user_metadata("other", "main", "x", {}))
+""")
+        main.commit("tag hook", metadata={"job_name": "etl"})
+        repo.tag("v1").create("main")
+        assert main.object("_lakefs_actions/tagged.yaml").stat().metadata == {"tagged": "v1"}
+        run = actions.list_repository_runs("lua-acts").results[0]
+        hook = actions.list_run_hooks("lua-acts", run.run_id).results[0]
+        out = actions.get_run_hook_output("lua-acts", run.run_id, hook.hook_run_id)
+        out = out.decode() if isinstance(out, bytes) else str(out)
+        assert (run.event_type, run.status) == ("post-create-tag", "completed"), out
+        assert "set:\t201\n" in out and "missing:\t404\t" in out and "other:\t403\t" in out
+
         # a script that never ends fails its hook after actions.lua.timeout
         put(main, "_lakefs_actions/gate.yaml", """name: spins
 on:

@@ -19,6 +19,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -363,21 +364,29 @@ class LakeFSModule:
         self.g = graveler
         self.repo = repository
 
-    def module(self, _sb: LuaSandbox) -> dict[str, Any]:
-        return {name: self._call(f) for name, f in (
+    def module(self, sb: LuaSandbox) -> dict[str, Any]:
+        def update_metadata(branch: bytes, path: bytes, metadata: Any) -> tuple[int, Any]:
+            return self.update_object_user_metadata(sb, branch, path, metadata)
+
+        return {"update_object_user_metadata": self._call(update_metadata, no_body=True)} | {
+            name: self._call(f) for name, f in (
             ("list_objects", self.list_objects), ("diff_refs", self.diff_refs),
             ("diff_branch", self.diff_branch), ("create_tag", self.create_tag))} | {
             name: self._call(f, string_body=True) for name, f in (
                 ("get_object", self.get_object), ("stat_object", self.stat_object))}
 
-    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False
-              ) -> Callable[..., Any]:
-        def call(repo_id: bytes, *args: Any) -> tuple[int, Any]:
+    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False,
+              no_body: bool = False) -> Callable[..., Any]:
+        """``no_body``: a success answers the status code alone (an empty response)."""
+        def call(repo_id: bytes, *args: Any) -> Any:
             if text(repo_id, "repository_id") != self.repo.id:
                 code, body = 403, {"message": "a hook may only use its own repository"}
             else:
                 try:
-                    return f(*args)
+                    code, body = f(*args)
+                    if no_body:
+                        return code
+                    return code, body
                 except LakeFSError as exc:
                     code, body = _status(exc), {"message": str(exc)}
             return code, json.dumps(body) if string_body else body
@@ -446,6 +455,19 @@ class LakeFSModule:
                                               prefix=text(prefix or b""),
                                               after=text(after or b""), amount=n)
         return 200, self._diffs(diffs, more, n)
+
+    def update_object_user_metadata(self, sb: LuaSandbox, branch: bytes, path: bytes,
+                                    metadata: Any) -> tuple[int, Any]:
+        """Replace the object's user metadata on the branch (staged, as the API does)."""
+        md = from_lua(sb, metadata) if metadata is not None else {}
+        if md == []:
+            md = {}
+        if not isinstance(md, dict) or not all(isinstance(v, str) for v in md.values()):
+            raise TypeError("metadata: a table of strings expected")
+        b, p = text(branch), text(path)
+        entry = self.g.get_entry(self.repo.id, b, p)
+        self.g.set_entry(self.repo.id, b, p, replace(entry, metadata=md))
+        return 201, None
 
     def create_tag(self, ref: bytes, tag_id: bytes) -> tuple[int, Any]:
         tag = self.g.create_tag(self.repo.id, text(tag_id), text(ref))
