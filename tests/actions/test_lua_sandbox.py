@@ -254,3 +254,18 @@ print(pcall(time.format, t, "15:04", "Mars/Olympus"))
     # sleeping never outlasts the script's time
     with pytest.raises(LuaTimeoutError):
         sb.run(b'require("time").sleep(60 * 1e9) while true do end')
+
+
+def test_aes_cbc_round_trip() -> None:
+    sb = _sandbox()
+    sb.run(rb"""
+local aes = require("crypto/aes")
+local key = "0123456789abcdef0123456789abcdef"
+local c1, c2 = aes.encryptCBC(key, "secret"), aes.encryptCBC(key, "secret")
+print(#c1, c1 ~= c2, aes.decryptCBC(key, c1))
+print(pcall(aes.decryptCBC, key, string.sub(c1, 1, 20)))
+print(pcall(aes.encryptCBC, "short", "x"))
+""")
+    assert sb.output[0] == "32\ttrue\tsecret"  # IV + one block
+    assert sb.output[1].startswith("false\t") and "not a whole number of blocks" in sb.output[1]
+    assert sb.output[2].startswith("false\t") and "invalid key size 5" in sb.output[2]

@@ -2,7 +2,7 @@
 
 ``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
 ``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
-``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``net/url``, ``lakefs`` (this
+``crypto/md5``, ``crypto/hmac``, ``crypto/aes``, ``uuid``, ``time``, ``net/url``, ``lakefs`` (this
 server's engine, called in-process, limited to the hook's own repository), ``aws``
 (``s3_client``, for writing exports to S3), and the catalog exporters written in Lua
 (``lakefs/catalogexport/...``, the ``.lua`` files under ``modules/``).
@@ -291,6 +291,40 @@ def net_http(sb: LuaSandbox) -> dict[str, Any]:
         return resp.status_code, b"".join(chunks), out, status
 
     return {"request": request}
+
+
+def _aes(_sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's AES-CBC: a random 16-byte IV, then the PKCS#7-padded ciphertext."""
+    import os as _os
+
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    def cipher(key: bytes, iv: bytes) -> Cipher[modes.CBC]:
+        if len(key) not in (16, 24, 32):
+            raise ValueError(f"crypto/aes: invalid key size {len(key)}")
+        return Cipher(algorithms.AES(key), modes.CBC(iv))
+
+    def encrypt(key: Any, plaintext: Any) -> bytes:
+        iv = _os.urandom(16)
+        padder = padding.PKCS7(128).padder()
+        padded = padder.update(_bytes(plaintext)) + padder.finalize()
+        enc = cipher(_bytes(key), iv).encryptor()
+        return iv + enc.update(padded) + enc.finalize()
+
+    def decrypt(key: Any, ciphertext: Any) -> bytes:
+        data = _bytes(ciphertext)
+        if len(data) < 32 or len(data) % 16:
+            raise ValueError("crypto/aes: ciphertext is not a whole number of blocks")
+        dec = cipher(_bytes(key), data[:16]).decryptor()
+        padded = dec.update(data[16:]) + dec.finalize()
+        unpadder = padding.PKCS7(128).unpadder()
+        try:
+            return unpadder.update(padded) + unpadder.finalize()
+        except ValueError:
+            raise ValueError("crypto/aes: bad padding (wrong key?)") from None
+
+    return {"encryptCBC": encrypt, "decryptCBC": decrypt}
 
 
 def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
@@ -663,6 +697,7 @@ MODULES: dict[str, Module] = {
     "crypto/sha256": _digest("sha256"),
     "crypto/md5": _digest("md5"),
     "crypto/hmac": _hmac,
+    "crypto/aes": _aes,
     "uuid": _uuid,
     "time": _time,
     "net/url": _url,
