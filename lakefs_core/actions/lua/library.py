@@ -509,15 +509,28 @@ class LakeFSModule:
 
 
 # -- aws: S3 -----------------------------------------------------------------------------
-def _s3_client(key_id: bytes, secret: bytes, region: bytes | None = None,
-               endpoint: bytes | None = None) -> dict[str, Any]:
+def _aws_client(sb: LuaSandbox, service: str, key_id: bytes, secret: bytes,
+                region: bytes | None, endpoint: bytes | None) -> Any:
+    """A boto3 client whose calls cannot outlast the script (timeouts from its time
+    left, few retries); ``endpoint`` unset, the SDK's own (``AWS_ENDPOINT_URL``...)."""
     import boto3
+    from botocore.config import Config
+
+    wait = max(1.0, min(60.0, sb.remaining()))
+    make: Any = boto3.client  # typed per service name; one function for both here
+    return make(
+        service, aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
+        region_name=text(region) if region else None,
+        endpoint_url=text(endpoint) if endpoint else None,
+        config=Config(connect_timeout=wait, read_timeout=wait,
+                      retries={"max_attempts": 2, "mode": "standard"}))
+
+
+def _s3_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | None = None,
+               endpoint: bytes | None = None) -> dict[str, Any]:
     from botocore.exceptions import ClientError
 
-    client = boto3.client(
-        "s3", aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
-        region_name=text(region) if region else None,
-        endpoint_url=text(endpoint) if endpoint else None)
+    client = _aws_client(sb, "s3", key_id, secret, region, endpoint)
 
     def get_object(bucket: bytes, key: bytes) -> tuple[bytes, bool]:
         try:
@@ -595,13 +608,9 @@ def _plain(value: Any) -> Any:
 def _glue_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | None = None,
                  endpoint: bytes | None = None) -> dict[str, Any]:
     """lakeFS's ``aws.glue_client``: table inputs are JSON text in the AWS API's shape."""
-    import boto3
     from botocore.exceptions import ClientError
 
-    client = boto3.client(
-        "glue", aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
-        region_name=text(region) if region else None,
-        endpoint_url=text(endpoint) if endpoint else None)
+    client = _aws_client(sb, "glue", key_id, secret, region, endpoint)
 
     def call(op: str, **kwargs: Any) -> Any:
         try:
@@ -671,7 +680,7 @@ def _glue_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | N
 
 
 def _aws(sb: LuaSandbox) -> dict[str, Any]:
-    return {"s3_client": _s3_client,
+    return {"s3_client": lambda *a: _s3_client(sb, *a),
             "glue_client": lambda *a: _glue_client(sb, *a)}
 
 
