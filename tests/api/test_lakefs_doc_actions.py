@@ -84,6 +84,37 @@ def test_lua_hook_page_examples(server: LiveServer) -> None:
     repo.branch("feature-1").create(source_reference="main")
     assert {b.id for b in repo.branches()} == {"main", "feature-1"}
 
+    # lakeFS's examples/hooks/dataset_validator.lua (the Lua Hooks page points there)
+    # with the action its header declares: hook.fail's message is the hook's error
+    put(main, "_lakefs_actions/validate_dataset_fields.yaml",
+        (DOCS / "validate_dataset_fields.yaml").read_bytes())
+    put(main, "scripts/dataset_validator.lua",
+        (DOCS / "scripts/dataset_validator.lua").read_bytes())
+    main.commit("dataset validation", metadata=ok)
+    data = repo.branch("data-1").create(source_reference="main")
+    put(data, "datasets/sales/part-0.csv", "id\n1\n")
+    data.commit("sales")
+    for metadata, error in (
+            (None, "No dataset metadata found for file: datasets/sales/part-0.csv"),
+            ("contains_pii: false\napproval_link: https://approve/1\nrank: 1\n"
+             "department: finance\n", "datasets/sales/dataset_metadata.yaml: field "
+             "'department' should be one of 'hr, it, other'"),
+            ("contains_pii: false\napproval_link: ftp://x\nrank: 1\n",
+             "field approval_link should match pattern")):
+        if metadata is not None:
+            put(data, "datasets/sales/dataset_metadata.yaml", metadata)
+            data.commit("metadata")
+        with pytest.raises(lakefs.exceptions.LakeFSException) as refused:
+            data.merge_into(main)
+        assert refused.value.status_code == 412
+        assert error in str(refused.value)
+        assert "lua error" not in str(refused.value)
+    put(data, "datasets/sales/dataset_metadata.yaml",
+        "contains_pii: false\napproval_link: https://approve/1\nrank: 1\ndepartment: hr\n")
+    data.commit("good metadata")
+    data.merge_into(main)
+    assert main.object("datasets/sales/part-0.csv").exists()
+
 
 def _animals(main: lakefs.Branch) -> None:
     """The table and data of docs/integrations/glue_metastore.md (CSV example)."""

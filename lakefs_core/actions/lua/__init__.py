@@ -19,7 +19,7 @@ from lupa import lua52
 
 from lakefs_core.actions.action import ActionHook
 from lakefs_core.actions.hook import HookContext, HookFailedError, property_error
-from lakefs_core.actions.lua.library import MODULES, LakeFSModule, net_http
+from lakefs_core.actions.lua.library import HOOK_FAILURE, MODULES, LakeFSModule, net_http
 from lakefs_core.actions.lua.sandbox import LuaLimits, LuaSandbox, LuaTimeoutError
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import LakeFSError
@@ -83,7 +83,10 @@ class LuaHook:
                        f"{self.limits.max_memory >> 20} MiB)")
             raise HookFailedError(message, _output(sandbox, message)) from None
         except lua52.LuaError as exc:
-            message = f"lua error: {exc}".split("\nstack traceback:")[0]
+            failure = HOOK_FAILURE.search(str(exc))
+            # hook.fail(message): the hook fails with that message as it is
+            message = failure.group(1) if failure else \
+                f"lua error: {exc}".split("\nstack traceback:")[0]
             raise HookFailedError(message, _output(sandbox, message)) from None
         except Exception as exc:  # noqa: BLE001 - a library call that failed outside Lua
             message = f"lua hook failed: {exc}"

@@ -2,10 +2,11 @@
 
 ``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
 ``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
-``crypto/md5``, ``crypto/hmac``, ``crypto/aes``, ``uuid``, ``time``, ``net/url``, ``lakefs`` (this
-server's engine, called in-process, limited to the hook's own repository), ``aws``
-(``s3_client``, for writing exports to S3), and the catalog exporters written in Lua
-(``lakefs/catalogexport/...``, the ``.lua`` files under ``modules/``).
+``crypto/md5``, ``crypto/hmac``, ``crypto/aes``, ``uuid``, ``hook``, ``time``,
+``net/url``, ``lakefs`` (this server's engine, called in-process, limited to the hook's
+own repository), ``aws`` (``s3_client`` and ``glue_client``, for exports), the catalog
+exporters written in Lua (``lakefs/catalogexport/...``, the ``.lua`` files under
+``modules/``), and, when the server's config allows it, ``net/http``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ import yaml
 from lupa import lua52
 
 from lakefs_core.actions.lua import gotime
-from lakefs_core.actions.lua.sandbox import LuaSandbox, Module, from_lua, integer, text
+from lakefs_core.actions.lua.sandbox import (
+    LuaSandbox,
+    Module,
+    from_lua,
+    integer,
+    lua_error,
+    text,
+)
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
     AlreadyExistsError,
@@ -325,6 +333,18 @@ def _aes(_sb: LuaSandbox) -> dict[str, Any]:
             raise ValueError("crypto/aes: bad padding (wrong key?)") from None
 
     return {"encryptCBC": encrypt, "decryptCBC": decrypt}
+
+
+#: how ``hook.fail`` marks its message inside the Lua error
+HOOK_FAILURE = re.compile(r"<HookFailure>(.*?)</HookFailure>", re.DOTALL)
+
+
+def _hook(_sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's ``hook``: ``fail(message)`` fails the hook with exactly that message."""
+    def fail(message: bytes) -> tuple[bytes, bytes]:
+        return lua_error(f"<HookFailure>{text(message)}</HookFailure>")
+
+    return {"fail": fail}
 
 
 def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
@@ -708,6 +728,7 @@ MODULES: dict[str, Module] = {
     "crypto/hmac": _hmac,
     "crypto/aes": _aes,
     "uuid": _uuid,
+    "hook": _hook,
     "time": _time,
     "net/url": _url,
     "aws": _aws,
