@@ -364,10 +364,13 @@ class LuaHooksConfig(ConfigModel):
         timeout: a script still running after this long fails its hook.
         max_memory: the most memory (bytes) one script's Lua state may hold; past it
             the script fails its hook.
+        net_http_enabled: whether scripts may ``require("net/http")`` to send HTTP
+            requests out of the server (each bounded by 30s and the script's timeout).
     """
 
     timeout: Duration = timedelta(seconds=30)
     max_memory: int = Field(default=128 << 20, ge=1 << 20)
+    net_http_enabled: bool = False
 
 
 class AlertWebhookConfig(ConfigModel):

@@ -159,7 +159,8 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     actions = ActionsService(
         graveler,
         lua_limits=LuaLimits(timeout=config.actions.lua.timeout.total_seconds(),
-                             max_memory=config.actions.lua.max_memory),
+                             max_memory=config.actions.lua.max_memory,
+                             net_http=config.actions.lua.net_http_enabled),
         alerts=HookAlerts(alert.url, alert.timeout.total_seconds()))
     graveler.hooks = actions
     return Services(config=config, refstore=refstore, blockstores=blockstores,

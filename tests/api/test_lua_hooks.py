@@ -20,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "actions"
 
 
 def test_lua_gate_error_timeout_and_engine_calls(tmp_path: Path) -> None:
-    env = {"LAKEFS_ACTIONS_LUA_TIMEOUT": "300ms"}
+    env = {"LAKEFS_ACTIONS_LUA_TIMEOUT": "300ms", "LAKEFS_ACTIONS_LUA_NET_HTTP_ENABLED": "true"}
     with live_server(str(tmp_path / "lua"), env) as server:
         client = sdk_client(server)
         actions = client.sdk_client.actions_api
@@ -37,8 +37,10 @@ hooks:
     properties:
       args:
         required: [job_name]
+        health: HEALTH
       script: |
         local lakefs = require("lakefs")
+        print("health:", require("net/http").request(args.health))
         local code, diff = lakefs.diff_branch(action.repository_id, action.branch_id)
         print("changes:", code, #diff.results)
         local code2, body = lakefs.get_object(action.repository_id, action.branch_id,
@@ -51,7 +53,7 @@ hooks:
             error("missing mandatory metadata field: " .. k)
           end
         end
-""")
+""".replace("HEALTH", f"{server.endpoint}/api/v1/healthcheck"))
         head = main.get_commit().id
         with pytest.raises(lakefs.exceptions.LakeFSException) as info:
             main.commit("no job name")
@@ -62,11 +64,38 @@ hooks:
         hook = actions.list_run_hooks("lua-acts", run.run_id).results[0]
         output = actions.get_run_hook_output("lua-acts", run.run_id, hook.hook_run_id)
         text = output.decode() if isinstance(output, bytes) else str(output)
+        assert "health:\t204" in text  # net/http, enabled by the config
         assert "changes:\t200\t1" in text
         assert "gate file:\t200\ttrue" in text
         assert "other repository:\t403" in text
         assert "missing mandatory metadata field" in text
         main.commit("with a job name", metadata={"job_name": "etl"})
+
+        # lakefs.update_object_user_metadata replaces an object's user metadata
+        put(main, "_lakefs_actions/tagged.yaml", """name: mark on tag
+on:
+  post-create-tag:
+hooks:
+  - id: mark
+    type: lua
+    properties:
+      script: |
+        local lakefs = require("lakefs")
+        local repo, path = action.repository_id, "_lakefs_actions/tagged.yaml"
+        print("set:", lakefs.update_object_user_metadata(repo, "main", path,
+                                                         {tagged = action.tag_id}))
+        print("missing:", lakefs.update_object_user_metadata(repo, "main", "nope", {}))
+        print("other:", lakefs.update_object_user_metadata("other", "main", "x", {}))
+""")
+        main.commit("tag hook", metadata={"job_name": "etl"})
+        repo.tag("v1").create("main")
+        assert main.object("_lakefs_actions/tagged.yaml").stat().metadata == {"tagged": "v1"}
+        run = actions.list_repository_runs("lua-acts").results[0]
+        hook = actions.list_run_hooks("lua-acts", run.run_id).results[0]
+        out = actions.get_run_hook_output("lua-acts", run.run_id, hook.hook_run_id)
+        out = out.decode() if isinstance(out, bytes) else str(out)
+        assert (run.event_type, run.status) == ("post-create-tag", "completed"), out
+        assert "set:\t201\n" in out and "missing:\t404\t" in out and "other:\t403\t" in out
 
         # a script that never ends fails its hook after actions.lua.timeout
         put(main, "_lakefs_actions/gate.yaml", """name: spins

@@ -4,7 +4,8 @@ Properties as lakeFS reads them: ``script`` (inline) or ``script_path`` (a path 
 repository, read from the event's source ref; ``script_file`` is its older name), and
 ``args`` (any value, the script's global ``args``). The script also sees ``action``
 (the event, see :func:`action_table`) and may ``require`` the modules of
-:mod:`lakefs_core.actions.lua.library`. What it prints is the hook's output; an
+:mod:`lakefs_core.actions.lua.library` (``net/http`` only when ``actions.lua.
+net_http_enabled`` is set). What it prints is the hook's output; an
 ``error()``, a timeout or running out of memory fails the hook.
 """
 
@@ -18,7 +19,7 @@ from lupa import lua52
 
 from lakefs_core.actions.action import ActionHook
 from lakefs_core.actions.hook import HookContext, HookFailedError, property_error
-from lakefs_core.actions.lua.library import MODULES, LakeFSModule
+from lakefs_core.actions.lua.library import HOOK_FAILURE, MODULES, LakeFSModule, net_http
 from lakefs_core.actions.lua.sandbox import LuaLimits, LuaSandbox, LuaTimeoutError
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import LakeFSError
@@ -69,7 +70,8 @@ class LuaHook:
         """Run the script; what it printed. Raises HookFailedError (output attached)."""
         script = self._source(ctx)
         lakefs = LakeFSModule(ctx.graveler, ctx.record.repository)
-        sandbox = LuaSandbox(self.limits, {**MODULES, "lakefs": lakefs.module})
+        extra = {"net/http": net_http} if self.limits.net_http else {}
+        sandbox = LuaSandbox(self.limits, {**MODULES, "lakefs": lakefs.module, **extra})
         try:
             sandbox.set_global("action", action_table(ctx))
             sandbox.set_global("args", self.args if self.args is not None else {})
@@ -81,7 +83,10 @@ class LuaHook:
                        f"{self.limits.max_memory >> 20} MiB)")
             raise HookFailedError(message, _output(sandbox, message)) from None
         except lua52.LuaError as exc:
-            message = f"lua error: {exc}".split("\nstack traceback:")[0]
+            failure = HOOK_FAILURE.search(str(exc))
+            # hook.fail(message): the hook fails with that message as it is
+            message = failure.group(1) if failure else \
+                f"lua error: {exc}".split("\nstack traceback:")[0]
             raise HookFailedError(message, _output(sandbox, message)) from None
         except Exception as exc:  # noqa: BLE001 - a library call that failed outside Lua
             message = f"lua hook failed: {exc}"

@@ -2,9 +2,11 @@
 
 ``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
 ``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
-``crypto/md5``, ``crypto/hmac``, ``uuid``, ``time``, ``lakefs`` (this server's engine,
-called in-process, limited to the hook's own repository) and ``aws`` (``s3_client``,
-for writing exports to S3).
+``crypto/md5``, ``crypto/hmac``, ``crypto/aes``, ``uuid``, ``hook``, ``time``,
+``net/url``, ``lakefs`` (this server's engine, called in-process, limited to the hook's
+own repository), ``aws`` (``s3_client`` and ``glue_client``, for exports), the catalog
+exporters written in Lua (``lakefs/catalogexport/...``, the ``.lua`` files under
+``modules/``), and, when the server's config allows it, ``net/http``.
 """
 
 from __future__ import annotations
@@ -18,12 +20,24 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
+from lupa import lua52
 
-from lakefs_core.actions.lua.sandbox import LuaSandbox, from_lua, integer, text
+from lakefs_core.actions.lua import gotime
+from lakefs_core.actions.lua.sandbox import (
+    LuaSandbox,
+    Module,
+    from_lua,
+    integer,
+    lua_error,
+    text,
+)
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import (
     AlreadyExistsError,
@@ -207,22 +221,181 @@ def _hmac(_sb: LuaSandbox) -> dict[str, Any]:
     }
 
 
+def _url(_sb: LuaSandbox) -> dict[str, Any]:
+    def parse(raw: bytes) -> dict[str, str]:
+        try:
+            u = urlsplit(text(raw))
+            u.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError as exc:
+            raise ValueError(f"invalid URL: {exc}") from None
+        return {"host": u.netloc.rpartition("@")[2], "path": u.path, "scheme": u.scheme,
+                "query": u.query, "fragment": u.fragment}
+
+    return {"parse": parse}
+
+
+#: lakeFS's bound on one ``net/http`` request
+HTTP_TIMEOUT = 30.0
+
+
+def _canonical_header(name: str) -> str:
+    return "-".join(part[:1].upper() + part[1:].lower() for part in name.split("-"))
+
+
+def net_http(sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's optional ``net/http``: ``request(url [, body])`` or
+    ``request{url=, method=, headers=, body=}``, answering code, body, headers, status.
+
+    Only http(s) URLs; a request gets at most 30s and never outlives the script's
+    deadline; a response body larger than the script's memory limit is refused."""
+    import httpx
+
+    def request(spec: Any, body: Any = None) -> tuple[int, bytes, dict[str, Any], str]:
+        headers: list[tuple[str, str]] = []
+        if isinstance(spec, (bytes, str)):
+            url, method, data = text(spec), ("GET" if body is None else "POST"), body
+        else:
+            t = from_lua(sb, spec)
+            if not isinstance(t, dict) or not isinstance(t.get("url"), str):
+                raise TypeError("request: a URL or a table with url expected")
+            # the body as the script's bytes (from_lua would read it as text)
+            url, method, data = t["url"], str(t.get("method") or "GET").upper(), spec[b"body"]
+            given = t.get("headers") or {}
+            if not isinstance(given, dict):
+                raise TypeError("request: headers must be a table")
+            for k, v in given.items():
+                for one in (v if isinstance(v, list) else [v]):
+                    headers.append((str(k), str(one)))
+        if urlsplit(url).scheme not in ("http", "https"):
+            raise ValueError(f"request: only http and https URLs are allowed, not {url!r}")
+        timeout = min(HTTP_TIMEOUT, sb.remaining())
+        if timeout <= 0:
+            raise OSError("request: the script has no time left")
+        deadline = time.monotonic() + timeout
+        payload = None if data is None else _bytes(data)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=True) as client, \
+                    client.stream(method, url, headers=headers, content=payload) as resp:
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > sb.limits.max_memory:
+                        raise OSError("request: response body larger than the script's "
+                                      "memory limit")
+                    if time.monotonic() > deadline:
+                        raise OSError(f"request: timed out after {timeout:g}s")
+                    chunks.append(chunk)
+        except httpx.TimeoutException:
+            raise OSError(f"request: timed out after {timeout:g}s") from None
+        except httpx.HTTPError as exc:
+            raise OSError(f"request: {exc}") from None
+        out: dict[str, Any] = {}
+        for k, v in resp.headers.multi_items():
+            key = _canonical_header(k)
+            prev = out.get(key)
+            out[key] = v if prev is None else [*(prev if isinstance(prev, list) else [prev]), v]
+        status = f"{resp.status_code} {resp.reason_phrase}".strip()
+        return resp.status_code, b"".join(chunks), out, status
+
+    return {"request": request}
+
+
+def _aes(_sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's AES-CBC: a random 16-byte IV, then the PKCS#7-padded ciphertext."""
+    import os as _os
+
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    def cipher(key: bytes, iv: bytes) -> Cipher[modes.CBC]:
+        if len(key) not in (16, 24, 32):
+            raise ValueError(f"crypto/aes: invalid key size {len(key)}")
+        return Cipher(algorithms.AES(key), modes.CBC(iv))
+
+    def encrypt(key: Any, plaintext: Any) -> bytes:
+        iv = _os.urandom(16)
+        padder = padding.PKCS7(128).padder()
+        padded = padder.update(_bytes(plaintext)) + padder.finalize()
+        enc = cipher(_bytes(key), iv).encryptor()
+        return iv + enc.update(padded) + enc.finalize()
+
+    def decrypt(key: Any, ciphertext: Any) -> bytes:
+        data = _bytes(ciphertext)
+        if len(data) < 32 or len(data) % 16:
+            raise ValueError("crypto/aes: ciphertext is not a whole number of blocks")
+        dec = cipher(_bytes(key), data[:16]).decryptor()
+        padded = dec.update(data[16:]) + dec.finalize()
+        unpadder = padding.PKCS7(128).unpadder()
+        try:
+            return unpadder.update(padded) + unpadder.finalize()
+        except ValueError:
+            raise ValueError("crypto/aes: bad padding (wrong key?)") from None
+
+    return {"encryptCBC": encrypt, "decryptCBC": decrypt}
+
+
+#: how ``hook.fail`` marks its message inside the Lua error
+HOOK_FAILURE = re.compile(r"<HookFailure>(.*?)</HookFailure>", re.DOTALL)
+
+
+def _hook(_sb: LuaSandbox) -> dict[str, Any]:
+    """lakeFS's ``hook``: ``fail(message)`` fails the hook with exactly that message."""
+    def fail(message: bytes) -> tuple[bytes, bytes]:
+        return lua_error(f"<HookFailure>{text(message)}</HookFailure>")
+
+    return {"fail": fail}
+
+
 def _uuid(_sb: LuaSandbox) -> dict[str, Any]:
     return {"new": lambda: str(uuid.uuid4())}
 
 
-def _format_iso(ns: object, zone: object = b"UTC") -> str:
-    if text(zone) != "UTC":
-        raise ValueError("only the UTC zone is supported")
-    return datetime.fromtimestamp(integer(ns) / 1e9, UTC).isoformat().replace("+00:00", "Z")
+def _nanos(value: object) -> int:
+    """A Lua number of nanoseconds (floats as Go's int64 conversion truncates them)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value)
+    raise TypeError("number expected")
 
 
-def _time(_sb: LuaSandbox) -> dict[str, Any]:
+def _format_iso(ns: object, zone: object = b"") -> str:
+    return gotime.format_time(_nanos(ns), gotime.ISO_LAYOUT, text(zone))
+
+
+def _parse_iso(value: object) -> float:
+    try:
+        return float(gotime.parse_time(gotime.ISO_LAYOUT, text(value)))
+    except ValueError:
+        # also the other ISO 8601 forms ("Z", fractions, a date alone)
+        dt = datetime.fromisoformat(text(value))
+        dt = dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+        return float((dt - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+                     * 1000)
+
+
+def _add(ns: object, duration: Any) -> float:
+    if lua52.lua_type(duration) != "table":
+        raise TypeError("add: a duration table expected")
+    parts = {k: integer(duration[k.encode()] or 0, k) for k in ("hour", "minute", "second")}
+    return float(_nanos(ns) + (parts["hour"] * 3600 + parts["minute"] * 60
+                                + parts["second"]) * 1_000_000_000)
+
+
+def _time(sb: LuaSandbox) -> dict[str, Any]:
+    def sleep(ns: object) -> None:
+        # never past the script's deadline: its time check then ends the script
+        time.sleep(max(0.0, min(integer(ns, "duration") / 1e9, sb.remaining() + 0.01)))
+
     return {
         "now": lambda: float(time.time_ns()),
-        "since": lambda ns: float(time.time_ns() - integer(ns)),
-        "format_iso": _format_iso,
-        "parse_iso": lambda v: datetime.fromisoformat(text(v)).timestamp() * 1e9,
+        "since": lambda ns: float(time.time_ns() - _nanos(ns)),
+        "format": lambda ns, layout, zone: gotime.format_time(_nanos(ns), text(layout),
+                                                              text(zone)),
+        "format_iso": _format_iso, "formatISO": _format_iso,
+        "parse": lambda layout, value: float(gotime.parse_time(text(layout), text(value))),
+        "parse_iso": _parse_iso, "parseISO": _parse_iso,
+        "sleep": sleep,
+        "add": _add,
     }
 
 
@@ -245,21 +418,29 @@ class LakeFSModule:
         self.g = graveler
         self.repo = repository
 
-    def module(self, _sb: LuaSandbox) -> dict[str, Any]:
-        return {name: self._call(f) for name, f in (
+    def module(self, sb: LuaSandbox) -> dict[str, Any]:
+        def update_metadata(branch: bytes, path: bytes, metadata: Any) -> tuple[int, Any]:
+            return self.update_object_user_metadata(sb, branch, path, metadata)
+
+        return {"update_object_user_metadata": self._call(update_metadata, no_body=True)} | {
+            name: self._call(f) for name, f in (
             ("list_objects", self.list_objects), ("diff_refs", self.diff_refs),
             ("diff_branch", self.diff_branch), ("create_tag", self.create_tag))} | {
             name: self._call(f, string_body=True) for name, f in (
                 ("get_object", self.get_object), ("stat_object", self.stat_object))}
 
-    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False
-              ) -> Callable[..., Any]:
-        def call(repo_id: bytes, *args: Any) -> tuple[int, Any]:
+    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False,
+              no_body: bool = False) -> Callable[..., Any]:
+        """``no_body``: a success answers the status code alone (an empty response)."""
+        def call(repo_id: bytes, *args: Any) -> Any:
             if text(repo_id, "repository_id") != self.repo.id:
                 code, body = 403, {"message": "a hook may only use its own repository"}
             else:
                 try:
-                    return f(*args)
+                    code, body = f(*args)
+                    if no_body:
+                        return code
+                    return code, body
                 except LakeFSError as exc:
                     code, body = _status(exc), {"message": str(exc)}
             return code, json.dumps(body) if string_body else body
@@ -329,21 +510,47 @@ class LakeFSModule:
                                               after=text(after or b""), amount=n)
         return 200, self._diffs(diffs, more, n)
 
+    def update_object_user_metadata(self, sb: LuaSandbox, branch: bytes, path: bytes,
+                                    metadata: Any) -> tuple[int, Any]:
+        """Replace the object's user metadata on the branch (staged, as the API does)."""
+        md = from_lua(sb, metadata) if metadata is not None else {}
+        if md == []:
+            md = {}
+        if not isinstance(md, dict) or not all(isinstance(v, str) for v in md.values()):
+            raise TypeError("metadata: a table of strings expected")
+        b, p = text(branch), text(path)
+        entry = self.g.get_entry(self.repo.id, b, p)
+        self.g.set_entry(self.repo.id, b, p, replace(entry, metadata=md))
+        return 201, None
+
     def create_tag(self, ref: bytes, tag_id: bytes) -> tuple[int, Any]:
         tag = self.g.create_tag(self.repo.id, text(tag_id), text(ref))
         return 201, {"id": tag.name, "commit_id": tag.commit_id}
 
 
 # -- aws: S3 -----------------------------------------------------------------------------
-def _s3_client(key_id: bytes, secret: bytes, region: bytes | None = None,
-               endpoint: bytes | None = None) -> dict[str, Any]:
+def _aws_client(sb: LuaSandbox, service: str, key_id: bytes, secret: bytes,
+                region: bytes | None, endpoint: bytes | None) -> Any:
+    """A boto3 client whose calls cannot outlast the script (timeouts from its time
+    left, few retries); ``endpoint`` unset, the SDK's own (``AWS_ENDPOINT_URL``...)."""
     import boto3
+    from botocore.config import Config
+
+    wait = max(1.0, min(60.0, sb.remaining()))
+    make: Any = boto3.client  # typed per service name; one function for both here
+    return make(
+        service, aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
+        region_name=text(region) if region else None,
+        endpoint_url=text(endpoint) if endpoint else None,
+        config=Config(connect_timeout=wait, read_timeout=wait,
+                      retries={"max_attempts": 2, "mode": "standard"}))
+
+
+def _s3_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | None = None,
+               endpoint: bytes | None = None) -> dict[str, Any]:
     from botocore.exceptions import ClientError
 
-    client = boto3.client(
-        "s3", aws_access_key_id=text(key_id), aws_secret_access_key=text(secret),
-        region_name=text(region) if region else None,
-        endpoint_url=text(endpoint) if endpoint else None)
+    client = _aws_client(sb, "s3", key_id, secret, region, endpoint)
 
     def get_object(bucket: bytes, key: bytes) -> tuple[bytes, bool]:
         try:
@@ -407,12 +614,107 @@ def _s3_client(key_id: bytes, secret: bytes, region: bytes | None = None,
             "list_objects": list_objects}
 
 
-def _aws(_sb: LuaSandbox) -> dict[str, Any]:
-    return {"s3_client": _s3_client}
+def _plain(value: Any) -> Any:
+    """An AWS response as JSON-like values (times as ISO 8601 text)."""
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items() if k != "ResponseMetadata"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _glue_client(sb: LuaSandbox, key_id: bytes, secret: bytes, region: bytes | None = None,
+                 endpoint: bytes | None = None) -> dict[str, Any]:
+    """lakeFS's ``aws.glue_client``: table inputs are JSON text in the AWS API's shape."""
+    from botocore.exceptions import ClientError
+
+    client = _aws_client(sb, "glue", key_id, secret, region, endpoint)
+
+    def call(op: str, **kwargs: Any) -> Any:
+        try:
+            return getattr(client, op)(**{k: v for k, v in kwargs.items() if v is not None})
+        except ClientError as exc:
+            raise OSError(f"glue {op}: {exc}") from None
+
+    def table_input(raw: bytes) -> Any:
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError(f"table input is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError("table input must be a JSON object")
+        return value
+
+    def opt(value: bytes | None) -> str | None:
+        return text(value) if value is not None else None
+
+    def get_table(db: bytes, name: bytes, catalog_id: bytes | None = None
+                  ) -> tuple[Any, bool]:
+        try:
+            resp = client.get_table(DatabaseName=text(db), Name=text(name),
+                                    **({"CatalogId": text(catalog_id)} if catalog_id else {}))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "EntityNotFoundException":
+                return "", False
+            raise OSError(f"glue get_table: {exc}") from None
+        return _plain(resp), True
+
+    def create_table(db: bytes, input_json: bytes, catalog_id: bytes | None = None) -> None:
+        call("create_table", DatabaseName=text(db), TableInput=table_input(input_json),
+             CatalogId=opt(catalog_id))
+
+    def update_table(db: bytes, input_json: bytes, catalog_id: bytes | None = None,
+                     version_id: bytes | None = None, skip_archive: bool | None = None
+                     ) -> None:
+        call("update_table", DatabaseName=text(db), TableInput=table_input(input_json),
+             CatalogId=opt(catalog_id), VersionId=opt(version_id), SkipArchive=skip_archive)
+
+    def delete_table(db: bytes, name: bytes, catalog_id: bytes | None = None) -> None:
+        call("delete_table", DatabaseName=text(db), Name=text(name), CatalogId=opt(catalog_id))
+
+    def create_database(db: bytes, opts: Any = None) -> None:
+        o = from_lua(sb, opts) if opts is not None else {}
+        if not isinstance(o, dict):
+            raise TypeError("create_database options: table expected")
+        db_input = o.get("create_db_input") or {"DatabaseInput": {"Name": text(db)}}
+        if not isinstance(db_input, dict) or db_input.get("DatabaseInput", {}).get(
+                "Name") != text(db):
+            raise ValueError(f"database name in input doesn't match database name "
+                             f"parameter ({text(db)})")
+        try:
+            client.create_database(**db_input)
+        except ClientError as exc:
+            if (exc.response.get("Error", {}).get("Code") == "AlreadyExistsException"
+                    and o.get("error_on_already_exists") is False):
+                return
+            raise OSError(f"glue create_database: {exc}") from None
+
+    def delete_database(db: bytes, catalog_id: bytes | None = None) -> None:
+        call("delete_database", Name=text(db), CatalogId=opt(catalog_id))
+
+    return {"get_table": get_table, "create_table": create_table,
+            "update_table": update_table, "delete_table": delete_table,
+            "create_database": create_database, "delete_database": delete_database}
+
+
+def _aws(sb: LuaSandbox) -> dict[str, Any]:
+    return {"s3_client": lambda *a: _s3_client(sb, *a),
+            "glue_client": lambda *a: _glue_client(sb, *a)}
+
+
+_LUA_MODULES = Path(__file__).parent / "modules"
+
+
+def lua_modules() -> dict[str, bytes]:
+    """The modules written in Lua, by name (their path below ``modules/``)."""
+    return {str(p.relative_to(_LUA_MODULES).with_suffix("")): p.read_bytes()
+            for p in sorted(_LUA_MODULES.rglob("*.lua"))}
 
 
 #: the modules every hook may require (``lakefs`` is added per run)
-MODULES: dict[str, ModuleBuilder] = {
+MODULES: dict[str, Module] = {
     "path": _path,
     "strings": _strings,
     "regexp": _regexp,
@@ -424,7 +726,11 @@ MODULES: dict[str, ModuleBuilder] = {
     "crypto/sha256": _digest("sha256"),
     "crypto/md5": _digest("md5"),
     "crypto/hmac": _hmac,
+    "crypto/aes": _aes,
     "uuid": _uuid,
+    "hook": _hook,
     "time": _time,
+    "net/url": _url,
     "aws": _aws,
+    **lua_modules(),
 }

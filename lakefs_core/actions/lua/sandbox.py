@@ -1,6 +1,9 @@
 """A Lua 5.2 state (lakeFS's hooks run on a Lua 5.2 VM) that a hook's script cannot
 leave, time-bounded and memory-bounded.
 
+Modules are Python functions building a table, or Lua source (``bytes``, run as text in
+the script's globals the first time it is required).
+
 The script sees Lua's base functions, ``string``, ``table`` and ``math``, ``print``
 (captured as the hook's output), ``array`` and a ``require`` that only knows the
 modules it is given: no ``io``, ``os``, ``debug``, ``package``, ``coroutine``, no
@@ -33,6 +36,7 @@ local expired, out, raw_modules, ERR = ...
 local TIMEOUT = "lua hook timed out"
 local timed_out = false
 local sethook, pack, unpack, concat = debug.sethook, table.pack, table.unpack, table.concat
+local real_load, type = load, type
 local real_pcall, real_xpcall, real_error, tostring, select = pcall, xpcall, error, tostring, select
 
 local function check()
@@ -70,7 +74,14 @@ require = function(name)
   if m ~= nil then return m end
   local loader = raw_modules[name]
   if loader == nil then real_error("module '" .. tostring(name) .. "' not found", 2) end
-  m = loader()
+  if type(loader) == "string" then
+    -- a module written in Lua: run as text (never bytecode) in the script's globals
+    local chunk, err = real_load(loader, "=" .. name, "t")
+    if chunk == nil then real_error(err, 2) end
+    m = chunk()
+  else
+    m = loader()
+  end
   loaded[name] = m
   return m
 end
@@ -85,6 +96,10 @@ return wrap
 """
 
 
+#: a module: a function building its table, or its Lua source
+Module = Callable[["LuaSandbox"], Mapping[str, Any]] | bytes
+
+
 class LuaTimeoutError(Exception):
     """The script ran past its deadline."""
 
@@ -95,6 +110,8 @@ class LuaLimits:
 
     timeout: float = 60.0
     max_memory: int = 128 << 20
+    #: whether scripts may ``require("net/http")`` (off unless the config turns it on)
+    net_http: bool = False
 
 
 def _refuse_attributes(obj: object, name: object, is_setting: bool) -> object:
@@ -131,8 +148,7 @@ def integer(value: object, what: str = "argument") -> int:
 class LuaSandbox:
     """One Lua state for one hook run (see module doc)."""
 
-    def __init__(self, limits: LuaLimits,
-                 modules: Mapping[str, Callable[[LuaSandbox], Mapping[str, Any]]]) -> None:
+    def __init__(self, limits: LuaLimits, modules: Mapping[str, Module]) -> None:
         self.limits = limits
         self.output: list[str] = []
         self.lua = lua52.LuaRuntime(
@@ -141,12 +157,17 @@ class LuaSandbox:
             max_memory=limits.max_memory)
         self._deadline = time.monotonic() + limits.timeout
         self._getmetatable = self.lua.eval("getmetatable")
-        raw = {name.encode(): self._loader(build) for name, build in modules.items()}
+        raw = {name.encode(): build if isinstance(build, bytes) else self._loader(build)
+               for name, build in modules.items()}
         self._wrap = self.lua.execute(_SETUP, self._expired, self._print,
                                       self.lua.table_from(raw), _ERROR)
 
     def _expired(self) -> bool:
         return time.monotonic() > self._deadline
+
+    def remaining(self) -> float:
+        """Seconds left before the script's deadline (0 once it has passed)."""
+        return max(0.0, self._deadline - time.monotonic())
 
     def _print(self, line: bytes) -> None:
         self.output.append(text(line))
