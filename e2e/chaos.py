@@ -12,6 +12,10 @@ The plan (the sequence of steps) depends only on the seed: ``--plan`` prints it.
 Object contents come from the same seed. What the processes do in between is up
 to the operating system, which is the point.
 
+Each region stores its objects where ``--storage`` says: a local directory, S3 (moto),
+Azure Blob (Azurite) or Cloud Storage (its emulator); ``--storage s3,azure`` puts the
+source region on S3 and the destination on Azure, a mirror across clouds.
+
 The sidecars act as a user with seed 003's narrow replication policy by default
 (``--policy broad``, or ``admin``). ``--summary-json PATH`` writes the run's figures
 (steps, kills, commits verified, violations, failures, wall time, the combination);
