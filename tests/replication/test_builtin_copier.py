@@ -15,7 +15,8 @@ from typing import cast
 import pytest
 
 from lakefs_core.block.base import BlockStore, ObjectStat, join_address
-from lakefs_core.graveler.model import Entry
+from lakefs_core.errors import ValidationError
+from lakefs_core.graveler.model import AddressType, Entry
 from lakefs_core.graveler.presence import CommitValidator, MissingKind, etags_comparable
 from replication.copier import BuiltinCopier, CopySource
 from replication.source import SourceClient
@@ -126,3 +127,14 @@ def test_etags_compared_only_when_both_describe_the_content_alike() -> None:
     for a, b in ((f"{md5}-3", md5), (f"{md5}-2", "1b2c3d4e-2"), (md5, "0x8DC9A1B2C3D4E5F"),
                  ("", md5)):
         assert not etags_comparable(a, b) and not etags_comparable(b, a), (a, b)
+
+
+def test_an_imported_object_of_another_kind_of_store_is_refused_by_name(
+        azure_namespace: tuple[BlockStore, str]) -> None:
+    """An imported object keeps its absolute address: a mirror on Azure cannot hold an
+    ``s3://`` one, and validation says so with a typed error naming the address."""
+    store, namespace = azure_namespace
+    entry = Entry(address="s3://imports/landing/part-0.parquet", size=10, etag="", mtime=0.0,
+                  address_type=AddressType.FULL)
+    with pytest.raises(ValidationError, match="s3://imports/landing/part-0.parquet"):
+        CommitValidator(store, namespace).check_object("landing/part-0.parquet", entry)
