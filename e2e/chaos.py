@@ -12,6 +12,10 @@ The plan (the sequence of steps) depends only on the seed: ``--plan`` prints it.
 Object contents come from the same seed. What the processes do in between is up
 to the operating system, which is the point.
 
+Each region stores its objects where ``--storage`` says: a local directory, S3 (moto),
+Azure Blob (Azurite) or Cloud Storage (its emulator); ``--storage s3,azure`` puts the
+source region on S3 and the destination on Azure, a mirror across clouds.
+
 The sidecars act as a user with seed 003's narrow replication policy by default
 (``--policy broad``, or ``admin``). ``--summary-json PATH`` writes the run's figures
 (steps, kills, commits verified, violations, failures, wall time, the combination);
@@ -37,7 +41,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from e2e.api import ApiError, RegionClient
-from e2e.cluster import POLICIES, Cluster, ClusterSpec, scratch_dir, start_cluster
+from e2e.cluster import (
+    POLICIES,
+    STORAGES,
+    Cluster,
+    ClusterSpec,
+    Storage,
+    parse_storage,
+    scratch_dir,
+    start_cluster,
+)
 from e2e.invariants import ApiMirrorChecker
 from e2e.processes import terminate_as_exit
 from e2e.workload import SourceDriver
@@ -296,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=40, help="number of steps")
     parser.add_argument("--mirrors-db", choices=("sqlite", "postgres", "dynamodb"),
                         default="sqlite")
-    parser.add_argument("--storage", choices=("local", "s3"), default="local")
+    parser.add_argument(
+        "--storage", type=_storage, default=("local", None), metavar="STORE[,STORE]",
+        help=f"each region's blockstore, one of {', '.join(STORAGES)} (S3 on moto, Azure "
+             "on Azurite, Cloud Storage on gcp-storage-emulator): one for both regions, or "
+             "the source region's and the destination's, e.g. s3,azure (a mirror across "
+             "clouds, with the builtin copier; native replication is S3 only)")
     parser.add_argument("--replication", choices=("builtin", "builtin-direct", "native"),
                         default="builtin")
     parser.add_argument("--policy", choices=POLICIES, default="narrow",
@@ -319,19 +337,31 @@ def main(argv: list[str] | None = None) -> int:
         for i, step in enumerate(steps, 1):
             print(f"{i:4d} {step}")
         return 0
-    if args.canary and args.storage != "local":
+    east_storage, west_storage = args.storage
+    if args.canary and (west_storage or east_storage) != "local":
         parser.error("--canary needs --storage local")
-    spec = ClusterSpec(mirrors_db=args.mirrors_db, storage=args.storage,
-                       refstore="postgres" if args.mirrors_db == "postgres" else "local",
-                       replication=args.replication, sidecars_per_region=args.sidecars,
-                       log_level="INFO", policy=args.policy, source_repository=REPO,
-                       mirror_repository=MIRROR)
+    try:
+        spec = ClusterSpec(mirrors_db=args.mirrors_db, storage=east_storage,
+                           west_storage=west_storage,
+                           refstore="postgres" if args.mirrors_db == "postgres" else "local",
+                           replication=args.replication, sidecars_per_region=args.sidecars,
+                           log_level="INFO", policy=args.policy, source_repository=REPO,
+                           mirror_repository=MIRROR)
+    except ValueError as e:
+        parser.error(str(e))
     print(f"  cluster: {spec.describe()}", flush=True)
     with terminate_as_exit():
         outcome = execute(args, spec, steps)
     if args.summary_json is not None:
         args.summary_json.write_text(json.dumps(outcome.summary(), indent=2) + "\n")
     return outcome.exit_status
+
+
+def _storage(value: str) -> tuple[Storage, Storage | None]:
+    try:
+        return parse_storage(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 @dataclass
@@ -373,7 +403,7 @@ class Outcome:
         stats = self.run.checker.stats if self.run else None
         return {
             "seed": self.seed, "ops": self.ops, "plan": self.plan,
-            "combination": {"mirrors_db": self.spec.mirrors_db, "storage": self.spec.storage,
+            "combination": {"mirrors_db": self.spec.mirrors_db, "storage": self.spec.storage_label,
                             "replication": self.spec.replication, "policy": self.spec.policy,
                             "sidecars_per_region": self.spec.sidecars_per_region},
             "steps": sum(done.values()),

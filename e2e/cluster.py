@@ -6,12 +6,15 @@ Each region runs ``python -m lakefs_core run`` and one or more
 
 - refstore (each server's metadata): SQLite in the region's data directory, or a
   PostgreSQL database per region;
-- storage: a local directory per region, or an S3 bucket on a moto server per region;
+- storage, per region (the two may differ: a mirror across clouds): a local
+  directory, an S3 bucket on a moto server, an Azure container on Azurite, or a Cloud
+  Storage bucket on gcp-storage-emulator, each emulator a process of its region;
 - mirrors table: SQLite (one file both regions share), PostgreSQL, or DynamoDB on a
   moto server of its own;
 - object replication: the sidecar's ``builtin`` copier (reading through the source
   API, or ``builtin-direct`` reading the source store), or ``native``, where nothing
-  copies until the test runs a replicator from :mod:`e2e.crr`;
+  copies until the test runs a replicator from :mod:`e2e.crr` (the same local or S3
+  storage in both regions only: it stands in for S3 bucket replication);
 - the replication user the sidecars act as: seed 003's ``narrow`` policy (for the
   spec's one source repository and mirror) or its ``broad`` one, created in both
   regions with the same key pair once the servers are up; ``admin`` only on request.
@@ -54,7 +57,8 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
 
 MirrorsDb = Literal["sqlite", "postgres", "dynamodb"]
 Refstore = Literal["local", "postgres"]
-Storage = Literal["local", "s3"]
+Storage = Literal["local", "s3", "azure", "gs"]
+STORAGES: tuple[Storage, ...] = ("local", "s3", "azure", "gs")
 Replication = Literal["builtin", "builtin-direct", "native"]
 #: whom the sidecars act as: a user with seed 003's narrow or broad policy, or the admin
 Policy = Literal["narrow", "broad", "admin"]
@@ -75,7 +79,9 @@ class ClusterSpec:
     Attributes:
         mirrors_db: backend of the shared mirrors table.
         refstore: each server's metadata database.
-        storage: each region's blockstore.
+        storage: the source region's blockstore, and the destination's unless
+            ``west_storage`` says otherwise.
+        west_storage: the destination region's blockstore, when it differs.
         replication: who copies object data between the regions.
         sidecars_per_region: replication replicas per region (the server talks to
             the first; the others find work by polling and take leases).
@@ -89,6 +95,7 @@ class ClusterSpec:
     mirrors_db: MirrorsDb = "sqlite"
     refstore: Refstore = "local"
     storage: Storage = "local"
+    west_storage: Storage | None = None
     replication: Replication = "builtin"
     sidecars_per_region: int = 1
     interval: str = "1s"
@@ -96,6 +103,30 @@ class ClusterSpec:
     policy: Policy = "narrow"
     source_repository: str = "src"
     mirror_repository: str = "src-mirror"
+
+    def __post_init__(self) -> None:
+        for storage in (self.storage, self.west_storage):
+            if storage is not None and storage not in STORAGES:
+                raise ValueError(f"unknown storage {storage!r}: one of {', '.join(STORAGES)}")
+        same = self.storage_of(DESTINATION) == self.storage
+        if self.replication == "native" and not (same and self.storage in ("local", "s3")):
+            raise ValueError(
+                f"native replication needs S3 (or local) storage in both regions, got "
+                f"{self.storage_label}: S3 bucket replication copies only between S3 "
+                "buckets; mirror across stores with the builtin copier "
+                "(builtin or builtin-direct)")
+
+    def storage_of(self, region: str) -> Storage:
+        """The blockstore of ``region``."""
+        if region == DESTINATION and self.west_storage is not None:
+            return self.west_storage
+        return self.storage
+
+    @property
+    def storage_label(self) -> str:
+        """``s3`` when both regions store alike, else ``<east>,<west>`` (``s3,azure``)."""
+        west = self.storage_of(DESTINATION)
+        return self.storage if west == self.storage else f"{self.storage},{west}"
 
     @property
     def needs_postgres(self) -> bool:
@@ -116,7 +147,7 @@ class ClusterSpec:
 
     def describe(self) -> str:
         return (f"mirrors table {self.mirrors_db}, refstore {self.refstore}, storage "
-                f"{self.storage}, replication {self.replication}, "
+                f"{self.storage_label}, replication {self.replication}, "
                 f"{self.sidecars_per_region} sidecar(s) per region, replication user "
                 f"{self.policy}")
 
@@ -132,7 +163,9 @@ class Region:
     sidecars: list[ManagedProcess]
     sidecar_ports: list[int]
     blockstore: dict[str, Any]
-    bucket: str | None = None
+    storage: Storage = "local"
+    #: what a namespace is under in this region's store (``s3://east-data/``)
+    namespace_base: str = "local://"
 
     @property
     def endpoint(self) -> str:
@@ -155,7 +188,7 @@ class Region:
 
     def namespace(self, name: str) -> str:
         """A storage namespace for repository ``name`` in this region's store."""
-        return _namespace(self.bucket, name)
+        return f"{self.namespace_base}{name}"
 
     def kill(self) -> None:
         """``kill -9`` the whole region: server and every sidecar."""
@@ -176,6 +209,9 @@ class Cluster:
     regions: dict[str, Region]
     aux: list[ManagedProcess] = field(default_factory=list)
     s3_endpoints: dict[str, str] = field(default_factory=dict)
+    #: per region on Azure, Azurite's endpoint; per region on Cloud Storage, the emulator's
+    azure_endpoints: dict[str, str] = field(default_factory=dict)
+    gs_endpoints: dict[str, str] = field(default_factory=dict)
     mirrors_database: dict[str, Any] = field(default_factory=dict)
     #: the user the sidecars act as (None: the admin)
     replication_user: ReplicationUser | None = None
@@ -216,16 +252,53 @@ class Cluster:
         stop_all(self.aux)
 
 
+def parse_storage(value: str) -> tuple[Storage, Storage | None]:
+    """``--storage`` as the tools take it: ``s3`` (both regions) or ``s3,azure`` (the
+    source region on S3, the destination on Azure): ``(storage, west_storage)``.
+
+    Raises:
+        ValueError: not one or two known storages.
+    """
+    names = [v.strip() for v in value.split(",")]
+    unknown = [n for n in names if n not in STORAGES]
+    if unknown or len(names) > len(REGIONS):
+        raise ValueError(f"{value!r}: expected a storage ({'|'.join(STORAGES)}) or "
+                         f"two of them, the source region's and the destination's "
+                         f"(s3,azure)")
+    east: Storage = names[0]  # type: ignore[assignment]
+    west: Storage | None = names[1] if len(names) > 1 else None  # type: ignore[assignment]
+    return east, (None if west == east else west)
+
+
 # --------------------------------------------------------------------------- configs
-def _namespace(bucket: str | None, name: str) -> str:
-    return f"s3://{bucket}/{name}" if bucket else f"local://{name}"
+def _bucket(region: str) -> str:
+    """The bucket (or container) holding ``region``'s namespaces."""
+    return f"{region}-data"
 
 
-def _blockstore(spec: ClusterSpec, root: Path, s3_endpoint: str | None) -> dict[str, Any]:
-    if spec.storage == "local":
+def _namespace_base(storage: Storage, region: str, endpoint: str | None) -> str:
+    if storage == "local":
+        return "local://"
+    if storage == "azure":
+        from lakefs_testing.azurite import AZURITE_ACCOUNT
+
+        return f"{endpoint}/{AZURITE_ACCOUNT}/{_bucket(region)}/"
+    return f"{storage}://{_bucket(region)}/"
+
+
+def _blockstore(storage: Storage, root: Path, endpoint: str | None) -> dict[str, Any]:
+    if storage == "local":
         return {"type": "local", "local": {"path": str(root / "blockstore")}}
+    if storage == "azure":
+        from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY
+
+        return {"type": "azure", "azure": {
+            "storage_account": AZURITE_ACCOUNT, "storage_access_key": AZURITE_KEY,
+            "test_endpoint_url": endpoint}}
+    if storage == "gs":
+        return {"type": "gs", "gs": {"endpoint": endpoint, "anonymous": True}}
     return {"type": "s3", "s3": {
-        "region": AWS_ENV["AWS_DEFAULT_REGION"], "endpoint": s3_endpoint,
+        "region": AWS_ENV["AWS_DEFAULT_REGION"], "endpoint": endpoint,
         "force_path_style": True,
         "credentials": {"access_key_id": AWS_ENV["AWS_ACCESS_KEY_ID"],
                         "secret_access_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"]}}}
@@ -309,6 +382,56 @@ def _moto(name: str, root: Path) -> tuple[ManagedProcess, str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def _azurite(name: str, root: Path) -> tuple[ManagedProcess, str]:
+    """Azurite's blob service for one region, its data under ``root`` (kept across a
+    ``kill -9`` and restart, as a cloud's would be)."""
+    from lakefs_testing.azurite import AZURITE_ACCOUNT, azurite_command
+
+    port = free_port()
+    proc = ManagedProcess(name, azurite_command(port, root / name), root / f"{name}.log",
+                          ready_url=f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}?comp=list")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _gcs(name: str, root: Path) -> tuple[ManagedProcess, str]:
+    """The Cloud Storage emulator for one region, its buckets in files under ``root``
+    (kept across a ``kill -9`` and restart)."""
+    from lakefs_testing.gcs import emulator_command
+
+    port = free_port()
+    data = root / name
+    data.mkdir(parents=True, exist_ok=True)
+    proc = ManagedProcess(name, emulator_command(port, data, in_memory=False),
+                          root / f"{name}.log", ready_url=f"http://127.0.0.1:{port}/",
+                          cwd=data)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _create_bucket(storage: Storage, region: str, blockstore: dict[str, Any],
+                   cluster: Cluster) -> None:
+    """Create ``region``'s bucket (container) in its store."""
+    if storage == "s3":
+        cluster.s3_client(region).create_bucket(Bucket=_bucket(region))
+    elif storage == "azure":
+        from lakefs_core.block.azure import AzureBlobStore
+        from lakefs_core.block.config import AzureConfig
+
+        azure = AzureBlobStore(AzureConfig.model_validate(blockstore["azure"]))
+        try:
+            azure.service.create_container(_bucket(region))
+        finally:
+            azure.close()
+    elif storage == "gs":
+        from lakefs_core.block.config import GSConfig
+        from lakefs_core.block.gs import GSBlockStore
+
+        gs = GSBlockStore(GSConfig.model_validate(blockstore["gs"]))
+        try:
+            gs.client.create_bucket(_bucket(region))
+        finally:
+            gs.close()
+
+
 def _prepare_mirrors_table(config: dict[str, Any]) -> None:
     """Create the table (and its schema) once, before several sidecars race to."""
     from mirrors_db import open_mirrors_table
@@ -350,18 +473,33 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         cluster = Cluster(spec=spec, root=root, regions={})
         stack.callback(cluster.stop)
         # object stores and the DynamoDB table's server
-        if spec.storage == "s3":
-            for name in REGIONS:
+        for name in REGIONS:
+            storage = spec.storage_of(name)
+            if storage == "s3":
                 proc, url = _moto(f"{name}-s3", root / name)
-                cluster.aux.append(proc)
                 cluster.s3_endpoints[name] = url
+            elif storage == "azure":
+                proc, url = _azurite(f"{name}-azure", root / name)
+                cluster.azure_endpoints[name] = url
+            elif storage == "gs":
+                proc, url = _gcs(f"{name}-gs", root / name)
+                cluster.gs_endpoints[name] = url
+            else:
+                continue
+            cluster.aux.append(proc)
         dynamo_url = None
         if spec.mirrors_db == "dynamodb":
             proc, dynamo_url = _moto("dynamodb", root)
             cluster.aux.append(proc)
         start_all(cluster.aux)
-        for name in cluster.s3_endpoints:
-            cluster.s3_client(name).create_bucket(Bucket=f"{name}-data")
+        store_endpoints = {**cluster.s3_endpoints, **cluster.azure_endpoints,
+                           **cluster.gs_endpoints}
+        blockstores = {n: _blockstore(spec.storage_of(n), root / n, store_endpoints.get(n))
+                       for n in REGIONS}
+        for name in REGIONS:
+            _create_bucket(spec.storage_of(name), name, blockstores[name], cluster)
+        namespace_base = {n: _namespace_base(spec.storage_of(n), n, store_endpoints.get(n))
+                          for n in REGIONS}
         # the mirrors table
         if spec.mirrors_db == "sqlite":
             mirrors: dict[str, Any] = {"type": "sqlite",
@@ -385,10 +523,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         server_ports = {n: ports[n][0] for n in REGIONS}
         sidecar_ports = {n: list(ports[n][1]) for n in REGIONS}
         endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in REGIONS}
-        blockstores = {n: _blockstore(spec, root / n, cluster.s3_endpoints.get(n))
-                       for n in REGIONS}
-        bucket = {n: f"{n}-data" if spec.storage == "s3" else None for n in REGIONS}
-        user = spec.replication_user(_namespace(bucket[DESTINATION], spec.mirror_repository))
+        user = spec.replication_user(namespace_base[DESTINATION] + spec.mirror_repository)
         cluster.replication_user = user
         credentials = ((user.access_key_id, user.secret_access_key) if user is not None
                        else (ACCESS_KEY_ID, SECRET_ACCESS_KEY))
@@ -424,7 +559,8 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                     ready_url=f"http://127.0.0.1:{port}/_health", env=AWS_ENV))
             cluster.regions[name] = Region(
                 name, region_root, server_ports[name], server, sidecars, sidecar_ports[name],
-                blockstores[name], bucket=bucket[name])
+                blockstores[name], storage=spec.storage_of(name),
+                namespace_base=namespace_base[name])
         # servers first: the sidecars read the auth tables the servers create; the
         # admin creates the replication user in both regions while the sidecars boot
         # (long before their first call to a server)

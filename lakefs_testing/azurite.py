@@ -82,21 +82,32 @@ class AzuriteServer:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def azurite_command(port: int, location: str | os.PathLike[str]) -> list[str]:
+    """The command serving Azurite's blob service on ``127.0.0.1:<port>``, its data (kept
+    across restarts) under ``location``.
+
+    Raises:
+        RuntimeError: Azurite is not installed.
+    """
+    return [azurite_binary(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+            "--location", str(location), "--skipApiVersionCheck", "--loose", "--silent",
+            "--disableTelemetry"]
+
+
 def start_azurite(timeout: float = 60.0) -> AzuriteServer:
     """Start ``azurite-blob`` on a free loopback port, its data in a new temp directory.
 
     Raises:
         RuntimeError: Azurite is not installed, or did not start within ``timeout``.
     """
-    binary = azurite_binary()
+    azurite_binary()  # a missing Azurite raises before anything is created
     workdir = tempfile.mkdtemp(prefix="lakefs-azurite-")
     port = free_port()
     log = open(os.path.join(workdir, "azurite.log"), "wb")  # noqa: SIM115 - the child owns it
     data = os.path.join(workdir, "data")
     os.makedirs(data)
     process = subprocess.Popen(
-        [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", data,
-         "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"],
+        azurite_command(port, data),
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True)
     log.close()

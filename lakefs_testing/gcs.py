@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,16 @@ def _healthy(endpoint: str) -> bool:
         return False
 
 
+def emulator_command(port: int, data_dir: str | os.PathLike[str], *,
+                     in_memory: bool = True) -> list[str]:
+    """The command serving the emulator on ``127.0.0.1:<port>`` (run it with ``data_dir``
+    as its working directory); ``in_memory=False`` keeps its buckets in ``data_dir``,
+    across restarts."""
+    return [sys.executable, "-m", "gcp_storage_emulator", "--data-dir", str(data_dir),
+            "start", "--host", "127.0.0.1", "--port", str(port), "-q",
+            *(["--in-memory"] if in_memory else [])]
+
+
 def start_gcs_emulator() -> GCSEmulator:
     """Start the emulator on a free loopback port and wait until it answers.
 
@@ -77,9 +88,8 @@ def start_gcs_emulator() -> GCSEmulator:
     port = free_port()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gcp_storage_emulator", "--data-dir", workdir.name,
-             "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
-            cwd=workdir.name, stdout=log, stderr=subprocess.STDOUT)
+            emulator_command(port, workdir.name), cwd=workdir.name, stdout=log,
+            stderr=subprocess.STDOUT)
     emulator = GCSEmulator(port=port, _process=process, _workdir=workdir)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:

@@ -101,9 +101,10 @@ class BuiltinCopier:
                 src = (entry.address if entry.address_type is AddressType.FULL
                        else join_address(source.namespace, entry.address))
                 self.dest_store.put(item.address, source.store.get_stream(src))
-            else:
-                data = source.client.read_object(source.repository, source.commit_id, item.key)
-                self.dest_store.put(item.address, data)
+            else:  # streamed: a large object is never held whole in memory
+                with source.client.open_object(source.repository, source.commit_id,
+                                               item.key) as chunks:
+                    self.dest_store.put(item.address, chunks)
             return
         if source.store is not None:
             src = join_address(source.namespace, f"_lakefs/{item.key}")

@@ -6,6 +6,7 @@ record), so a corrupted or forged record is never written into a mirror.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -205,6 +206,21 @@ class SourceClient:
     def read_object(self, repo: str, ref: str, path: str) -> bytes:
         return self._get(f"/repositories/{repo}/refs/{ref}/objects", path=path,
                          what=f"{rbac.READ_OBJECT} on {rbac.object_arn(repo, path)}").content
+
+    @contextlib.contextmanager
+    def open_object(self, repo: str, ref: str, path: str, chunk_size: int = 1 << 20
+                    ) -> Iterator[Iterator[bytes]]:
+        """The object's bytes as they arrive, ``chunk_size`` at a time (one request, not
+        retried: the caller retries a broken transfer whole).
+
+        Raises:
+            SourceError: as :meth:`read_object` (on entering the context).
+        """
+        with self._rest.stream("GET", f"{API_PREFIX}/repositories/{repo}/refs/{ref}/objects",
+                               params={"path": path},
+                               what=f"{rbac.READ_OBJECT} on {rbac.object_arn(repo, path)}"
+                               ) as resp:
+            yield resp.iter_bytes(chunk_size)
 
     def read_metadata_file(self, repo: str, file_id: str) -> bytes:
         """A range or metarange file of the repository (by id)."""

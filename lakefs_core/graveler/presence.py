@@ -6,7 +6,8 @@ For a new source head the validator checks, in the destination namespace:
    the base is a commit already proven fully present, e.g. the mirror branch's
    current head,
 3. every object referenced by an entry of such a range that differs from the base,
-   with the right size (and etag when both etags are comparable).
+   with the right size (and etag when both are MD5s of the content: see
+   :func:`etags_comparable`).
 
 By induction, base present + every difference present => the new commit is present.
 Work therefore grows with the change, not with the repository. Each new range is
@@ -169,7 +170,26 @@ class _BoundedSet:
 
 
 def etags_comparable(a: str, b: str) -> bool:
-    """Multipart etags (``<md5>-<parts>``) depend on part sizes; compare like with like."""
+    """Whether any two copies of the same bytes carrying these etags have equal ones.
+
+    Only a plain MD5 of the content (what S3 gives a single-request write, and what
+    local, Azure and Cloud Storage objects written here report) depends on the bytes
+    alone. An S3 multipart etag (``<md5 of the parts' md5s>-<parts>``) depends on the
+    part sizes, a Cloud Storage composite one (``<crc32c>-<components>``) on the
+    components, Azure's own ETag (a blob written without an MD5) on nothing but the
+    write: a correct copy written another way (by the builtin copier, or in a store of
+    another kind) has another etag, so these prove nothing against it.
+    """
+    return _is_md5(a) and _is_md5(b)
+
+
+def _is_md5(etag: str) -> bool:
+    return len(etag) == 32 and all(c in "0123456789abcdef" for c in etag.lower())
+
+
+def _same_write_etags(a: str, b: str) -> bool:
+    """Like with like: multipart with multipart (an imported object's own etag, which
+    S3 replication keeps), plain with plain."""
     return bool(a) and bool(b) and (("-" in a) == ("-" in b))
 
 
@@ -546,7 +566,12 @@ class CommitValidator:
         if stat.size != entry.size:
             return MissingItem(MissingKind.OBJECT, path, address, entry,
                                f"size {stat.size} != {entry.size}")
-        if etags_comparable(stat.etag, entry.etag) and stat.etag != entry.etag:
+        # an imported object keeps its address, where the destination may hold its own
+        # data: there the etag the source saw must be the very one; under the mirror's
+        # namespace any writer's copy will do, as long as its content digest agrees
+        comparable = (_same_write_etags if entry.address_type is AddressType.FULL
+                      else etags_comparable)
+        if comparable(stat.etag, entry.etag) and stat.etag != entry.etag:
             return MissingItem(MissingKind.OBJECT, path, address, entry,
                                f"etag {stat.etag} != {entry.etag}")
         self._proven_objects.add(address)

@@ -59,3 +59,19 @@ def test_a_corrupted_mirror_fails_the_run(tmp_path: Path) -> None:
     figures = json.loads(summary.read_text())
     assert figures["exit_status"] == 1 and figures["combination"]["policy"] == "broad"
     assert any(v.startswith("I2: ") for v in figures["violations"])
+
+
+def test_short_run_across_clouds_has_no_violation(tmp_path: Path) -> None:
+    """East on Cloud Storage, west on Azure Blob (emulators), the builtin copier reading
+    the source bucket directly; native replication is refused there."""
+    summary = tmp_path / "summary.json"
+    run = _chaos("--seed", "9", "--ops", "12", "--storage", "gs,azure",
+                 "--replication", "builtin-direct", "--summary-json", str(summary))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "storage gs,azure, replication builtin-direct" in run.stdout
+    figures = json.loads(summary.read_text())
+    assert figures["combination"]["storage"] == "gs,azure"
+    assert figures["commits_verified"] > 0 and figures["objects_compared"] > 0
+    assert figures["violations"] == [] == figures["failures"] and figures["converged"]
+    refused = _chaos("--storage", "gs,azure", "--replication", "native", timeout=60)
+    assert refused.returncode == 2 and "native replication needs S3" in refused.stderr
