@@ -137,6 +137,14 @@ class MirrorFollower:
 
         None means "nothing pending": the next sensor tick or event will do.
         """
+        when = self._round()
+        if not self.refs:
+            # every ref is at its source head: what the validator proved is covered by
+            # those heads, which the next validations start from (their base)
+            self.validator.forget_proven()
+        return when
+
+    def _round(self) -> float | None:
         m = self.mirror
         client = self.ctx.source_client(m.source_region)
         repo = m.name
@@ -165,6 +173,9 @@ class MirrorFollower:
             self._source_ref_deleted(name, progress.get(name), is_tag=False)
         for name in set(progress) - set(source_branches) - set(mirror_branches):
             self._drop_progress(progress[name])
+        # a head that was still pending when its branch went away
+        for name in {k for k in self.refs if not k.startswith(TAG_PREFIX)} - set(source_branches):
+            self._forget_ref(name)
         if self.ctx.mirror_tags:
             try:
                 with self.ctx.scan_slots:
@@ -189,6 +200,9 @@ class MirrorFollower:
                     due.append(when)
             for name in set(mirror_tags) - set(source_tags):
                 self._source_ref_deleted(name, None, is_tag=True)
+            for key in {k for k in self.refs if k.startswith(TAG_PREFIX)}:
+                if key.removeprefix(TAG_PREFIX) not in source_tags:
+                    self.refs.pop(key, None)
         self.notice = "; ".join(notices)
         return min(due) if due else None
 
@@ -414,14 +428,20 @@ class MirrorFollower:
             self.refs.pop(TAG_PREFIX + name, None)
             return
         self.ctx.mirrors.delete_branch(repo, name)
-        self.refs.pop(name, None)
+        self._forget_ref(name)
         if row is not None:
             self._drop_progress(row)
 
     def _drop_progress(self, row: MirrorBranch) -> None:
+        self._forget_ref(row.branch)
         with contextlib.suppress(BranchProgressNotFoundError, VersionConflictError):
             self.ctx.table.delete_branch_progress(row.organization_id, row.mirror_id,
                                                   row.branch, row.version)
+
+    def _forget_ref(self, branch: str) -> None:
+        """Drop what is kept in memory for a branch the source no longer has."""
+        self.refs.pop(branch, None)
+        self.ctx.metrics.forget_branch(self.mirror.name, branch)
 
     # -------------------------------------------------------------- progress rows
     def _record(self, row: MirrorBranch | None, branch: str,
