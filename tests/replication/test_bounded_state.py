@@ -167,3 +167,45 @@ def test_pruning_keeps_what_a_pending_commit_needs(
                 assert r.status_code == 200 and r.content == bytes([0]) * 200
         finally:
             crr.stop()
+
+
+def test_a_branch_moving_faster_than_its_objects_still_advances(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s") as (east, west):
+        create_source(east)
+        mirror = create_mirror(east)
+        released: set[str] = set()  # object data is held back until released
+        crr = FaultyReplicator(east.blockstore_root / "src", west.blockstore_root / "src-mirror",
+                               seed=9, drop=0.0, duplicate=0.0, max_delay=0.001,
+                               hold=lambda rel: rel.startswith("data/") and rel not in released)
+        checker = MirrorChecker(east.graveler, "src", west.graveler, "src-mirror")
+        crr.start()
+        heads: list[str] = []
+        try:
+            follower = _follower(west, mirror["id"])
+            # each head waits for its own object when the branch moves on
+            for n in range(3):
+                upload(east, "src", "main", f"step-{n}.bin", f"step {n}".encode() * 30)
+                heads.append(commit(east, "src", "main", f"step {n}"))
+                checker.source_moved("main", heads[-1])
+                wait_for(lambda h=heads[-1]: "main" in follower.refs
+                         and follower.refs["main"].target == h
+                         and follower.refs["main"].missing, 60,
+                         what=f"head {n} waiting", check=checker.check)
+            # the middle head's object arrives, the newest's does not: the mirror moves
+            # to the middle head rather than waiting for the newest
+            released.update(east.graveler.get_entry("src", heads[1], f"step-{n}.bin").address
+                            for n in (0, 1))
+            wait_for(lambda: mirror_head(west, "src-mirror", "main") == heads[1], 60,
+                     what="the mirror at the complete earlier head", check=checker.check)
+            assert follower.refs["main"].target == heads[2]
+            with west.client() as c:
+                r = c.get(f"/api/v1/repositories/src-mirror/refs/{heads[2]}/objects",
+                          params={"path": "step-0.bin"})
+                assert r.status_code == 404
+            released.add(east.graveler.get_entry("src", heads[2], "step-2.bin").address)
+            wait_for(lambda: mirror_head(west, "src-mirror", "main") == heads[2], 60,
+                     what="the newest head once complete", check=checker.check)
+            checker.check()
+        finally:
+            crr.stop()
