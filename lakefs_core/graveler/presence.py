@@ -294,11 +294,13 @@ class CommitValidator:
 
         For when every commit validated has been promoted: the next validations start
         from those commits (their base), so they would not look at what was proven
-        for them again. Nothing here is needed for correctness; this bounds the
-        memory of a long-running validator by what its pending commits need.
+        for them again (they read the base's few changed ranges afresh). Nothing here
+        is needed for correctness; this bounds the memory of a long-running validator
+        by what its pending commits need.
         """
         for cache in (self._proven_files, self._proven_objects, self._complete):
             cache.clear()
+        self.ranges.forget_cached()
 
     @property
     def proven_count(self) -> int:
