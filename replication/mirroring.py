@@ -145,6 +145,8 @@ class MirrorFollower:
         #: what keeps the mirror from following all of its source, for its status
         #: (e.g. tags the replication user may not list); "" when nothing does
         self.notice = ""
+        #: permissions the replication user lacks, already logged
+        self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ the round
     def process(self) -> float | None:
@@ -153,6 +155,8 @@ class MirrorFollower:
         None means "nothing pending": the next sensor tick or event will do.
         """
         when = self._round()
+        if not self.notice:
+            self._warned.clear()  # nothing is refused any more
         if not self.refs:
             # every ref is at its source head: what the validator proved is covered by
             # those heads, which the next validations start from (their base)
@@ -231,9 +235,14 @@ class MirrorFollower:
 
     def _forbidden(self, error: SourceForbiddenError) -> None:
         self.ctx.metrics.permission_errors.labels(self.mirror.name, error.action).inc()
-        log.warning("mirror %s: %s", self.mirror.id, error,
-                    extra={"mirror": self.mirror.id, "request": error.request,
-                           "action": error.action})
+        # a missing permission stays missing round after round: said once (the status
+        # and the metric keep saying it), again once it was granted and is missing anew
+        warned = error.action in self._warned
+        self._warned.add(error.action)
+        log.log(logging.DEBUG if warned else logging.WARNING, "mirror %s: %s",
+                self.mirror.id, error, extra={"mirror": self.mirror.id,
+                                              "request": error.request,
+                                              "action": error.action})
 
     # ------------------------------------------------------------------- one ref
     def _follow(self, client: SourceClient, name: str, head: str, mirror_head: str | None,
