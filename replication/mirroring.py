@@ -84,8 +84,8 @@ class RefProgress:
         return min([self.seen_at, *(e.seen_at for e in self.earlier)])
 
 
-#: older heads of a branch kept waiting beside its newest (each costs a recheck request
-#: per ``recheck_interval`` at most)
+#: older heads of a branch kept waiting beside its newest, the oldest first (each costs a
+#: recheck request per ``recheck_interval`` at most)
 EARLIER_HEADS = 4
 
 
@@ -344,7 +344,9 @@ class MirrorFollower:
             for i, e in enumerate(earlier):
                 if e.target == head:  # back to an earlier head (the source was reset)
                     return replace(e, earlier=earlier[:i])
-        return RefProgress(target=head, seen_at=now, earlier=earlier[-EARLIER_HEADS:])
+        # the oldest are kept: their pieces were sent first, so they are complete first
+        # (replication that falls behind still lets the branch advance)
+        return RefProgress(target=head, seen_at=now, earlier=earlier[:EARLIER_HEADS])
 
     def _try_earlier(self, st: RefProgress, name: str, mirror_head: str | None,
                      row: MirrorBranch | None) -> tuple[str | None, MirrorBranch | None]:
