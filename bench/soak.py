@@ -426,11 +426,16 @@ def verdict(windows: list[Window], warmup: float) -> dict[str, Any]:
     first_p50 = statistics.median(steady[0].lags) if steady else None
     last_p50 = statistics.median(steady[-1].lags) if steady else None
     lag_drift = (None if first_p50 is None or last_p50 is None else last_p50 - first_p50)
-    lag_ok = lag_drift is None or lag_drift <= max(1.0, 0.5 * (first_p50 or 0.0))
+    # a window after the warm-up in which commits were made and none reached the mirror
+    # has a lag longer than itself: a stall, whatever the medians say
+    stalled = [w.index for w in windows if w.start >= warmup and not w.lags
+               and _last(w).commits > w.samples[0].commits]
+    lag_ok = not stalled and (lag_drift is None
+                              or lag_drift <= max(1.0, 0.5 * (first_p50 or 0.0)))
     return {
         "commits_after_warmup": commits,
         "lag_p50_first_s": first_p50, "lag_p50_last_s": last_p50, "lag_drift_s": lag_drift,
-        "lag_ok": lag_ok,
+        "stalled_windows": stalled, "lag_ok": lag_ok,
         # copies the stand-in replication owed then: a backlog there delays any mirror
         "copies_waiting_first": _last(steady[0]).copies_waiting if steady else None,
         "copies_waiting_last": _last(steady[-1]).copies_waiting if steady else None,
@@ -479,7 +484,8 @@ def report_verdict(r: SoakResult) -> str:
         f"copies ({r.copy_errors} failed and retried)",
         f"  lag p50 first {s(v['lag_p50_first_s'])} s, last {s(v['lag_p50_last_s'])} s, "
         f"drift {s(v['lag_drift_s'])} s (object copies owed at those windows' ends: "
-        f"{v['copies_waiting_first']}, {v['copies_waiting_last']}): {ok(v['lag_ok'])}",
+        f"{v['copies_waiting_first']}, {v['copies_waiting_last']}), windows without any "
+        f"commit mirrored: {v['stalled_windows'] or 'none'}: {ok(v['lag_ok'])}",
         "  memory growth after warm-up: " + ", ".join(
             f"{p} {g:+.1%}" for p, g in v["memory_growth"].items())
         + f" (goal <= {MEMORY_GOAL:.0%}): {ok(v['memory_ok'])}",
