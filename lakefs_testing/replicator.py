@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
 import os
 import random
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -84,3 +85,86 @@ class FaultyReplicator:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+class LateCopies:
+    """Copies named objects late and out of order, like S3 replication under load.
+
+    Unlike :class:`FaultyReplicator`, which finds its work by walking the source, it
+    is told what to copy (``submit``), so a long run costs the same per object at its
+    end as at its start. Each key is copied once after a random delay of up to
+    ``max_delay`` seconds (so later keys often land first); with probability ``drop``
+    an attempt is put off by another delay instead, and with probability
+    ``duplicate`` a key is copied a second time later.
+
+    Args:
+        copy: copies one key from the source to the destination.
+        threads: copies made at once.
+    """
+
+    def __init__(self, copy: Callable[[str], None], *, seed: int = 0, max_delay: float = 2.0,
+                 drop: float = 0.1, duplicate: float = 0.05, threads: int = 2) -> None:
+        self._copy = copy
+        self.rng = random.Random(seed)
+        self.max_delay = max_delay
+        self.drop = drop
+        self.duplicate = duplicate
+        self.copied = 0
+        self.errors = 0
+        self._due: list[tuple[float, int, str]] = []  # (when, seq, key): a heap
+        self._seq = 0
+        self._cond = threading.Condition()
+        self._stop = False
+        self._threads = [threading.Thread(target=self._run, name=f"late-copies-{i}", daemon=True)
+                         for i in range(threads)]
+        for t in self._threads:
+            t.start()
+
+    def _later(self, key: str) -> None:
+        """Schedule ``key`` (the lock held)."""
+        self._seq += 1
+        when = time.monotonic() + self.rng.random() * self.max_delay
+        heapq.heappush(self._due, (when, self._seq, key))
+        self._cond.notify()
+
+    def submit(self, keys: Iterable[str]) -> None:
+        with self._cond:
+            for key in keys:
+                self._later(key)
+
+    @property
+    def pending(self) -> int:
+        with self._cond:
+            return len(self._due)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and (not self._due or self._due[0][0] > time.monotonic()):
+                    timeout = self._due[0][0] - time.monotonic() if self._due else None
+                    self._cond.wait(timeout)
+                if self._stop:
+                    return
+                _, _, key = heapq.heappop(self._due)
+                if self.rng.random() < self.drop:
+                    self._later(key)  # dropped this time: a later attempt copies it
+                    continue
+                again = self.rng.random() < self.duplicate
+            try:
+                self._copy(key)
+            except Exception:  # noqa: BLE001 - a failed copy is retried like a dropped one
+                with self._cond:
+                    self.errors += 1
+                    self._later(key)
+                continue
+            with self._cond:
+                self.copied += 1
+                if again:
+                    self._later(key)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout=10)

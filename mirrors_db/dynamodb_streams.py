@@ -89,6 +89,9 @@ class StreamFeed(ChangeFeed):
             if not last:
                 break
             args["ExclusiveStartShardId"] = last
+        # a shard read to its end is remembered while the stream lists it (24 hours
+        # on DynamoDB), not for ever: shards roll over every few hours
+        self._done &= {shard["ShardId"] for shard in shards}
         for shard in shards:
             sid = shard["ShardId"]
             if sid in self._shards or sid in self._done:

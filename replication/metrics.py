@@ -41,3 +41,16 @@ class ReplicationMetrics:
             "replication_permission_errors",
             "Source requests refused to the replication user (401/403), by the permission "
             "they need", ("mirror", "action"), registry=self.registry)
+        self._branch_gauges = (self.lag_seconds, self.pending_commits, self.missing_objects)
+        self._mirror_counters = (self.validation_requests, self.promotions,
+                                 self.copied_objects, self.errors)
+
+    def forget_branch(self, mirror: str, branch: str) -> None:
+        """Drop a branch's series (the branch is gone): series never outnumber branches."""
+        for gauge in self._branch_gauges:
+            gauge.remove(mirror, branch)
+
+    def forget_mirror(self, mirror: str) -> None:
+        """Drop every series of a mirror this sidecar no longer follows."""
+        for metric in (*self._branch_gauges, *self._mirror_counters, self.permission_errors):
+            metric.remove_by_labels({"mirror": mirror})

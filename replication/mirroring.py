@@ -72,6 +72,21 @@ class RefProgress:
     retry_at: float | None = None
     #: when the missing pieces are rechecked next (``recheck_interval``)
     next_recheck: float = 0.0
+    #: older heads of the branch still waiting for pieces, oldest first (at most
+    #: :data:`EARLIER_HEADS`): the mirror moves to one of them when it is complete
+    #: before ``target`` is, so a branch that moves faster than its objects arrive
+    #: still advances
+    earlier: list[RefProgress] = field(default_factory=list)
+
+    @property
+    def waiting_since(self) -> float:
+        """When the oldest head the mirror has not reached yet was seen."""
+        return min([self.seen_at, *(e.seen_at for e in self.earlier)])
+
+
+#: older heads of a branch kept waiting beside its newest, the oldest first (each costs a
+#: recheck request per ``recheck_interval`` at most)
+EARLIER_HEADS = 4
 
 
 @dataclass
@@ -130,6 +145,8 @@ class MirrorFollower:
         #: what keeps the mirror from following all of its source, for its status
         #: (e.g. tags the replication user may not list); "" when nothing does
         self.notice = ""
+        #: permissions the replication user lacks, already logged
+        self._warned: set[str] = set()
 
     # ------------------------------------------------------------------ the round
     def process(self) -> float | None:
@@ -137,6 +154,16 @@ class MirrorFollower:
 
         None means "nothing pending": the next sensor tick or event will do.
         """
+        when = self._round()
+        if not self.notice:
+            self._warned.clear()  # nothing is refused any more
+        if not self.refs:
+            # every ref is at its source head: what the validator proved is covered by
+            # those heads, which the next validations start from (their base)
+            self.validator.forget_proven()
+        return when
+
+    def _round(self) -> float | None:
         m = self.mirror
         client = self.ctx.source_client(m.source_region)
         repo = m.name
@@ -165,6 +192,9 @@ class MirrorFollower:
             self._source_ref_deleted(name, progress.get(name), is_tag=False)
         for name in set(progress) - set(source_branches) - set(mirror_branches):
             self._drop_progress(progress[name])
+        # a head that was still pending when its branch went away
+        for name in {k for k in self.refs if not k.startswith(TAG_PREFIX)} - set(source_branches):
+            self._forget_ref(name)
         if self.ctx.mirror_tags:
             try:
                 with self.ctx.scan_slots:
@@ -189,6 +219,9 @@ class MirrorFollower:
                     due.append(when)
             for name in set(mirror_tags) - set(source_tags):
                 self._source_ref_deleted(name, None, is_tag=True)
+            for key in {k for k in self.refs if k.startswith(TAG_PREFIX)}:
+                if key.removeprefix(TAG_PREFIX) not in source_tags:
+                    self.refs.pop(key, None)
         self.notice = "; ".join(notices)
         return min(due) if due else None
 
@@ -202,9 +235,14 @@ class MirrorFollower:
 
     def _forbidden(self, error: SourceForbiddenError) -> None:
         self.ctx.metrics.permission_errors.labels(self.mirror.name, error.action).inc()
-        log.warning("mirror %s: %s", self.mirror.id, error,
-                    extra={"mirror": self.mirror.id, "request": error.request,
-                           "action": error.action})
+        # a missing permission stays missing round after round: said once (the status
+        # and the metric keep saying it), again once it was granted and is missing anew
+        warned = error.action in self._warned
+        self._warned.add(error.action)
+        log.log(logging.DEBUG if warned else logging.WARNING, "mirror %s: %s",
+                self.mirror.id, error, extra={"mirror": self.mirror.id,
+                                              "request": error.request,
+                                              "action": error.action})
 
     # ------------------------------------------------------------------- one ref
     def _follow(self, client: SourceClient, name: str, head: str, mirror_head: str | None,
@@ -224,7 +262,8 @@ class MirrorFollower:
         now = time.monotonic()
         st = self.refs.get(key)
         if st is None or st.target != head:
-            st = RefProgress(target=head, seen_at=now)  # a new head is validated at once
+            # a new head is validated at once; the one it replaces may go on waiting
+            st = self._new_head(st, head, now, is_tag=is_tag)
             self.refs[key] = st
             if not is_tag:
                 seen = row.source_head_seen_at if row and row.source_head == head else None
@@ -235,24 +274,33 @@ class MirrorFollower:
             run_due = now >= self.ctx.validation_run_at(st.retry_at)
             recheck_due = self._rechecking(st) and now >= st.next_recheck
             if not (run_due or recheck_due):
+                if st.earlier and now >= st.earlier[-1].next_recheck:
+                    mirror_head, row = self._try_earlier(st, name, mirror_head, row)
                 if not is_tag:
-                    self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.seen_at)
+                    self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.waiting_since)
                 return self._next_visit(st)
         repo = self.mirror.name
         mirrors = self.ctx.mirrors
         if st.commits is None:
+            earlier = {r.id for e in st.earlier for r in e.commits or ()}
             with self.ctx.scan_slots:
-                st.commits = client.new_commits(
+                new = client.new_commits(
                     self.mirror.source_repository, head,
-                    known=lambda c: mirrors.has_commit(repo, c),
+                    known=lambda c: c in earlier or mirrors.has_commit(repo, c),
                     page_size=self.ctx.log_page_size)
+            if st.earlier and not any(st.earlier[-1].target in r.commit.parents for r in new):
+                st.earlier = []  # the source was reset: those heads are history now
+            # the records up to the newest earlier head (not written yet), then the new ones
+            st.commits = [*(st.earlier[-1].commits or () if st.earlier else ()), *new]
         target = st.commits[-1] if st.commits else CommitRecord(
             head, mirrors.get_commit(repo, head))
         if target.id != head:
             raise SourceError(f"source log did not start at {head}")
+        if st.earlier:
+            mirror_head, row = self._try_earlier(st, name, mirror_head, row)
         if not is_tag:
             self.ctx.metrics.pending_commits.labels(*labels).set(len(st.commits))
-            self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.seen_at)
+            self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.waiting_since)
         if not mirrors.is_present(repo, head):
             try:
                 with self.ctx.validation_slots, self._counting_requests():
@@ -281,15 +329,74 @@ class MirrorFollower:
                          missing_objects=0, error="")
         return None
 
+    def _new_head(self, st: RefProgress | None, head: str, now: float, *,
+                  is_tag: bool) -> RefProgress:
+        """The progress towards a new source head of a branch.
+
+        The head it replaces stays among the earlier heads if it was waiting for
+        pieces (validated, some missing): it may be complete before the new one is.
+        A head the branch comes back to is taken up where it was.
+        """
+        earlier: list[RefProgress] = []
+        if st is not None and not is_tag:
+            earlier = [*st.earlier, replace(st, earlier=[])]
+            earlier = [e for e in earlier if e.commits is not None and e.missing]
+            for i, e in enumerate(earlier):
+                if e.target == head:  # back to an earlier head (the source was reset)
+                    return replace(e, earlier=earlier[:i])
+        # the oldest are kept: their pieces were sent first, so they are complete first
+        # (replication that falls behind still lets the branch advance)
+        return RefProgress(target=head, seen_at=now, earlier=earlier[:EARLIER_HEADS])
+
+    def _try_earlier(self, st: RefProgress, name: str, mirror_head: str | None,
+                     row: MirrorBranch | None) -> tuple[str | None, MirrorBranch | None]:
+        """Move the mirror branch to the newest earlier head whose pieces have all arrived.
+
+        Each earlier head is an ancestor of the branch's head (checked when the head's
+        commits were read), so the branch moves forward, to a commit its source pointed
+        at (I1, I3). Returns the mirror head and the progress row as they are now.
+        """
+        now = time.monotonic()
+        for i in range(len(st.earlier) - 1, -1, -1):
+            e = st.earlier[i]
+            if now < e.next_recheck:
+                continue
+            e.next_recheck = now + self.ctx.recheck_interval
+            target = CommitRecord(e.target, (e.commits or [])[-1].commit)
+            try:
+                with self.ctx.validation_slots, self._counting_requests():
+                    e.missing = self._recheck(e.missing, target)
+                    if e.missing:
+                        continue
+                    e.missing = self._validate(target, mirror_head)
+            except (LakeFSError, OSError) as error:
+                log.debug("mirror %s: earlier head %s not checked: %s", self.mirror.id,
+                          e.target, error)
+                continue
+            if e.missing:
+                continue
+            self._promote(e, name, mirror_head, is_tag=False)
+            written = {r.id for older in st.earlier[:i + 1] for r in older.commits or ()}
+            st.commits = [r for r in st.commits or () if r.id not in written]
+            st.earlier = st.earlier[i + 1:]
+            row = self._record(row, name, promoted_commit=e.target, promoted_at=_utcnow())
+            return e.target, row
+        return mirror_head, row
+
     # ---------------------------------------------------------------- validation
     def _rechecking(self, st: RefProgress) -> bool:
         return self.ctx.recheck_interval > 0 and bool(st.missing)
 
     def _next_visit(self, st: RefProgress) -> float:
-        """When a waiting ref wants a look again: its next validation or recheck."""
+        """When a waiting ref wants a look again: its next validation or recheck (its
+        own or an earlier head's)."""
         assert st.retry_at is not None
         at = self.ctx.validation_run_at(st.retry_at)
-        return min(at, st.next_recheck) if self._rechecking(st) else at
+        if self._rechecking(st):
+            at = min(at, st.next_recheck)
+        if st.earlier and self.ctx.recheck_interval > 0:
+            at = min(at, min(e.next_recheck for e in st.earlier))
+        return at
 
     def _waiting(self, st: RefProgress, name: str, row: MirrorBranch | None,
                  missing: list[MissingItem], *, validated: bool, is_tag: bool) -> float:
@@ -414,14 +521,20 @@ class MirrorFollower:
             self.refs.pop(TAG_PREFIX + name, None)
             return
         self.ctx.mirrors.delete_branch(repo, name)
-        self.refs.pop(name, None)
+        self._forget_ref(name)
         if row is not None:
             self._drop_progress(row)
 
     def _drop_progress(self, row: MirrorBranch) -> None:
+        self._forget_ref(row.branch)
         with contextlib.suppress(BranchProgressNotFoundError, VersionConflictError):
             self.ctx.table.delete_branch_progress(row.organization_id, row.mirror_id,
                                                   row.branch, row.version)
+
+    def _forget_ref(self, branch: str) -> None:
+        """Drop what is kept in memory for a branch the source no longer has."""
+        self.refs.pop(branch, None)
+        self.ctx.metrics.forget_branch(self.mirror.name, branch)
 
     # -------------------------------------------------------------- progress rows
     def _record(self, row: MirrorBranch | None, branch: str,

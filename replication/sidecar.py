@@ -432,11 +432,18 @@ class Sidecar:
                 if new:
                     self.schedule(mirror.id)
             else:
-                self._mirrors.pop(mirror.id, None)
-                self._followers.pop(mirror.id, None)
+                self._unfollow(mirror.id)
         for gone in set(self._mirrors) - seen:
-            self._mirrors.pop(gone, None)
-            self._followers.pop(gone, None)
+            self._unfollow(gone)
+
+    def _unfollow(self, mirror_id: str) -> None:
+        """Stop following a mirror, dropping all this sidecar kept for it."""
+        with self._cond:
+            mirror = self._mirrors.pop(mirror_id, None)
+            self._followers.pop(mirror_id, None)
+        self.last_errors.pop(mirror_id, None)
+        if mirror is not None:
+            self.metrics.forget_mirror(mirror.name)
 
     def sweep_repositories(self) -> list[str]:
         """Delete this region's mirror repositories whose mirror is deleted.
@@ -452,6 +459,7 @@ class Sidecar:
             The repositories deleted.
         """
         deleted = []
+        unknown: set[str] = set()
         listing = self.client_for(self.region).list_repositories(
             self.config.list_repositories_page_size)
         for repo in listing:
@@ -462,8 +470,8 @@ class Sidecar:
             try:
                 mirror = self.table.get_mirror(self.org, marking.mirror_id)
             except MirrorNotFoundError:
+                unknown.add(name)
                 if name not in self._unknown_mirror_repositories:  # once, not every round
-                    self._unknown_mirror_repositories.add(name)
                     log.warning("repository %s is mirror %s's, which the mirrors table does "
                                 "not know; left alone", name, marking.mirror_id,
                                 extra={"repository": name, "mirror": marking.mirror_id})
@@ -473,6 +481,7 @@ class Sidecar:
                 log.info("deleted the repository of a deleted mirror",
                          extra={"repository": name, "mirror": mirror.id})
                 deleted.append(name)
+        self._unknown_mirror_repositories = unknown  # those still there, reported once
         return deleted
 
     def _manage(self, mirror: Mirror) -> Mirror:
@@ -569,9 +578,7 @@ class Sidecar:
         text ``detached`` (a terminal, non-deletable state for the repository: deleting
         the mirror afterwards leaves the detached repository alone).
         """
-        with self._cond:
-            self._mirrors.pop(mirror.id, None)
-            self._followers.pop(mirror.id, None)
+        self._unfollow(mirror.id)
         self.mirrors.mark_detached(mirror.name, mirror.id)
         self.mirrors.detach(mirror.name)
         return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, DETACHED))

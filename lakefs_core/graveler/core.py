@@ -43,7 +43,7 @@ from lakefs_core.graveler.model import (
     MirrorMarking,
     Repository,
 )
-from lakefs_core.graveler.ranges import RangeManager
+from lakefs_core.graveler.ranges import RangeCache, RangeManager
 from lakefs_core.graveler.visibility import MirrorVisibility
 from lakefs_core.refstore.base import RefStore
 
@@ -91,7 +91,9 @@ class EngineCore:
         refstore: where rows live.
         store_for: returns the blockstore of a storage id ("" = the default store).
         clock: seconds since the epoch (tests may freeze it).
-        range_options: keyword arguments for every :class:`RangeManager`.
+        range_options: keyword arguments for every :class:`RangeManager`;
+            ``cache_size`` and ``cache_max_entries`` bound the one range cache they
+            share.
         seal_timeout: seconds after which a sealed staging token of a dead committer
             is taken over by the next commit.
         commit_retry_seconds: how long a commit or merge retries a lost race.
@@ -115,6 +117,10 @@ class EngineCore:
         self.commit_retry_seconds = commit_retry_seconds
         self._lock = threading.Lock()
         self._ranges: LRUCache[tuple[str, str], RangeManager] = LRUCache(256)
+        #: one bound on the parsed ranges in memory, whatever the number of repositories
+        self._range_cache = RangeCache(
+            self.range_options.pop("cache_size", 256),
+            self.range_options.pop("cache_max_entries", 200_000))
         #: called with (repository, ref name) after a branch or tag moves; must not block
         self.ref_listeners: list[Callable[[str, str], None]] = []
         #: runs the hooks of operations (the server's: the repository's actions)
@@ -132,7 +138,7 @@ class EngineCore:
             rm = self._ranges.get(key)
             if rm is None:
                 rm = RangeManager(self.store_for(repo.storage_id), repo.storage_namespace,
-                                  **self.range_options)
+                                  cache=self._range_cache, **self.range_options)
                 self._ranges[key] = rm
             return rm
 

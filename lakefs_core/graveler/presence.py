@@ -168,6 +168,14 @@ class _BoundedSet:
         with self._lock:
             self._items[key] = True
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
 
 def etags_comparable(a: str, b: str) -> bool:
     """Whether any two copies of the same bytes carrying these etags have equal ones.
@@ -300,6 +308,24 @@ class CommitValidator:
         if entry.address_type is AddressType.FULL:
             return entry.address
         return join_address(self.namespace, entry.address)
+
+    def forget_proven(self) -> None:
+        """Forget every file, object and range proven so far.
+
+        For when every commit validated has been promoted: the next validations start
+        from those commits (their base), so they would not look at what was proven
+        for them again (they read the base's few changed ranges afresh). Nothing here
+        is needed for correctness; this bounds the memory of a long-running validator
+        by what its pending commits need.
+        """
+        for cache in (self._proven_files, self._proven_objects, self._complete):
+            cache.clear()
+        self.ranges.forget_cached()
+
+    @property
+    def proven_count(self) -> int:
+        """Files, objects and ranges remembered as proven (all three caches)."""
+        return len(self._proven_files) + len(self._proven_objects) + len(self._complete)
 
     def is_proven(self, file_id: str) -> bool:
         """Whether a range or metarange file was found present and intact."""

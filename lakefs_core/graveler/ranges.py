@@ -147,6 +147,23 @@ class _LRU(Generic[_K, _V]):
                 return
             self._cache[key] = (value, w)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+
+class RangeCache(_LRU[tuple[str, str], "_Range"]):
+    """Parsed ranges kept in memory, keyed by (namespace, range id): one bound for every
+    :class:`RangeManager` that shares it (a server's, over all its repositories).
+
+    Args:
+        max_ranges: most ranges kept.
+        max_entries: most entries of all ranges kept together.
+    """
+
+    def __init__(self, max_ranges: int = 256, max_entries: int = 200_000) -> None:
+        super().__init__(max_ranges, max_entries)
+
 
 @dataclass
 class _Index:
@@ -289,6 +306,8 @@ class RangeManager:
         max_range_entries: hard cap of entries per range (default: 2 x raggedness).
         cache_size: parsed ranges kept in memory (least recently used go first).
         cache_max_entries: cap on the total entries of the cached ranges.
+        cache: a range cache shared with other managers (then ``cache_size`` and
+            ``cache_max_entries`` bound only the manager's own, which it does not use).
 
     Safe to use from many threads.
     """
@@ -302,6 +321,7 @@ class RangeManager:
         max_range_entries: int | None = None,
         cache_size: int = 256,
         cache_max_entries: int = 200_000,
+        cache: RangeCache | None = None,
     ) -> None:
         if max_range_entries is None:
             max_range_entries = MAX_RANGE_FACTOR * raggedness
@@ -311,8 +331,13 @@ class RangeManager:
         self.namespace = namespace
         self.raggedness = raggedness
         self.max_range_entries = max_range_entries
-        self._ranges: _LRU[str, _Range] = _LRU(cache_size, cache_max_entries)
+        self._ranges = cache if cache is not None else RangeCache(cache_size, cache_max_entries)
         self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
+
+    def forget_cached(self) -> None:
+        """Drop the parsed ranges and metaranges kept in memory (all of a shared cache)."""
+        self._ranges.clear()
+        self._metaranges.clear()
 
     # --- files ------------------------------------------------------------------
     def range_address(self, range_or_metarange_id: str) -> str:
@@ -334,14 +359,16 @@ class RangeManager:
     def _store_range(self, info: RangeInfo, table: pa.Table,
                      encodings: pa.ChunkedArray | None) -> None:
         self._write_once(info.id, lambda: encode_range_table(table))
-        if self._ranges.get(info.id) is None:
-            self._ranges.put(info.id, _Range(table, encodings), info.count)
+        key = (self.namespace, info.id)
+        if self._ranges.get(key) is None:
+            self._ranges.put(key, _Range(table, encodings), info.count)
 
     def _range(self, range_id: str) -> _Range:
-        rng = self._ranges.get(range_id)
+        key = (self.namespace, range_id)
+        rng = self._ranges.get(key)
         if rng is None:
             rng = _Range(decode_range_table(self._read_file(range_id, "range")))
-            self._ranges.put(range_id, rng, len(rng))
+            self._ranges.put(key, rng, len(rng))
         return rng
 
     def _records(self, range_id: str) -> tuple[EntryRecord, ...]:

@@ -27,6 +27,7 @@ from lakefs_core.graveler import (
 )
 from lakefs_core.graveler.chunking import is_boundary
 from lakefs_core.graveler.rangefile import encode_range
+from lakefs_core.graveler.ranges import RangeCache
 from tests.graveler.support import build, contents, entry, record
 
 
@@ -228,6 +229,30 @@ def test_range_cache_is_bounded(rm: RangeManager, repo: str) -> None:
     cached.read_range(b.id)  # evicts a
     with pytest.raises(RangeNotFoundError):
         cached.read_range(a.id)
+
+
+def test_one_range_cache_bounds_every_namespace_sharing_it(rm: RangeManager,
+                                                            repo: str) -> None:
+    """Managers of several namespaces (a server's repositories) share one bound, and
+    a range is cached per namespace: another namespace's copy never answers for it."""
+    a, b = rm.get_metarange(repo).ranges[:2]
+    cache = RangeCache(max_ranges=1)
+    first = RangeManager(rm.store, rm.namespace, raggedness=rm.raggedness, cache=cache)
+    other_ns = rm.namespace.rstrip("/") + "-other"
+    second = RangeManager(rm.store, other_ns, raggedness=rm.raggedness, cache=cache)
+    records = first.read_range(a.id)
+    with pytest.raises(RangeNotFoundError):
+        second.read_range(a.id)  # not there, whatever the other namespace cached
+    rm.store.put(second.range_address(b.id), rm.store.get(rm.range_address(b.id)))
+    second.read_range(b.id)  # evicts the first manager's range: one bound for both
+    rm.store.delete(rm.range_address(a.id))
+    with pytest.raises(RangeNotFoundError):
+        first.read_range(a.id)
+    assert records
+    first.forget_cached()
+    rm.store.delete(second.range_address(b.id))
+    with pytest.raises(RangeNotFoundError):
+        second.read_range(b.id)  # the shared cache was dropped
 
 
 # --- file format --------------------------------------------------------------------

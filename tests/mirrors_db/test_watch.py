@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -122,3 +123,57 @@ def test_events_of_large_rows_still_carry_the_row(table: MirrorsTable) -> None:
         event = take(feed, 1)[0]
     assert event.row == failed
     assert len(failed.error.encode()) == 8000
+
+
+class _RollingStream:
+    """A DynamoDB Streams client whose shards roll over (a unit-test stand-in)."""
+
+    def __init__(self) -> None:
+        self.shards: list[dict] = []
+        self.lock = threading.Lock()
+
+    def roll(self, n: int) -> None:
+        """Close the open shard (n - 1) and open shard n; shards before n - 3 expire."""
+        with self.lock:
+            for s in self.shards:
+                s["SequenceNumberRange"]["EndingSequenceNumber"] = "1"
+            self.shards = [s for s in self.shards if int(s["ShardId"]) >= n - 3]
+            self.shards.append({"ShardId": str(n), "ParentShardId": str(n - 1),
+                                "SequenceNumberRange": {"StartingSequenceNumber": "0"}})
+
+    def describe_stream(self, **_: object) -> dict:
+        with self.lock:
+            return {"StreamDescription": {"Shards": [dict(s) for s in self.shards]}}
+
+    def get_shard_iterator(self, ShardId: str, **_: object) -> dict:  # noqa: N803
+        return {"ShardIterator": ShardId}
+
+    def get_records(self, ShardIterator: str, **_: object) -> dict:  # noqa: N803
+        with self.lock:
+            open_ids = {s["ShardId"] for s in self.shards
+                        if "EndingSequenceNumber" not in s["SequenceNumberRange"]}
+        # a closed shard is read to its end at once
+        return {"Records": [],
+                "NextShardIterator": ShardIterator if ShardIterator in open_ids else None}
+
+
+def test_stream_feed_forgets_shards_the_stream_no_longer_lists() -> None:
+    """Shards roll over every few hours on DynamoDB: the feed's memory of the ones it
+    read to the end stays bounded by what the stream still lists."""
+    from mirrors_db.dynamodb_streams import StreamFeed
+
+    stream = _RollingStream()
+    stream.roll(0)
+    feed = StreamFeed(stream, "arn", None, frozenset(RowKind), interval=0.01)
+    try:
+        for n in range(1, 40):
+            stream.roll(n)
+            feed._next_discover = 0.0  # discover on the next poll
+            time.sleep(0.03)
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline and "39" not in feed._shards:
+            time.sleep(0.02)
+        assert "39" in feed._shards  # it follows the newest shard
+        assert len(feed._done) <= 4  # and remembers only the listed shards it finished
+    finally:
+        feed.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,9 @@ def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, An
                                seed=3, drop=0.0, duplicate=0.0, max_delay=0.0)
         mirror = create_mirror(east)
         checker = MirrorChecker(east.graveler, "src", west.graveler, "src-mirror")
+        warnings: list[logging.LogRecord] = []
+        handler = _Collect(warnings)
+        logging.getLogger("replication.mirroring").addHandler(handler)
         crr.start(period=0.05)
         try:
             wait_for(lambda: mirror_head(west, "src-mirror", "main") == c1, 60,
@@ -88,9 +92,25 @@ def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, An
             assert status(east, mirror["id"])["mirror"]["state"] == "active"
             assert west.graveler.list_tags("src-mirror") == []
             assert permission_errors(west, LIST_TAGS) >= 1
+            # refused round after round, said once in the log (the status says it on)
+            wait_for(lambda: permission_errors(west, LIST_TAGS) >= 3, 30,
+                     what="several rounds refused")
+            assert len([w for w in warnings if "fs:ListTags" in w.getMessage()]) == 1
             checker.check()
         finally:
+            logging.getLogger("replication.mirroring").removeHandler(handler)
             crr.stop()
+
+
+class _Collect(logging.Handler):
+    """Keeps the warnings (and worse) a logger emits."""
+
+    def __init__(self, into: list[logging.LogRecord]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record)
 
 
 def test_narrow_policy_mirrors_branches(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
