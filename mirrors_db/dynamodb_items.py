@@ -150,6 +150,10 @@ def event_from_record(record: dict[str, Any]) -> ChangeEvent | None:
     org, row_id = str(keys[PK]), str(keys[SK])
     deleted = record.get("eventName") == "REMOVE"
     image = None if deleted else deserialize(data.get("NewImage", {}))
+    if image is not None and set(image) <= {PK, SK}:
+        # an image of the keys alone carries no row: an emulator's first step of an
+        # update that creates the item (moto sends it before the full image)
+        return None
     if row_id.startswith(MIRROR_PREFIX):
         row: Any = None if image is None else mirror_from_item(image)
         return ChangeEvent(RowKind.MIRROR, org, (row_id[len(MIRROR_PREFIX):],), deleted, row)

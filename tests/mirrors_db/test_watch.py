@@ -177,3 +177,18 @@ def test_stream_feed_forgets_shards_the_stream_no_longer_lists() -> None:
         assert len(feed._done) <= 4  # and remembers only the listed shards it finished
     finally:
         feed.close()
+
+
+def test_a_stream_image_of_the_keys_alone_is_no_change() -> None:
+    """moto sends an update that creates an item as two records, the first holding only
+    the keys; it is neither a row nor a malformed one. A full image still decodes."""
+    from mirrors_db.dynamodb_items import event_from_record
+
+    keys = {"organization_id": {"S": ORG}, "row_id": {"S": "lease#l1"}}
+    first = {"eventName": "INSERT", "dynamodb": {"Keys": keys, "NewImage": dict(keys)}}
+    assert event_from_record(first) is None
+    full = {**keys, "name": {"S": "l1"}, "owner": {"S": "me"},
+            "expires_at": {"N": "1795622901212518"}, "version": {"N": "1"}}
+    event = event_from_record({"eventName": "INSERT",
+                               "dynamodb": {"Keys": keys, "NewImage": full}})
+    assert event is not None and event.row is not None and event.row.owner == "me"
