@@ -555,11 +555,12 @@ class DynamoDBRefStore(RefStore):
 
     def delete_repository(self, repo_id: str) -> None:
         """Mark the repository deleted (new records are refused from then on), delete
-        its records, then the repository item. Raises RepositoryNotFoundError."""
+        its records, then the repository item. A deletion cut short (a lost process)
+        is finished by deleting again. Raises RepositoryNotFoundError."""
         try:
             self._call("update_item", "ConditionalCheckFailedException",
                        TableName=self._table, Key=_key(REPOS, repo_id),
-                       UpdateExpression="SET deleting = :t", ConditionExpression=_REPO_LIVE,
+                       UpdateExpression="SET deleting = :t", ConditionExpression=_PRESENT,
                        ExpressionAttributeValues={":t": {"BOOL": True}})
         except botocore.exceptions.ClientError:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found") from None

@@ -14,11 +14,14 @@ import pytest
 from sqlalchemy import event
 
 from lakefs_core.errors import (
+    ActionRunNotFoundError,
     AlreadyExistsError,
     BranchChangedError,
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    ConflictError,
+    ImportNotFoundError,
     NonEmptyRepositoryError,
     PullRequestChangedError,
     PullRequestNotFoundError,
@@ -29,6 +32,7 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.model import (
+    ActionRun,
     AddressType,
     Branch,
     Commit,
@@ -36,6 +40,8 @@ from lakefs_core.graveler.model import (
     Entry,
     EntryRecord,
     GarbageCollectionRules,
+    HookRun,
+    ImportState,
     MirrorMarking,
     PullRequest,
     PullRequestStatus,
@@ -895,3 +901,77 @@ def test_a_restore_refs_that_fails_midway_writes_nothing(store: RefStore) -> Non
                        present=True)
     assert store.get_branch("r1", "main").commit_id == "c2"
     assert store.is_commit_present("r1", "c0")
+
+
+def test_restore_refs_of_more_records_than_one_dynamodb_transaction(store: RefStore) -> None:
+    _bare(store, "r1")
+    records = [CommitRecord(f"c{n:03d}", commit(str(n))) for n in range(130)]
+    tags = [Tag(f"v{n:03d}", f"c{n:03d}") for n in range(40)]
+    store.restore_refs("r1", records, [(Branch("main", "c129", "x"), False)], tags,
+                       present=True)
+    assert store.list_commits("r1") == records
+    assert store.list_tags("r1") == tags
+    assert store.is_commit_present("r1", "c129")
+    assert store.get_branch("r1", "main").commit_id == "c129"
+
+
+# --- imports and action runs -------------------------------------------------------
+def test_imports(store: RefStore) -> None:
+    new_repo(store, "r1")
+    started = ImportState(id="i1", branch="main", updated_at=1.5)
+    store.create_import("r1", started)
+    with pytest.raises(RepositoryNotFoundError):
+        store.create_import("nope", started)
+    assert store.get_import("r1", "i1") == started
+    with pytest.raises(ImportNotFoundError):
+        store.get_import("r1", "i2")
+    progressed = replace(started, ingested=10, updated_at=2.5)
+    assert store.update_import("r1", progressed)
+    assert store.get_import("r1", "i1") == progressed
+    store.cancel_import("r1", "i1", "canceled by alice")
+    canceled = store.get_import("r1", "i1")
+    assert canceled.error == "canceled by alice" and canceled.ingested == 10
+    assert not store.update_import("r1", progressed)  # no longer live: nothing written
+    assert store.get_import("r1", "i1").error == "canceled by alice"
+    with pytest.raises(ConflictError):
+        store.cancel_import("r1", "i1", "again")
+    committing = ImportState(id="i3", branch="main", updated_at=3.0, committing=True)
+    store.create_import("r1", committing)
+    with pytest.raises(ConflictError):
+        store.cancel_import("r1", "i3", "too late")
+    with pytest.raises(ImportNotFoundError):
+        store.cancel_import("r1", "i9", "no such import")
+
+
+def test_action_runs(store: RefStore) -> None:
+    new_repo(store, "r1")
+
+    def run(n: int, branch: str) -> ActionRun:
+        return ActionRun(run_id=f"run{n}", event_type="pre-commit", branch=branch,
+                         source_ref=branch, commit_id="", start_time=1.0 + n,
+                         end_time=2.0 + n, status="completed")
+
+    hooks = [HookRun(hook_run_id=f"h{i}", action="a", hook_id=f"hook{i}", start_time=1.0,
+                     end_time=2.0, status="completed", output=f"output ü {i}")
+             for i in range(3)]
+    store.put_action_run("r1", run(0, "main"), hooks)
+    store.put_action_run("r1", run(1, "dev"), [])
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_action_run("nope", run(2, "main"), hooks)
+    store.set_action_run_commit("r1", "run0", "c7")
+    store.set_action_run_commit("r1", "run9", "c7")  # an unknown run: nothing happens
+    assert store.get_action_run("r1", "run0") == replace(run(0, "main"), commit_id="c7")
+    with pytest.raises(ActionRunNotFoundError):
+        store.get_action_run("r1", "run9")
+    assert [r.run_id for r in store.list_action_runs("r1")] == ["run0", "run1"]
+    assert [r.run_id for r in store.list_action_runs("r1", branch="dev")] == ["run1"]
+    assert [r.run_id for r in store.list_action_runs("r1", commit_id="c7")] == ["run0"]
+    assert [r.run_id for r in store.list_action_runs("r1", after="run0", amount=1)] == [
+        "run1"]
+    listed = store.list_hook_runs("r1", "run0")
+    assert [(h.hook_run_id, h.output) for h in listed] == [("h0", ""), ("h1", ""), ("h2", "")]
+    assert [h.hook_run_id for h in store.list_hook_runs("r1", "run0", after="h0",
+                                                        amount=1)] == ["h1"]
+    assert store.get_hook_run("r1", "run0", "h2") == hooks[2]
+    with pytest.raises(ActionRunNotFoundError):
+        store.get_hook_run("r1", "run1", "h2")
