@@ -782,9 +782,10 @@ def _count_page_reads(store: RefStore) -> tuple[list[str], Callable[[], None]]:
     return reads, lambda: events.unregister("provide-client-params.dynamodb.Query", on_query)
 
 
-def test_list_staged_streams_in_pages(store: RefStore) -> None:
+def test_list_staged_streams_in_pages(open_store: OpenStore) -> None:
+    store = open_store(page_size=100)
     new_repo(store, "r1")
-    total = 2_600
+    total = 260
     expected: list[EntryRecord] = []
     for i in range(total):
         record = EntryRecord(f"data/part-{i:05d}", None if i % 3 == 0 else entry(i))
@@ -801,9 +802,9 @@ def test_list_staged_streams_in_pages(store: RefStore) -> None:
     finally:
         stop()
     assert [first, *rest] == expected
-    assert len(reads) == 3  # 1000 + 1000 + 600 rows
-    tail = list(store.list_staged("r1", "t1", prefix="data/part-02", after="data/part-02499"))
-    assert tail == expected[2500:2600]
+    assert len(reads) == 3  # 100 + 100 + 60 rows
+    tail = list(store.list_staged("r1", "t1", prefix="data/part-002", after="data/part-00249"))
+    assert tail == expected[250:260]
 
 
 def test_list_staged_with_an_exact_page_multiple(open_store: OpenStore) -> None:
