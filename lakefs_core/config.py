@@ -79,6 +79,7 @@ __all__ = [
     "ConfigFieldError",
     "ConfigModel",
     "DatabaseConfig",
+    "DynamoDBDatabaseConfig",
     "Duration",
     "EncryptConfig",
     "FieldPathEnvSource",
@@ -154,17 +155,59 @@ class PostgresConfig(ConfigModel):
     connection_max_lifetime: Duration = timedelta(minutes=5)
 
 
-class DatabaseConfig(ConfigModel):
-    """Where the refstore (metadata) lives: ``local`` (SQLite) or ``postgres``.
+class DynamoDBDatabaseConfig(ConfigModel):
+    """A DynamoDB table holding the metadata, lakeFS field names.
+
+    The table is created at start if missing: on-demand, or provisioned when both
+    capacities are set.
 
     Attributes:
-        type: ``local`` (SQLite, the embedded default) or ``postgres`` (also
-            CockroachDB); the section of that name configures it.
+        table_name: the table.
+        scan_limit: the most items one Query request reads (a listing's page).
+        endpoint: another endpoint (DynamoDB Local, moto); empty means AWS's.
+        aws_region: the table's region; empty means the AWS default chain's.
+        aws_profile: a named profile of the shared AWS config files.
+        aws_access_key_id: static credentials; empty means the AWS default chain.
+        aws_secret_access_key: static credentials.
+        read_capacity_units: provisioned read capacity of a table created at start.
+        write_capacity_units: provisioned write capacity of a table created at start.
+        health_check_interval: accepted as lakeFS names it; not used.
     """
 
-    type: Literal["local", "postgres"] = "local"
+    table_name: str = Field(default="kvstore", min_length=3, max_length=255,
+                            pattern=r"^[A-Za-z0-9_.-]+$")
+    scan_limit: int = Field(default=1024, ge=1)
+    endpoint: str | None = None
+    aws_region: str | None = None
+    aws_profile: str | None = None
+    aws_access_key_id: str | None = None
+    aws_secret_access_key: SecretStr | None = None
+    read_capacity_units: int | None = Field(default=None, ge=1)
+    write_capacity_units: int | None = Field(default=None, ge=1)
+    health_check_interval: Duration = timedelta(0)
+
+    @model_validator(mode="after")
+    def _both_capacities_or_none(self) -> Self:
+        if (self.read_capacity_units is None) != (self.write_capacity_units is None):
+            raise FieldValueError(
+                "read_capacity_units",
+                "set both read_capacity_units and write_capacity_units (provisioned), "
+                "or neither (on-demand)")
+        return self
+
+
+class DatabaseConfig(ConfigModel):
+    """Where the refstore (metadata) lives: ``local`` (SQLite), ``postgres`` or ``dynamodb``.
+
+    Attributes:
+        type: ``local`` (SQLite, the embedded default), ``postgres`` (also
+            CockroachDB) or ``dynamodb``; the section of that name configures it.
+    """
+
+    type: Literal["local", "postgres", "dynamodb"] = "local"
     local: LocalDatabaseConfig = Field(default_factory=LocalDatabaseConfig)
     postgres: PostgresConfig = Field(default_factory=PostgresConfig)
+    dynamodb: DynamoDBDatabaseConfig = Field(default_factory=DynamoDBDatabaseConfig)
 
     @model_validator(mode="after")
     def _postgres_needs_connection(self) -> Self:
@@ -186,6 +229,9 @@ class DatabaseConfig(ConfigModel):
                     [ConfigFieldError("database.local.path", "not set")],
                 )
             return "sqlite:///" + self.local.path
+        if self.type == "dynamodb":
+            raise ConfigError("invalid configuration", [ConfigFieldError(
+                "database.type", "dynamodb is not an SQL database: it has no SQLAlchemy URL")])
         assert self.postgres.connection_string is not None  # checked by the validator
         dsn = self.postgres.connection_string.get_secret_value()
         scheme, sep, rest = dsn.partition("://")

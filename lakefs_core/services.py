@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
 from lakefs_core.auth.service import AuthService
@@ -77,7 +78,9 @@ class Services:
 
 
 def database_url(config: ServerConfig) -> str:
-    """The SQLAlchemy URL of the server's metadata database."""
+    """The SQLAlchemy URL of the server's SQL database: the metadata's, or with
+    ``database.type: dynamodb`` the SQLite file that keeps the auth store (users,
+    groups, policies, credentials), which is not on DynamoDB."""
     if config.database.type == "postgres":
         cs = config.database.postgres.connection_string
         if cs is None:
@@ -86,6 +89,18 @@ def database_url(config: ServerConfig) -> str:
             raise ValidationError("database.postgres.connection_string is required")
         return postgres_url(cs.get_secret_value())
     return local_database_url(config.database.local.path or config.data_dir)
+
+
+def dynamodb_options(config: ServerConfig) -> dict[str, Any]:
+    """The ``database.dynamodb`` settings as the DynamoDB refstore's arguments."""
+    ddb = config.database.dynamodb
+    secret = ddb.aws_secret_access_key
+    return {"table_name": ddb.table_name, "endpoint": ddb.endpoint or None,
+            "region": ddb.aws_region or None, "profile": ddb.aws_profile or None,
+            "access_key_id": ddb.aws_access_key_id or None,
+            "secret_access_key": None if secret is None else secret.get_secret_value() or None,
+            "read_capacity_units": ddb.read_capacity_units,
+            "write_capacity_units": ddb.write_capacity_units, "scan_limit": ddb.scan_limit}
 
 
 def check_repository_storage(graveler: Graveler, blockstores: BlockStores) -> None:
@@ -132,6 +147,13 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     url = database_url(config)
     if config.database.type == "postgres":
         refstore = open_refstore("postgres", connection_string=url)
+    elif config.database.type == "dynamodb":
+        refstore = open_refstore("dynamodb", dynamodb=dynamodb_options(config))
+        log.warning("database.type is dynamodb: repositories, branches, commits and "
+                    "staging are on DynamoDB table %r; the auth store (users, groups, "
+                    "policies, credentials) is not, it stays in the SQLite file %s, which "
+                    "every server process of the installation must share",
+                    config.database.dynamodb.table_name, url.removeprefix("sqlite:///"))
     else:
         refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)

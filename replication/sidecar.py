@@ -76,6 +76,10 @@ def refstore_url(config: ReplicationConfig) -> str:
         raise ValidationError(
             "refstore_database: required (the lakeFS installation's database; the Helm "
             "chart fills it in from the lakeFS config)")
+    if db.type == "dynamodb":
+        raise ValidationError(
+            "refstore_database.type: dynamodb is not supported by the replication service "
+            "yet (it reads the lakeFS metadata over SQL: local or postgres)")
     if db.type == "postgres":
         cs = db.postgres.connection_string
         if cs is None:

@@ -31,7 +31,7 @@ from lakefs_core.config import (
     parse_duration,
 )
 from lakefs_core.errors import SecretDecryptionError, ValidationError
-from lakefs_core.services import build_services
+from lakefs_core.services import build_services, dynamodb_options
 from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer
 from mirrors_db.config import MirrorsDatabaseConfig
 from replication.config import (
@@ -768,6 +768,37 @@ def test_replication_to_dict_round_trips(tmp_path: Path) -> None:
     assert source.s3 is not None and source.s3.region == "us-east-1"
 
 
+def test_dynamodb_example_and_environment(tmp_path: Path) -> None:
+    """The DynamoDB metadata example, and the same table named by lakeFS's variables."""
+    cfg = load_server_config(CONFIG_DIR / "dynamodb" / "lakefs.yaml",
+                             env={"LAKEFS_DATA_DIR": str(tmp_path)})
+    assert cfg.database.type == "dynamodb" and not cfg.is_embedded
+    ddb = cfg.database.dynamodb
+    assert (ddb.table_name, ddb.aws_region, ddb.scan_limit) == ("lakefs-metadata",
+                                                                "us-east-1", 1024)
+    assert ddb.read_capacity_units is None and ddb.write_capacity_units is None  # on-demand
+
+    cfg = load_server_config(None, env={
+        "LAKEFS_DATA_DIR": str(tmp_path), "LAKEFS_DATABASE_TYPE": "dynamodb",
+        "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "k",
+        "LAKEFS_DATABASE_DYNAMODB_ENDPOINT": "http://127.0.0.1:4566",
+        "LAKEFS_DATABASE_DYNAMODB_AWS_SECRET_ACCESS_KEY": "s",
+        "LAKEFS_DATABASE_DYNAMODB_READ_CAPACITY_UNITS": "10",
+        "LAKEFS_DATABASE_DYNAMODB_WRITE_CAPACITY_UNITS": "5"})
+    assert dynamodb_options(cfg) == {
+        "table_name": "kvstore", "endpoint": "http://127.0.0.1:4566", "region": None,
+        "profile": None, "access_key_id": None, "secret_access_key": "s",
+        "read_capacity_units": 10, "write_capacity_units": 5, "scan_limit": 1024}
+    with pytest.raises(ConfigError, match="read_capacity_units"):
+        load_server_config(None, env={
+            "LAKEFS_DATA_DIR": str(tmp_path), "LAKEFS_DATABASE_TYPE": "dynamodb",
+            "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "k",
+            "LAKEFS_DATABASE_DYNAMODB_READ_CAPACITY_UNITS": "10"})
+    with pytest.raises(ConfigError, match="secret_key"):  # only local generates a key
+        load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path),
+                                      "LAKEFS_DATABASE_TYPE": "dynamodb"})
+
+
 # --- every example in config/ -------------------------------------------------------------------
 def example_files() -> list[Path]:
     return sorted(p for p in CONFIG_DIR.rglob("*") if p.suffix in (".yaml", ".yml"))
@@ -779,6 +810,7 @@ def test_config_dir_has_every_kind_of_example() -> None:
     assert "multi-store/lakefs.yaml" in names
     assert "azure/lakefs.yaml" in names
     assert "gcs/lakefs.yaml" in names
+    assert "dynamodb/lakefs.yaml" in names
     for region in ("us-east-1", "us-west-2"):
         assert f"aws/{region}/replication-dynamodb.yaml" in names
         assert f"aws/{region}/replication-postgres.yaml" in names
@@ -859,6 +891,19 @@ def test_every_replication_example_names_its_refstore_database() -> None:
     for path in replication_files:
         config = load_replication_config(path, env=SEED_SECRET_ENV)
         assert refstore_url(config).startswith(("sqlite:///", "postgresql+psycopg://")), path
+
+
+def test_replication_refuses_a_dynamodb_lakefs_database_clearly(tmp_path: Path) -> None:
+    """The replication service reads the lakeFS metadata over SQL only: a lakeFS on
+    DynamoDB is refused with a message saying so, never read from a stray SQLite file."""
+    from replication.sidecar import refstore_url
+
+    path = write_yaml(tmp_path / "r.yaml", minimal_replication())
+    cfg = load_replication_config(path, env={**SEED_SECRET_ENV,
+                                             "LAKEFS_DATABASE_TYPE": "dynamodb"})
+    assert cfg.refstore_database is not None and cfg.refstore_database.type == "dynamodb"
+    with pytest.raises(ValidationError, match="dynamodb is not supported"):
+        refstore_url(cfg)
 
 
 def test_refstore_database_defaults_to_the_lakefs_database(tmp_path: Path) -> None:

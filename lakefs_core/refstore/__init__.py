@@ -7,7 +7,7 @@ loader, so a database driver is imported only when its type is chosen.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,11 @@ class DatabaseType(StrEnum):
 
     LOCAL = "local"  # an SQLite file on this machine
     POSTGRES = "postgres"
+    DYNAMODB = "dynamodb"
 
 
-def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefStore:
+def _open_local(sqlite_path: str | None, connection_string: str | None,
+                dynamodb: Mapping[str, Any]) -> RefStore:
     if not sqlite_path:
         raise ValidationError("database type 'local' needs database.local.path")
     from lakefs_core.refstore.sql import SQLRefStore
@@ -36,7 +38,8 @@ def _open_local(sqlite_path: str | None, connection_string: str | None) -> RefSt
     return SQLRefStore(local_database_url(sqlite_path))
 
 
-def _open_postgres(sqlite_path: str | None, connection_string: str | None) -> RefStore:
+def _open_postgres(sqlite_path: str | None, connection_string: str | None,
+                   dynamodb: Mapping[str, Any]) -> RefStore:
     if not connection_string:
         raise ValidationError("database type 'postgres' needs database.postgres.connection_string")
     url = postgres_url(connection_string)
@@ -47,21 +50,35 @@ def _open_postgres(sqlite_path: str | None, connection_string: str | None) -> Re
     return SQLRefStore(url)
 
 
-_LOADERS: dict[DatabaseType, Callable[[str | None, str | None], RefStore]] = {
+def _open_dynamodb(sqlite_path: str | None, connection_string: str | None,
+                   dynamodb: Mapping[str, Any]) -> RefStore:
+    if not dynamodb.get("table_name"):
+        raise ValidationError("database type 'dynamodb' needs database.dynamodb.table_name")
+    from lakefs_core.refstore.dynamodb import DynamoDBRefStore
+
+    return DynamoDBRefStore(**dynamodb)
+
+
+_LOADERS: dict[DatabaseType,
+               Callable[[str | None, str | None, Mapping[str, Any]], RefStore]] = {
     DatabaseType.LOCAL: _open_local,
     DatabaseType.POSTGRES: _open_postgres,
+    DatabaseType.DYNAMODB: _open_dynamodb,
 }
 
 
 def open_refstore(db_type: str, *, sqlite_path: str | None = None,
-                  connection_string: str | None = None) -> RefStore:
+                  connection_string: str | None = None,
+                  dynamodb: Mapping[str, Any] | None = None) -> RefStore:
     """Open (and create the schema of) the refstore for a lakeFS ``database.type``.
 
     Args:
-        db_type: ``local`` (an SQLite file) or ``postgres``.
+        db_type: ``local`` (an SQLite file), ``postgres`` or ``dynamodb``.
         sqlite_path: for ``local``: the database file, or a directory to hold
             ``refstore.db``; ``~`` is expanded and missing directories are created.
         connection_string: for ``postgres``: a ``postgres://`` or ``postgresql://`` URL.
+        dynamodb: for ``dynamodb``: the keyword arguments of
+            :class:`~lakefs_core.refstore.dynamodb.DynamoDBRefStore` (``table_name``...).
 
     Raises:
         ValidationError: unknown type or missing/malformed location.
@@ -73,7 +90,7 @@ def open_refstore(db_type: str, *, sqlite_path: str | None = None,
         valid = ", ".join(t.value for t in DatabaseType)
         raise ValidationError(
             f"unknown database type {db_type!r}; valid types: {valid}") from None
-    return loader(sqlite_path, connection_string)
+    return loader(sqlite_path, connection_string, dynamodb or {})
 
 
 def open_database(url: str) -> RefStore:

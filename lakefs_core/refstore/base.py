@@ -1,7 +1,7 @@
 """The refstore interface: repositories, branches, tags, commits and staging.
 
-One implementation on SQLAlchemy serves SQLite and PostgreSQL. Branch moves are
-compare-and-swap so that concurrent writers never lose an update.
+One implementation on SQLAlchemy serves SQLite and PostgreSQL, another DynamoDB. Branch
+moves are compare-and-swap so that concurrent writers never lose an update.
 """
 
 from __future__ import annotations

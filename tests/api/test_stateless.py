@@ -1,19 +1,41 @@
-"""Two server processes over one PostgreSQL database and one store serve the same data."""
+"""Two server processes over one database (PostgreSQL, or a DynamoDB table) and one
+store serve the same data."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import lakefs
+import pytest
 
 from lakefs_testing.live_server import live_server
+from lakefs_testing.servers import MOTO_ENV
 from tests.api.sdk_support import sdk_client
 
 
-def test_two_servers_share_one_database_and_store(tmp_path: Path, pg_url: str) -> None:
+def database_env(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The ``LAKEFS_DATABASE_*`` settings of a fresh database of ``kind``."""
+    if kind == "postgres":
+        return {"LAKEFS_DATABASE_TYPE": "postgres",
+                "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": request.getfixturevalue("pg_url")}
+    return {
+        "LAKEFS_DATABASE_TYPE": "dynamodb",
+        "LAKEFS_DATABASE_DYNAMODB_TABLE_NAME": request.getfixturevalue("unique_name"),
+        "LAKEFS_DATABASE_DYNAMODB_ENDPOINT": request.getfixturevalue("moto_endpoint"),
+        "LAKEFS_DATABASE_DYNAMODB_AWS_REGION": MOTO_ENV["AWS_DEFAULT_REGION"],
+        "LAKEFS_DATABASE_DYNAMODB_AWS_ACCESS_KEY_ID": MOTO_ENV["AWS_ACCESS_KEY_ID"],
+        "LAKEFS_DATABASE_DYNAMODB_AWS_SECRET_ACCESS_KEY": MOTO_ENV["AWS_SECRET_ACCESS_KEY"],
+        # the auth store is not on DynamoDB: both processes share its SQLite file
+        "LAKEFS_DATABASE_LOCAL_PATH": str(tmp_path / "auth.db"),
+    }
+
+
+@pytest.mark.parametrize("database", ["postgres", "dynamodb"])
+def test_two_servers_share_one_database_and_store(tmp_path: Path, database: str,
+                                                  request: pytest.FixtureRequest) -> None:
     shared = {
-        "LAKEFS_DATABASE_TYPE": "postgres",
-        "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": pg_url,
+        **database_env(database, tmp_path, request),
         "LAKEFS_BLOCKSTORE_TYPE": "local",
         "LAKEFS_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "store"),
         "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "a shared secret for both servers",
@@ -53,3 +75,54 @@ def test_two_servers_share_one_database_and_store(tmp_path: Path, pg_url: str) -
             assert h1.get("/repositories/shared/branches/dev").status_code == 404
             assert h1.delete("/repositories/shared").status_code == 204
             assert h2.get("/repositories/shared").status_code == 404
+
+
+def test_branch_compare_and_swap_holds_across_servers_on_dynamodb(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Concurrent commits to one branch through two processes: none is lost, and of
+    concurrent creations of one branch name exactly one wins."""
+    shared = {
+        **database_env("dynamodb", tmp_path, request),
+        "LAKEFS_BLOCKSTORE_TYPE": "local",
+        "LAKEFS_BLOCKSTORE_LOCAL_PATH": str(tmp_path / "store"),
+        "LAKEFS_AUTH_ENCRYPT_SECRET_KEY": "a shared secret for both servers",
+    }
+    with live_server(str(tmp_path / "one"), shared) as one, \
+            live_server(str(tmp_path / "two"), shared) as two:
+        clients = [one.client(), two.client()]
+        try:
+            assert clients[0].post("/repositories", json={
+                "name": "cas", "storage_namespace": "local://cas"}).status_code == 201
+
+            def create(i: int) -> int:
+                return clients[i % 2].post("/repositories/cas/branches", json={
+                    "name": "contested", "source": "main"}).status_code
+
+            with ThreadPoolExecutor(6) as pool:
+                statuses = sorted(pool.map(create, range(6)))
+            assert statuses == [201, 409, 409, 409, 409, 409]
+
+            def commit(i: int) -> str:
+                http = clients[i % 2]
+                for _attempt in range(50):  # a commit that loses the race is retried
+                    put = http.post("/repositories/cas/branches/main/objects",
+                                    params={"path": f"f{i}"}, files={"content": b"x"})
+                    assert put.status_code == 201, put.text
+                    made = http.post("/repositories/cas/branches/main/commits",
+                                     json={"message": f"c{i}"})
+                    if made.status_code == 201:
+                        return str(made.json()["id"])
+                    assert made.status_code in (400, 409, 412), made.text
+                raise AssertionError("a commit never landed")
+
+            with ThreadPoolExecutor(6) as pool:
+                ids = list(pool.map(commit, range(6)))
+            log = clients[1].get("/repositories/cas/refs/main/commits",
+                                 params={"amount": 100}).json()["results"]
+            logged = {c["id"] for c in log}
+            assert set(ids) <= logged  # every acknowledged commit is on the branch
+            listed = clients[0].get("/repositories/cas/refs/main/objects/ls").json()
+            assert {o["path"] for o in listed["results"]} == {f"f{i}" for i in range(6)}
+        finally:
+            for c in clients:
+                c.close()

@@ -49,5 +49,5 @@ def test_rows_give_type_default_and_description() -> None:
     rows = {r.key: r for r in model_rows(ServerConfig, {})}
     assert rows["auth.cache.ttl"][1:3] == ("duration", "20s")
     assert rows["listen_address"][1:3] == ("host:port", "127.0.0.1:8000")
-    assert rows["database.type"].type == '"local" | "postgres"'
+    assert rows["database.type"].type == '"local" | "postgres" | "dynamodb"'
     assert "pre-signed URL" in rows["blockstore.s3.pre_signed_expiry"].description

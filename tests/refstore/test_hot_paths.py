@@ -1,6 +1,6 @@
 """The combined reads of the object hot paths, and the bounded retry of transactions.
 
-Each combined read is checked on SQLite and PostgreSQL against the default
+Each combined read is checked on SQLite, PostgreSQL and DynamoDB against the default
 implementation of :class:`RefStore` (composed of the single reads), which any other
 refstore inherits.
 """
@@ -222,13 +222,11 @@ def test_a_write_outlasts_a_lock_held_longer_than_the_busy_timeout(
 
 # --- the graveler's hot paths over the combined reads -------------------------------------------
 @pytest.fixture
-def graveler(refstore_url: str, tmp_path: Path) -> Iterator[Graveler]:
-    store = LocalBlockStore(str(tmp_path / "blockstore"))
-    refstore = SQLRefStore(refstore_url)
-    g = Graveler(refstore, lambda _sid: store)
+def graveler(store: RefStore, tmp_path: Path) -> Graveler:
+    blocks = LocalBlockStore(str(tmp_path / "blockstore"))
+    g = Graveler(store, lambda _sid: blocks)
     g.create_repository("repo", "local://ns")
-    yield g
-    refstore.close()
+    return g
 
 
 def test_check_direct_write_errors_in_order(graveler: Graveler) -> None:

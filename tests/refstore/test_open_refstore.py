@@ -56,9 +56,32 @@ def test_local_needs_a_path() -> None:
 
 
 def test_unknown_type_names_the_valid_ones() -> None:
-    with pytest.raises(ValidationError, match="unknown database type 'dynamodb'") as info:
+    with pytest.raises(ValidationError, match="unknown database type 'cosmosdb'") as info:
+        open_refstore("cosmosdb")
+    assert "local, postgres, dynamodb" in str(info.value)
+
+
+def test_dynamodb_needs_a_table_name() -> None:
+    with pytest.raises(ValidationError, match="database.dynamodb.table_name"):
         open_refstore("dynamodb")
-    assert "local, postgres" in str(info.value)
+
+
+def test_dynamodb_creates_a_provisioned_table_when_capacities_are_set(
+        moto_endpoint: str, unique_name: str) -> None:
+    from lakefs_testing.servers import MOTO_ENV
+
+    options = {"table_name": unique_name, "endpoint": moto_endpoint,
+               "region": MOTO_ENV["AWS_DEFAULT_REGION"],
+               "access_key_id": MOTO_ENV["AWS_ACCESS_KEY_ID"],
+               "secret_access_key": MOTO_ENV["AWS_SECRET_ACCESS_KEY"]}
+    with pytest.raises(ValidationError, match="read_capacity_units"):
+        open_refstore("dynamodb", dynamodb={**options, "read_capacity_units": 5})
+    with open_refstore("dynamodb", dynamodb={**options, "read_capacity_units": 7,
+                                             "write_capacity_units": 3}) as store:
+        table = store.client.describe_table(TableName=unique_name)["Table"]  # type: ignore[attr-defined]
+        assert table["ProvisionedThroughput"]["ReadCapacityUnits"] == 7
+        assert table["ProvisionedThroughput"]["WriteCapacityUnits"] == 3
+        store.client.delete_table(TableName=unique_name)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])

@@ -1,4 +1,4 @@
-"""The refstore contract, run on SQLite and PostgreSQL alike (see conftest)."""
+"""The refstore contract, run on SQLite, PostgreSQL and DynamoDB alike (see conftest)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import pytest
 from sqlalchemy import event
 
 from lakefs_core.errors import (
+    ActionRunNotFoundError,
     AlreadyExistsError,
     BranchChangedError,
     BranchExistsError,
     BranchNotFoundError,
     CommitNotFoundError,
+    ConflictError,
+    ImportNotFoundError,
     NonEmptyRepositoryError,
     PullRequestChangedError,
     PullRequestNotFoundError,
@@ -29,6 +32,7 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.model import (
+    ActionRun,
     AddressType,
     Branch,
     Commit,
@@ -36,6 +40,8 @@ from lakefs_core.graveler.model import (
     Entry,
     EntryRecord,
     GarbageCollectionRules,
+    HookRun,
+    ImportState,
     MirrorMarking,
     PullRequest,
     PullRequestStatus,
@@ -45,8 +51,10 @@ from lakefs_core.graveler.model import (
     Tag,
     TaskKind,
 )
+from lakefs_core.refstore.base import RefStore
 from lakefs_core.refstore.rows import prefix_end
 from lakefs_core.refstore.sql import SQLRefStore
+from tests.refstore.conftest import OpenStore
 
 T = TypeVar("T")
 
@@ -54,7 +62,7 @@ T = TypeVar("T")
 AWKWARD_NAMES = ["B", "a", "a-b", "a/b", "a_b", "a%b", "ab", "z", "ä", "é", "\U0001f600"]
 
 
-def new_repo(store: SQLRefStore, repo_id: str = "repo", branch: str = "main",
+def new_repo(store: RefStore, repo_id: str = "repo", branch: str = "main",
              **fields: Any) -> Repository:
     repo = Repository(id=repo_id, storage_namespace=f"local://ns/{repo_id}",
                       default_branch=branch, creation_date=1_700_000_000, **fields)
@@ -77,13 +85,13 @@ def commit(message: str = "m", **fields: Any) -> Commit:
 
 
 # --- repositories -------------------------------------------------------------------
-def test_create_and_get_repository(store: SQLRefStore) -> None:
+def test_create_and_get_repository(store: RefStore) -> None:
     repo = new_repo(store, "r1", branch="develop", storage_id="s3-west", read_only=True)
     assert store.get_repository("r1") == repo
     assert store.get_branch("r1", "develop") == Branch("develop", "c0", "t0")
 
 
-def test_repository_exists_and_creation_is_atomic(store: SQLRefStore) -> None:
+def test_repository_exists_and_creation_is_atomic(store: RefStore) -> None:
     new_repo(store, "r1")
     again = Repository(id="r1", storage_namespace="local://other", default_branch="other",
                        creation_date=2)
@@ -94,7 +102,7 @@ def test_repository_exists_and_creation_is_atomic(store: SQLRefStore) -> None:
         store.get_branch("r1", "other")
 
 
-def test_create_repository_refuses_a_branch_that_is_not_the_default(store: SQLRefStore) -> None:
+def test_create_repository_refuses_a_branch_that_is_not_the_default(store: RefStore) -> None:
     repo = Repository(id="r1", storage_namespace="local://x", default_branch="main",
                       creation_date=1)
     with pytest.raises(ValidationError):
@@ -103,12 +111,12 @@ def test_create_repository_refuses_a_branch_that_is_not_the_default(store: SQLRe
         store.get_repository("r1")
 
 
-def test_get_missing_repository(store: SQLRefStore) -> None:
+def test_get_missing_repository(store: RefStore) -> None:
     with pytest.raises(RepositoryNotFoundError):
         store.get_repository("nope")
 
 
-def test_list_repositories_pagination(store: SQLRefStore) -> None:
+def test_list_repositories_pagination(store: RefStore) -> None:
     ids = ["alpha", "alpha-2", "alphabet", "beta", "gamma", "ALPHA"]
     for repo_id in ids:
         new_repo(store, repo_id)
@@ -124,7 +132,7 @@ def test_list_repositories_pagination(store: SQLRefStore) -> None:
         store.list_repositories(amount=-1)
 
 
-def test_update_repository(store: SQLRefStore) -> None:
+def test_update_repository(store: RefStore) -> None:
     repo = new_repo(store, "r1")
     store.update_repository(replace(repo, read_only=True))
     assert store.get_repository("r1") == replace(repo, read_only=True)
@@ -134,7 +142,7 @@ def test_update_repository(store: SQLRefStore) -> None:
         store.update_repository(replace(repo, id="nope"))
 
 
-def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
+def test_delete_repository_removes_everything_of_it(store: RefStore) -> None:
     for repo_id in ("doomed", "kept"):
         new_repo(store, repo_id)
         store.create_branch(repo_id, Branch("dev", "c1", "t1"))
@@ -186,7 +194,7 @@ def test_delete_repository_removes_everything_of_it(store: SQLRefStore) -> None:
 
 
 
-def test_no_commit_or_staged_entry_outlives_its_repository(store: SQLRefStore) -> None:
+def test_no_commit_or_staged_entry_outlives_its_repository(store: RefStore) -> None:
     new_repo(store, "doomed")
     store.delete_repository("doomed")
     with pytest.raises(RepositoryNotFoundError):
@@ -207,7 +215,7 @@ def test_no_commit_or_staged_entry_outlives_its_repository(store: SQLRefStore) -
 
 
 def test_a_commit_racing_a_repository_deletion_is_deleted_or_refused(
-        store: SQLRefStore) -> None:
+        store: RefStore) -> None:
     """Commits and staged entries have no foreign key: writes of them and a deletion of
     their repository are serialized on the repository row."""
     for round_ in range(20):
@@ -235,7 +243,7 @@ def test_a_commit_racing_a_repository_deletion_is_deleted_or_refused(
         assert store.find_commit_ids(repo_id, "c", limit=10) == []
 
 # --- repository metadata and settings -------------------------------------------------
-def test_repository_metadata(store: SQLRefStore) -> None:
+def test_repository_metadata(store: RefStore) -> None:
     new_repo(store, "r1")
     assert store.get_repository_metadata("r1") == {}
     store.set_repository_metadata("r1", {"a": "1", "b": "2"})
@@ -248,7 +256,7 @@ def test_repository_metadata(store: SQLRefStore) -> None:
     assert store.get_repository_metadata("r1") == {"b": "3", "ü": "ñ"}
 
 
-def test_repository_metadata_of_missing_repository(store: SQLRefStore) -> None:
+def test_repository_metadata_of_missing_repository(store: RefStore) -> None:
     with pytest.raises(RepositoryNotFoundError):
         store.get_repository_metadata("nope")
     with pytest.raises(RepositoryNotFoundError):
@@ -259,7 +267,7 @@ def test_repository_metadata_of_missing_repository(store: SQLRefStore) -> None:
         store.delete_repository_metadata("nope", ["a"])
 
 
-def test_branch_protection_rules(store: SQLRefStore) -> None:
+def test_branch_protection_rules(store: RefStore) -> None:
     new_repo(store, "r1")
     new_repo(store, "r2")
     assert store.get_branch_protection_rules("r1") == ()
@@ -274,7 +282,7 @@ def test_branch_protection_rules(store: SQLRefStore) -> None:
     assert store.get_branch_protection_rules("nope") == ()
 
 
-def test_hidden_branches(store: SQLRefStore) -> None:
+def test_hidden_branches(store: RefStore) -> None:
     new_repo(store, "r1")
     store.create_branch("r1", Branch("dev", "c1", "t1"))
     assert not store.is_branch_hidden("r1", "dev")
@@ -290,7 +298,7 @@ def test_hidden_branches(store: SQLRefStore) -> None:
         store.set_branch_hidden("nope", "dev", True)
 
 
-def test_branch_expiries(store: SQLRefStore) -> None:
+def test_branch_expiries(store: RefStore) -> None:
     new_repo(store, "r1")
     for name in ("a", "b", "c", "gone"):
         store.create_branch("r1", Branch(name, "c1", f"t-{name}"))
@@ -315,7 +323,7 @@ def test_branch_expiries(store: SQLRefStore) -> None:
         store.set_branch_expiry("nope", "dev", 1)
 
 
-def test_mirror_marking_and_present_commits(store: SQLRefStore) -> None:
+def test_mirror_marking_and_present_commits(store: RefStore) -> None:
     new_repo(store, "r1")
     assert store.get_mirror_marking("r1") is None
     store.set_mirror_marking("r1", MirrorMarking("m1", "east", "src"))
@@ -331,7 +339,7 @@ def test_mirror_marking_and_present_commits(store: SQLRefStore) -> None:
         store.mark_commit_present("nope", "c1")
 
 
-def test_pull_requests(store: SQLRefStore) -> None:
+def test_pull_requests(store: RefStore) -> None:
     new_repo(store, "r1")
     new_repo(store, "r2")
     prs = [PullRequest(id=f"pr{i}", title=f"t{i}", description="ünïcode", author="alice",
@@ -399,7 +407,7 @@ def test_legacy_settings_are_migrated(tmp_path: Path) -> None:
 
 
 # --- branches ---------------------------------------------------------------------------
-def test_branch_lifecycle(store: SQLRefStore) -> None:
+def test_branch_lifecycle(store: RefStore) -> None:
     new_repo(store, "r1")
     dev = Branch("dev", "c1", "t1", sealed_tokens=("t0", "tx"), sealed_at=1712.5)
     store.create_branch("r1", dev)
@@ -414,7 +422,7 @@ def test_branch_lifecycle(store: SQLRefStore) -> None:
         store.delete_branch("r1", "dev")
 
 
-def test_branch_of_missing_repository(store: SQLRefStore) -> None:
+def test_branch_of_missing_repository(store: RefStore) -> None:
     with pytest.raises(RepositoryNotFoundError):
         store.create_branch("nope", Branch("dev", "c1", "t1"))
     with pytest.raises(BranchNotFoundError):
@@ -422,7 +430,7 @@ def test_branch_of_missing_repository(store: SQLRefStore) -> None:
     assert store.list_branches("nope") == []
 
 
-def test_branches_are_per_repository(store: SQLRefStore) -> None:
+def test_branches_are_per_repository(store: RefStore) -> None:
     new_repo(store, "r1")
     new_repo(store, "r2")
     store.create_branch("r1", Branch("dev", "c1", "t1"))
@@ -432,7 +440,7 @@ def test_branches_are_per_repository(store: SQLRefStore) -> None:
     assert store.get_branch("r1", "dev").commit_id == "c1"
 
 
-def test_list_branches_pagination_and_order(store: SQLRefStore) -> None:
+def test_list_branches_pagination_and_order(store: RefStore) -> None:
     new_repo(store, "r1", branch="main")
     for name in AWKWARD_NAMES:
         store.create_branch("r1", Branch(name, "c", "t"))
@@ -457,7 +465,7 @@ def test_list_branches_pagination_and_order(store: SQLRefStore) -> None:
 
 
 # --- compare-and-swap ----------------------------------------------------------------------
-def test_update_branch_swaps_when_unchanged(store: SQLRefStore) -> None:
+def test_update_branch_swaps_when_unchanged(store: RefStore) -> None:
     new_repo(store, "r1")
     current = store.get_branch("r1", "main")
     sealed = Branch("main", "c0", "t1", sealed_tokens=("t0",), sealed_at=99.5)
@@ -474,7 +482,7 @@ def test_update_branch_swaps_when_unchanged(store: SQLRefStore) -> None:
     {"sealed_tokens": ("t0",)},
     {"sealed_tokens": ("b", "a")},  # same tokens, other order
 ])
-def test_update_branch_refuses_a_stale_expectation(store: SQLRefStore,
+def test_update_branch_refuses_a_stale_expectation(store: RefStore,
                                                     stale: dict[str, Any]) -> None:
     new_repo(store, "r1")
     current = Branch("main", "c1", "t1", sealed_tokens=("a", "b"))
@@ -484,14 +492,14 @@ def test_update_branch_refuses_a_stale_expectation(store: SQLRefStore,
     assert store.get_branch("r1", "main") == current
 
 
-def test_update_branch_ignores_sealed_at_in_the_comparison(store: SQLRefStore) -> None:
+def test_update_branch_ignores_sealed_at_in_the_comparison(store: RefStore) -> None:
     new_repo(store, "r1")
     current = store.get_branch("r1", "main")
     store.update_branch("r1", replace(current, sealed_at=123.0), replace(current, commit_id="c1"))
     assert store.get_branch("r1", "main").commit_id == "c1"
 
 
-def test_update_branch_of_deleted_branch(store: SQLRefStore) -> None:
+def test_update_branch_of_deleted_branch(store: RefStore) -> None:
     new_repo(store, "r1")
     store.create_branch("r1", Branch("dev", "c1", "t1"))
     stale = store.get_branch("r1", "dev")
@@ -502,7 +510,7 @@ def test_update_branch_of_deleted_branch(store: SQLRefStore) -> None:
         store.update_branch("nope", stale, replace(stale, commit_id="c2"))
 
 
-def test_update_branch_cannot_rename(store: SQLRefStore) -> None:
+def test_update_branch_cannot_rename(store: RefStore) -> None:
     new_repo(store, "r1")
     current = store.get_branch("r1", "main")
     with pytest.raises(ValidationError):
@@ -523,7 +531,7 @@ def run_in_threads(count: int, work: Callable[[], T]) -> list[T]:
     return [f.result() for f in futures]
 
 
-def test_concurrent_compare_and_swap_loses_no_update(store: SQLRefStore) -> None:
+def test_concurrent_compare_and_swap_loses_no_update(store: RefStore) -> None:
     threads, increments = 16, 20
     new_repo(store, "r1")
     store.update_branch("r1", store.get_branch("r1", "main"), Branch("main", "0", "t0"))
@@ -546,7 +554,7 @@ def test_concurrent_compare_and_swap_loses_no_update(store: SQLRefStore) -> None
 
 
 # --- tags ------------------------------------------------------------------------------------
-def test_tags(store: SQLRefStore) -> None:
+def test_tags(store: RefStore) -> None:
     new_repo(store, "r1")
     for name in AWKWARD_NAMES:
         store.create_tag("r1", Tag(name, f"commit-{name}"))
@@ -569,7 +577,7 @@ def test_tags(store: SQLRefStore) -> None:
 
 
 # --- commits ------------------------------------------------------------------------------------
-def test_garbage_collection_rules(store: SQLRefStore) -> None:
+def test_garbage_collection_rules(store: RefStore) -> None:
     new_repo(store, "r1")
     new_repo(store, "r2")
     assert store.get_gc_rules("r1") is None
@@ -586,7 +594,7 @@ def test_garbage_collection_rules(store: SQLRefStore) -> None:
     assert store.get_gc_rules("nope") is None
 
 
-def test_repository_tasks(store: SQLRefStore) -> None:
+def test_repository_tasks(store: RefStore) -> None:
     new_repo(store, "r1")
     started = RepositoryTask("t1", TaskKind.RESTORE, False, 1.5, refs=RefsDump("c", "t", "b"))
     store.put_task("r1", started)
@@ -602,7 +610,7 @@ def test_repository_tasks(store: SQLRefStore) -> None:
         store.put_task("nope", started)
 
 
-def test_link_addresses(store: SQLRefStore) -> None:
+def test_link_addresses(store: RefStore) -> None:
     for repo_id in ("r1", "r2"):
         new_repo(store, repo_id)
     store.put_link_address("r1", "s3://b/r1/data/old", expires_at=10.0, now=5.0)
@@ -627,7 +635,7 @@ def test_link_addresses(store: SQLRefStore) -> None:
     assert store.take_link_address("r1", "s3://b/r1/data/new") is None
 
 
-def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
+def test_list_commits_pages_by_id(store: RefStore) -> None:
     ids = sorted(f"{n:03d}" for n in range(7))
     for repo_id in ("r1", "r2"):
         new_repo(store, repo_id)
@@ -642,7 +650,7 @@ def test_list_commits_pages_by_id(store: SQLRefStore) -> None:
     assert store.list_commits("r3") == []
 
 
-def test_commit_round_trip(store: SQLRefStore) -> None:
+def test_commit_round_trip(store: RefStore) -> None:
     for repo_id in ("r1", "r2"):
         new_repo(store, repo_id)
     record = commit("first line\nsecond: ünïcödé ✓", parents=("a" * 64, "b" * 64),
@@ -659,7 +667,7 @@ def test_commit_round_trip(store: SQLRefStore) -> None:
         store.get_commit("r2", "c1")
 
 
-def test_put_commit_is_idempotent(store: SQLRefStore) -> None:
+def test_put_commit_is_idempotent(store: RefStore) -> None:
     new_repo(store, "r1")
     store.put_commit("r1", "c1", commit("original"))
     store.put_commit("r1", "c1", commit("original"))
@@ -667,7 +675,7 @@ def test_put_commit_is_idempotent(store: SQLRefStore) -> None:
     assert store.get_commit("r1", "c1") == commit("original")
 
 
-def test_find_commit_ids(store: SQLRefStore) -> None:
+def test_find_commit_ids(store: RefStore) -> None:
     for repo_id in ("r1", "r2"):
         new_repo(store, repo_id)
     ids = ["abc123", "abc456", "abd000", "ab_000", "ab%000", "ABC999", "fff"]
@@ -687,7 +695,7 @@ def test_find_commit_ids(store: SQLRefStore) -> None:
 
 
 # --- staging -------------------------------------------------------------------------------------
-def test_staged_entry_round_trip(store: SQLRefStore) -> None:
+def test_staged_entry_round_trip(store: RefStore) -> None:
     new_repo(store, "r1")
     full = entry(1, address="s3://bucket/imported/a.parquet", address_type=AddressType.FULL,
                  size=2**42, mtime=1_712_345_678.123456789, content_type="application/x-parquet",
@@ -703,7 +711,7 @@ def test_staged_entry_round_trip(store: SQLRefStore) -> None:
     assert store.get_staged("r1", "t1", "b") == EntryRecord("b", plain)
 
 
-def test_staging_replace_tombstone_and_undo(store: SQLRefStore) -> None:
+def test_staging_replace_tombstone_and_undo(store: RefStore) -> None:
     new_repo(store, "r1")
     assert store.get_staged("r1", "t1", "a") is None
     assert not store.has_staged("r1", "t1")
@@ -721,7 +729,7 @@ def test_staging_replace_tombstone_and_undo(store: SQLRefStore) -> None:
     assert not store.has_staged("r1", "t1")
 
 
-def test_staging_tokens_and_repositories_are_isolated(store: SQLRefStore) -> None:
+def test_staging_tokens_and_repositories_are_isolated(store: RefStore) -> None:
     for repo_id in ("r1", "r2"):
         new_repo(store, repo_id)
     store.put_staged("r1", "t1", EntryRecord("a", entry(1)))
@@ -737,7 +745,7 @@ def test_staging_tokens_and_repositories_are_isolated(store: SQLRefStore) -> Non
     assert store.has_staged("r2", "t1")
 
 
-def test_list_staged_prefix_after_and_order(store: SQLRefStore) -> None:
+def test_list_staged_prefix_after_and_order(store: RefStore) -> None:
     new_repo(store, "r1")
     paths = [f"dir/{name}" for name in AWKWARD_NAMES] + ["dir", "dir0", "dj", "Dir/x"]
     for i, path in enumerate(paths):
@@ -754,85 +762,81 @@ def test_list_staged_prefix_after_and_order(store: SQLRefStore) -> None:
     assert by_path["dir/a"] == EntryRecord("dir/a", None)
 
 
-def _count_staged_selects(store: SQLRefStore) -> tuple[list[str], Any]:
-    statements: list[str] = []
+def _count_page_reads(store: RefStore) -> tuple[list[str], Callable[[], None]]:
+    """Record each read of a page of staged entries (an SQL SELECT, a DynamoDB Query);
+    the second value stops recording."""
+    reads: list[str] = []
+    if isinstance(store, SQLRefStore):
+        def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "staged_entries" in statement:
+                reads.append(statement)
 
-    def on_execute(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "staged_entries" in statement:
-            statements.append(statement)
+        event.listen(store.engine, "before_cursor_execute", on_execute)
+        return reads, lambda: event.remove(store.engine, "before_cursor_execute", on_execute)
 
-    event.listen(store.engine, "before_cursor_execute", on_execute)
-    return statements, on_execute
+    def on_query(params: dict[str, Any], **kwargs: Any) -> None:
+        reads.append(str(params.get("KeyConditionExpression")))
+
+    events = store.client.meta.events  # type: ignore[attr-defined]
+    events.register("provide-client-params.dynamodb.Query", on_query)
+    return reads, lambda: events.unregister("provide-client-params.dynamodb.Query", on_query)
 
 
-def test_list_staged_streams_in_pages(store: SQLRefStore) -> None:
+def test_list_staged_streams_in_pages(open_store: OpenStore) -> None:
+    store = open_store(page_size=100)
     new_repo(store, "r1")
-    total = 2_600
+    total = 260
     expected: list[EntryRecord] = []
     for i in range(total):
         record = EntryRecord(f"data/part-{i:05d}", None if i % 3 == 0 else entry(i))
         store.put_staged("r1", "t1", record)
         expected.append(record)
-    statements, listener = _count_staged_selects(store)
+    reads, stop = _count_page_reads(store)
     try:
         stream: Iterator[EntryRecord] = store.list_staged("r1", "t1")
         first = next(stream)
-        # the first page is fetched, and its connection is back in the pool
-        assert len(statements) == 1
-        assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        assert len(reads) == 1  # the first page is fetched ...
+        if isinstance(store, SQLRefStore):  # ... and its connection is back in the pool
+            assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
         rest = list(stream)
     finally:
-        event.remove(store.engine, "before_cursor_execute", listener)
+        stop()
     assert [first, *rest] == expected
-    assert len(statements) == 3  # 1000 + 1000 + 600 rows
-    tail = list(store.list_staged("r1", "t1", prefix="data/part-02", after="data/part-02499"))
-    assert tail == expected[2500:2600]
+    assert len(reads) == 3  # 100 + 100 + 60 rows
+    tail = list(store.list_staged("r1", "t1", prefix="data/part-002", after="data/part-00249"))
+    assert tail == expected[250:260]
 
 
-def test_list_staged_with_an_exact_page_multiple(refstore_url: str) -> None:
-    store = SQLRefStore(refstore_url, page_size=2)
-    try:
-        new_repo(store, "r1")
-        for i in range(4):
-            store.put_staged("r1", "t1", EntryRecord(f"p{i}", entry(i)))
-        assert [r.path for r in store.list_staged("r1", "t1")] == ["p0", "p1", "p2", "p3"]
-        assert [r.path for r in store.list_staged("r1", "t1", after="p0")] == ["p1", "p2", "p3"]
-    finally:
-        store.close()
+def test_list_staged_with_an_exact_page_multiple(open_store: OpenStore) -> None:
+    store = open_store(page_size=2)
+    new_repo(store, "r1")
+    for i in range(4):
+        store.put_staged("r1", "t1", EntryRecord(f"p{i}", entry(i)))
+    assert [r.path for r in store.list_staged("r1", "t1")] == ["p0", "p1", "p2", "p3"]
+    assert [r.path for r in store.list_staged("r1", "t1", after="p0")] == ["p1", "p2", "p3"]
 
 
 # --- schema -----------------------------------------------------------------------------------
-def test_reopen_keeps_data_and_schema_creation_is_idempotent(refstore_url: str) -> None:
-    with SQLRefStore(refstore_url) as first:
-        new_repo(first, "r1")
-        first.put_staged("r1", "t0", EntryRecord("a", entry(1)))
-    with SQLRefStore(refstore_url) as second:
-        assert second.get_repository("r1").id == "r1"
-        assert second.get_staged("r1", "t0", "a") == EntryRecord("a", entry(1))
-        new_repo(second, "r2")
-    with SQLRefStore(refstore_url) as third:
-        assert [r.id for r in third.list_repositories()] == ["r1", "r2"]
+def test_reopen_keeps_data_and_schema_creation_is_idempotent(open_store: OpenStore) -> None:
+    first = open_store()
+    new_repo(first, "r1")
+    first.put_staged("r1", "t0", EntryRecord("a", entry(1)))
+    first.close()
+    second = open_store()
+    assert second.get_repository("r1").id == "r1"
+    assert second.get_staged("r1", "t0", "a") == EntryRecord("a", entry(1))
+    new_repo(second, "r2")
+    second.close()
+    third = open_store()
+    assert [r.id for r in third.list_repositories()] == ["r1", "r2"]
 
 
-def test_concurrent_first_opens_create_the_schema_once(refstore_url: str) -> None:
+def test_concurrent_first_opens_create_the_schema_once(open_store: OpenStore) -> None:
     openers = 6
-    stores: list[SQLRefStore] = []
-    lock = threading.Lock()
-
-    def open_store() -> None:
-        s = SQLRefStore(refstore_url)
-        with lock:
-            stores.append(s)
-
-    try:
-        run_in_threads(openers, open_store)
-        assert len(stores) == openers
-        for i, s in enumerate(stores):
-            new_repo(s, f"r{i}")
-        assert len(stores[0].list_repositories()) == openers
-    finally:
-        for s in stores:
-            s.close()
+    stores = run_in_threads(openers, open_store)
+    for i, s in enumerate(stores):
+        new_repo(s, f"r{i}")
+    assert len(stores[0].list_repositories()) == openers
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -847,7 +851,7 @@ def test_prefix_end(prefix: str, end: str | None) -> None:
     assert prefix_end(prefix) == end
 
 
-def test_a_mirror_repository_is_created_with_its_marking(store: SQLRefStore) -> None:
+def test_a_mirror_repository_is_created_with_its_marking(store: RefStore) -> None:
     """One transaction: another replica never finds the repository without its marking."""
     repo = Repository(id="m1", storage_namespace="local://m1", default_branch="main",
                       creation_date=1, read_only=True)
@@ -861,13 +865,13 @@ def test_a_mirror_repository_is_created_with_its_marking(store: SQLRefStore) -> 
 
 
 # --- a dump's refs -------------------------------------------------------------------
-def _bare(store: SQLRefStore, repo_id: str) -> None:
+def _bare(store: RefStore, repo_id: str) -> None:
     repo = Repository(id=repo_id, storage_namespace=f"local://ns/{repo_id}",
                       default_branch="main", creation_date=1_700_000_000)
     store.create_repository(repo, Branch(name="main", commit_id="", staging_token="t0"))
 
 
-def test_restore_refs_writes_everything_in_one_go(store: SQLRefStore) -> None:
+def test_restore_refs_writes_everything_in_one_go(store: RefStore) -> None:
     _bare(store, "r1")
     records = [CommitRecord(f"c{n}", commit(str(n))) for n in range(3)]
     store.restore_refs("r1", records,
@@ -883,7 +887,7 @@ def test_restore_refs_writes_everything_in_one_go(store: SQLRefStore) -> None:
         store.restore_refs("r1", [], [], [Tag("v2", "c1")])
 
 
-def test_a_restore_refs_that_fails_midway_writes_nothing(store: SQLRefStore) -> None:
+def test_a_restore_refs_that_fails_midway_writes_nothing(store: RefStore) -> None:
     _bare(store, "r1")
     records = [CommitRecord(f"c{n}", commit(str(n))) for n in range(3)]
     with pytest.raises(TagExistsError):  # the last write fails: the first ones are undone
@@ -898,3 +902,77 @@ def test_a_restore_refs_that_fails_midway_writes_nothing(store: SQLRefStore) -> 
                        present=True)
     assert store.get_branch("r1", "main").commit_id == "c2"
     assert store.is_commit_present("r1", "c0")
+
+
+def test_restore_refs_of_more_records_than_one_dynamodb_transaction(store: RefStore) -> None:
+    _bare(store, "r1")
+    records = [CommitRecord(f"c{n:03d}", commit(str(n))) for n in range(130)]
+    tags = [Tag(f"v{n:03d}", f"c{n:03d}") for n in range(40)]
+    store.restore_refs("r1", records, [(Branch("main", "c129", "x"), False)], tags,
+                       present=True)
+    assert store.list_commits("r1") == records
+    assert store.list_tags("r1") == tags
+    assert store.is_commit_present("r1", "c129")
+    assert store.get_branch("r1", "main").commit_id == "c129"
+
+
+# --- imports and action runs -------------------------------------------------------
+def test_imports(store: RefStore) -> None:
+    new_repo(store, "r1")
+    started = ImportState(id="i1", branch="main", updated_at=1.5)
+    store.create_import("r1", started)
+    with pytest.raises(RepositoryNotFoundError):
+        store.create_import("nope", started)
+    assert store.get_import("r1", "i1") == started
+    with pytest.raises(ImportNotFoundError):
+        store.get_import("r1", "i2")
+    progressed = replace(started, ingested=10, updated_at=2.5)
+    assert store.update_import("r1", progressed)
+    assert store.get_import("r1", "i1") == progressed
+    store.cancel_import("r1", "i1", "canceled by alice")
+    canceled = store.get_import("r1", "i1")
+    assert canceled.error == "canceled by alice" and canceled.ingested == 10
+    assert not store.update_import("r1", progressed)  # no longer live: nothing written
+    assert store.get_import("r1", "i1").error == "canceled by alice"
+    with pytest.raises(ConflictError):
+        store.cancel_import("r1", "i1", "again")
+    committing = ImportState(id="i3", branch="main", updated_at=3.0, committing=True)
+    store.create_import("r1", committing)
+    with pytest.raises(ConflictError):
+        store.cancel_import("r1", "i3", "too late")
+    with pytest.raises(ImportNotFoundError):
+        store.cancel_import("r1", "i9", "no such import")
+
+
+def test_action_runs(store: RefStore) -> None:
+    new_repo(store, "r1")
+
+    def run(n: int, branch: str) -> ActionRun:
+        return ActionRun(run_id=f"run{n}", event_type="pre-commit", branch=branch,
+                         source_ref=branch, commit_id="", start_time=1.0 + n,
+                         end_time=2.0 + n, status="completed")
+
+    hooks = [HookRun(hook_run_id=f"h{i}", action="a", hook_id=f"hook{i}", start_time=1.0,
+                     end_time=2.0, status="completed", output=f"output ü {i}")
+             for i in range(3)]
+    store.put_action_run("r1", run(0, "main"), hooks)
+    store.put_action_run("r1", run(1, "dev"), [])
+    with pytest.raises(RepositoryNotFoundError):
+        store.put_action_run("nope", run(2, "main"), hooks)
+    store.set_action_run_commit("r1", "run0", "c7")
+    store.set_action_run_commit("r1", "run9", "c7")  # an unknown run: nothing happens
+    assert store.get_action_run("r1", "run0") == replace(run(0, "main"), commit_id="c7")
+    with pytest.raises(ActionRunNotFoundError):
+        store.get_action_run("r1", "run9")
+    assert [r.run_id for r in store.list_action_runs("r1")] == ["run0", "run1"]
+    assert [r.run_id for r in store.list_action_runs("r1", branch="dev")] == ["run1"]
+    assert [r.run_id for r in store.list_action_runs("r1", commit_id="c7")] == ["run0"]
+    assert [r.run_id for r in store.list_action_runs("r1", after="run0", amount=1)] == [
+        "run1"]
+    listed = store.list_hook_runs("r1", "run0")
+    assert [(h.hook_run_id, h.output) for h in listed] == [("h0", ""), ("h1", ""), ("h2", "")]
+    assert [h.hook_run_id for h in store.list_hook_runs("r1", "run0", after="h0",
+                                                        amount=1)] == ["h1"]
+    assert store.get_hook_run("r1", "run0", "h2") == hooks[2]
+    with pytest.raises(ActionRunNotFoundError):
+        store.get_hook_run("r1", "run1", "h2")
