@@ -70,10 +70,15 @@ def test_metrics_while_waiting_and_after_promotion(
         hold = {"on": True}
         crr = FaultyReplicator(east.blockstore_root / "src", west.blockstore_root / "src-mirror",
                                seed=3, hold=lambda rel: hold["on"] and rel.endswith(held))
-        create_mirror(east)
-        checker = MirrorChecker(east.graveler, "src", west.graveler, "src-mirror")
         crr.start()
         try:
+            # everything but the held object is there before the mirror's first
+            # validation, which therefore finds exactly one object missing (a copy the
+            # replicator put off would stay counted until the next validation)
+            wait_for(lambda: [rel for rel in crr.pending() if not rel.endswith(held)] == [],
+                     30, what="every copy but the held one")
+            create_mirror(east)
+            checker = MirrorChecker(east.graveler, "src", west.graveler, "src-mirror")
             # waiting: one commit pending, one object missing, lag growing
             def waiting() -> bool:
                 m = scrape(west)
