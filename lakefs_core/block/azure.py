@@ -293,9 +293,8 @@ class AzureBlobStore(BlockStore):
 
     # --- pre-signed URLs (service SAS signed with the account key) --------------------
     def presign_support(self) -> PresignSupport:
-        enabled = not self.config.disable_pre_signed
-        return PresignSupport(pre_sign_support=enabled,
-                              pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui)
+        # as in lakeFS, Azure offers no pre-signed multipart upload
+        return PresignSupport.from_flags(self.config, multipart=False)
 
     def presign(self, address: str, mode: PresignMode) -> PresignedURL:
         """A SAS URL for one blob: read (GET), or create/write (PUT, which must carry

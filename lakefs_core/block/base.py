@@ -52,6 +52,24 @@ class PresignSupport:
     pre_sign_support_ui: bool = False
     pre_sign_multipart_upload: bool = False
 
+    @classmethod
+    def from_flags(cls, config: object, *, signer: bool = True,
+                   multipart: bool = True) -> PresignSupport:
+        """What a store offers from its ``disable_pre_signed*`` settings.
+
+        Args:
+            config: the store's settings (``disable_pre_signed``, ``disable_pre_signed_ui``
+                and, where the store has it, ``disable_pre_signed_multipart``).
+            signer: the store can sign at all (it has the credentials it needs).
+            multipart: the store can pre-sign multipart uploads.
+        """
+        enabled = signer and not getattr(config, "disable_pre_signed", False)
+        return cls(
+            pre_sign_support=enabled,
+            pre_sign_support_ui=enabled and not getattr(config, "disable_pre_signed_ui", True),
+            pre_sign_multipart_upload=enabled and multipart and not getattr(
+                config, "disable_pre_signed_multipart", False))
+
 
 def stream_parts(chunks: Iterable[bytes], part_size: Callable[[int], int]
                  ) -> Iterator[tuple[bytes, bool]]:

@@ -299,11 +299,7 @@ class S3BlockStore(BlockStore):
 
     # --- pre-signed URLs ---------------------------------------------------------------
     def presign_support(self) -> PresignSupport:
-        enabled = self._presigner is not None and not self.config.disable_pre_signed
-        return PresignSupport(
-            pre_sign_support=enabled,
-            pre_sign_support_ui=enabled and not self.config.disable_pre_signed_ui,
-            pre_sign_multipart_upload=enabled and not self.config.disable_pre_signed_multipart)
+        return PresignSupport.from_flags(self.config, signer=self._presigner is not None)
 
     def presign(self, address: str, mode: PresignMode) -> PresignedURL:
         if not self.presign_support().pre_sign_support:
