@@ -451,6 +451,30 @@ class BranchesConfig(ConfigModel):
     housekeeping_interval: Duration = timedelta(minutes=1)
 
 
+class SSTableMemoryConfig(ConfigModel):
+    """``committed.sstable.memory``: ranges parsed into memory.
+
+    Attributes:
+        cache_size_bytes: most memory that the parsed ranges of all repositories take
+            together (their Arrow tables, and their records and encodings once made);
+            the least recently used go first. lakeFS's key and default.
+    """
+
+    cache_size_bytes: int = Field(default=200_000_000, ge=1_000_000, le=1 << 40)
+
+
+class SSTableConfig(ConfigModel):
+    """``committed.sstable``."""
+
+    memory: SSTableMemoryConfig = Field(default_factory=SSTableMemoryConfig)
+
+
+class CommittedConfig(ConfigModel):
+    """``committed``: committed data (ranges and metaranges)."""
+
+    sstable: SSTableConfig = Field(default_factory=SSTableConfig)
+
+
 class GatewaysConfig(ConfigModel):
     """``gateways``: the S3-compatible gateway."""
 
@@ -544,6 +568,7 @@ class ServerConfig(PrefixedSettings):
     http: HttpConfig = Field(default_factory=HttpConfig)
     actions: ActionsConfig = Field(default_factory=ActionsConfig)
     branches: BranchesConfig = Field(default_factory=BranchesConfig)
+    committed: CommittedConfig = Field(default_factory=CommittedConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")

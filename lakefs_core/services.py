@@ -157,7 +157,8 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     else:
         refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
-    graveler = Graveler(refstore, blockstores.for_storage_id)
+    graveler = Graveler(refstore, blockstores.for_storage_id, range_options={
+        "cache_size_bytes": config.committed.sstable.memory.cache_size_bytes})
     try:
         check_repository_storage(graveler, blockstores)
     except BaseException:

@@ -172,7 +172,7 @@ def _ranges_of(services: Services, repo_id: str, namespace: str, storage_id: str
         store = services.blockstores.for_storage_id(storage_id)
     except LakeFSError as e:
         return _RangeCheck(None, f"repository {repo_id}: {e}")
-    return _RangeCheck(RangeManager(store, namespace, cache_size=1, cache_max_entries=1))
+    return _RangeCheck(RangeManager(store, namespace, cache_size=1, cache_size_bytes=1))
 
 
 def _check_auth(engine: Engine, findings: _Findings) -> None:

@@ -979,3 +979,23 @@ def test_azure_example_serves_a_repository_on_azurite(tmp_path: Path,
         stat = http.get("/repositories/on-azure/refs/main/objects/stat",
                         params={"path": "a.txt"}).json()
         assert stat["physical_address"].startswith(namespace + "/")
+
+
+def test_the_range_cache_bound_is_lakefs_sstable_memory_setting(tmp_path: Path) -> None:
+    """``committed.sstable.memory.cache_size_bytes`` (lakeFS's key) bounds the memory of
+    the server's parsed ranges; too small a bound is refused with the key named."""
+    cfg = load_server_config(None, env={
+        "LAKEFS_DATA_DIR": str(tmp_path),
+        "LAKEFS_COMMITTED_SSTABLE_MEMORY_CACHE_SIZE_BYTES": "5000000"})
+    assert cfg.committed.sstable.memory.cache_size_bytes == 5_000_000
+    services = build_services(cfg)
+    try:
+        assert services.graveler._range_cache._cache.maxsize == 5_000_000
+    finally:
+        services.close()
+    assert load_server_config(None, env={"LAKEFS_DATA_DIR": str(tmp_path)}).committed.sstable \
+        .memory.cache_size_bytes == 200_000_000
+    with pytest.raises(ValidationError, match="committed.sstable.memory.cache_size_bytes"):
+        load_server_config(None, env={
+            "LAKEFS_DATA_DIR": str(tmp_path),
+            "LAKEFS_COMMITTED_SSTABLE_MEMORY_CACHE_SIZE_BYTES": "10"})

@@ -43,7 +43,7 @@ from lakefs_core.graveler.model import (
     MirrorMarking,
     Repository,
 )
-from lakefs_core.graveler.ranges import RangeCache, RangeManager
+from lakefs_core.graveler.ranges import DEFAULT_RANGE_CACHE_BYTES, RangeCache, RangeManager
 from lakefs_core.graveler.visibility import MirrorVisibility
 from lakefs_core.refstore.base import RefStore
 
@@ -92,8 +92,8 @@ class EngineCore:
         store_for: returns the blockstore of a storage id ("" = the default store).
         clock: seconds since the epoch (tests may freeze it).
         range_options: keyword arguments for every :class:`RangeManager`;
-            ``cache_size`` and ``cache_max_entries`` bound the one range cache they
-            share.
+            ``cache_size`` (ranges) and ``cache_size_bytes`` (memory) bound the one
+            range cache they share.
         seal_timeout: seconds after which a sealed staging token of a dead committer
             is taken over by the next commit.
         commit_retry_seconds: how long a commit or merge retries a lost race.
@@ -120,7 +120,7 @@ class EngineCore:
         #: one bound on the parsed ranges in memory, whatever the number of repositories
         self._range_cache = RangeCache(
             self.range_options.pop("cache_size", 256),
-            self.range_options.pop("cache_max_entries", 200_000))
+            self.range_options.pop("cache_size_bytes", DEFAULT_RANGE_CACHE_BYTES))
         #: called with (repository, ref name) after a branch or tag moves; must not block
         self.ref_listeners: list[Callable[[str, str], None]] = []
         #: runs the hooks of operations (the server's: the repository's actions)

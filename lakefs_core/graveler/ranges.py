@@ -94,6 +94,17 @@ CHANGE_BATCH = 65_536
 COLUMNAR_CHANGES = 64
 #: threads of one ``apply`` that hash and write completed ranges (one more reads ahead)
 WRITE_THREADS = 2
+#: default bound on the memory of the parsed ranges a server keeps (lakeFS's default
+#: for ``committed.sstable.memory.cache_size_bytes``)
+DEFAULT_RANGE_CACHE_BYTES = 200_000_000
+#: Python objects of a range's records, per row beyond the table's own bytes (measured:
+#: about 620 bytes a row of typical paths, addresses and etags, against 210 in Arrow)
+RECORD_OVERHEAD_BYTES = 410
+
+
+def n_records_bytes(table: pa.Table) -> int:
+    """About the memory of a range's records as Python objects."""
+    return int(table.nbytes) + RECORD_OVERHEAD_BYTES * int(table.num_rows)
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -147,6 +158,20 @@ class _LRU(Generic[_K, _V]):
                 return
             self._cache[key] = (value, w)
 
+    def reweigh(self, key: _K, value: _V, weight: int) -> None:
+        """Record that a kept item grew (or shrank) to ``weight``; others may go."""
+        if not self._weighted:
+            return
+        w = max(weight, self._floor)
+        with self._lock:
+            item = self._cache.get(key)
+            if item is None or item[0] is not value or item[1] == w:
+                return
+            if w > self._cache.maxsize:
+                self._cache.pop(key, None)
+            else:
+                self._cache[key] = (value, w)
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
@@ -156,13 +181,24 @@ class RangeCache(_LRU[tuple[str, str], "_Range"]):
     """Parsed ranges kept in memory, keyed by (namespace, range id): one bound for every
     :class:`RangeManager` that shares it (a server's, over all its repositories).
 
+    A range weighs what it holds: its Arrow table, and its records and record encodings
+    once they are made (an estimate for the records: Python objects, about three times
+    the table). A range that grows is weighed again, so the bound holds after the fact.
+
     Args:
         max_ranges: most ranges kept.
-        max_entries: most entries of all ranges kept together.
+        max_bytes: most bytes of all ranges kept together (``committed.sstable.memory.
+            cache_size_bytes``).
     """
 
-    def __init__(self, max_ranges: int = 256, max_entries: int = 200_000) -> None:
-        super().__init__(max_ranges, max_entries)
+    def __init__(self, max_ranges: int = 256,
+                 max_bytes: int = DEFAULT_RANGE_CACHE_BYTES) -> None:
+        super().__init__(max_ranges, max(1, max_bytes))
+
+    def put_range(self, key: tuple[str, str], rng: _Range) -> None:
+        """Keep a range, weighed again whenever it makes its records or encodings."""
+        rng.on_growth(lambda: self.reweigh(key, rng, rng.nbytes()))
+        self.put(key, rng, rng.nbytes())
 
 
 @dataclass
@@ -183,26 +219,44 @@ class _Range:
     threads race for them, with the same result.
     """
 
-    __slots__ = ("_encodings", "_records", "table")
+    __slots__ = ("_encodings", "_grown", "_records", "table")
 
     def __init__(self, table: pa.Table,
                  encodings: pa.Array | pa.ChunkedArray | None = None) -> None:
         self.table = table
         self._encodings = encodings
         self._records: tuple[EntryRecord, ...] | None = None
+        self._grown: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
 
+    def on_growth(self, grown: Callable[[], None]) -> None:
+        """Call ``grown`` after the range makes its records or encodings."""
+        self._grown = grown
+
+    def nbytes(self) -> int:
+        """About the memory the range holds (exact for Arrow data; records estimated)."""
+        n = int(self.table.nbytes)
+        if self._encodings is not None:
+            n += int(self._encodings.nbytes)
+        if self._records is not None:
+            n += n_records_bytes(self.table)
+        return n
+
     def records(self) -> tuple[EntryRecord, ...]:
         if self._records is None:
             self._records = tuple(records_of_table(self.table))
+            if self._grown is not None:
+                self._grown()
         return self._records
 
     def encodings(self) -> pa.Array | pa.ChunkedArray:
         """The record encodings, one binary item per row (in one or more chunks)."""
         if self._encodings is None:
             self._encodings = table_record_encodings(self.table)
+            if self._grown is not None:
+                self._grown()
         return self._encodings
 
     def entry(self, i: int) -> Entry | None:
@@ -305,9 +359,9 @@ class RangeManager:
             modulo this).
         max_range_entries: hard cap of entries per range (default: 2 x raggedness).
         cache_size: parsed ranges kept in memory (least recently used go first).
-        cache_max_entries: cap on the total entries of the cached ranges.
+        cache_size_bytes: cap on the memory of the cached ranges together.
         cache: a range cache shared with other managers (then ``cache_size`` and
-            ``cache_max_entries`` bound only the manager's own, which it does not use).
+            ``cache_size_bytes`` bound only the manager's own, which it does not use).
 
     Safe to use from many threads.
     """
@@ -320,7 +374,7 @@ class RangeManager:
         raggedness: int = DEFAULT_RAGGEDNESS,
         max_range_entries: int | None = None,
         cache_size: int = 256,
-        cache_max_entries: int = 200_000,
+        cache_size_bytes: int = DEFAULT_RANGE_CACHE_BYTES,
         cache: RangeCache | None = None,
     ) -> None:
         if max_range_entries is None:
@@ -331,7 +385,7 @@ class RangeManager:
         self.namespace = namespace
         self.raggedness = raggedness
         self.max_range_entries = max_range_entries
-        self._ranges = cache if cache is not None else RangeCache(cache_size, cache_max_entries)
+        self._ranges = cache if cache is not None else RangeCache(cache_size, cache_size_bytes)
         self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
 
     def forget_cached(self) -> None:
@@ -361,14 +415,14 @@ class RangeManager:
         self._write_once(info.id, lambda: encode_range_table(table))
         key = (self.namespace, info.id)
         if self._ranges.get(key) is None:
-            self._ranges.put(key, _Range(table, encodings), info.count)
+            self._ranges.put_range(key, _Range(table, encodings))
 
     def _range(self, range_id: str) -> _Range:
         key = (self.namespace, range_id)
         rng = self._ranges.get(key)
         if rng is None:
             rng = _Range(decode_range_table(self._read_file(range_id, "range")))
-            self._ranges.put(key, rng, len(rng))
+            self._ranges.put_range(key, rng)
         return rng
 
     def _records(self, range_id: str) -> tuple[EntryRecord, ...]:

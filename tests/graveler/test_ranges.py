@@ -406,3 +406,36 @@ def test_the_same_object_written_twice_is_not_a_conflict(rm: RangeManager, repo:
     # source-wins does not rewrite an entry that is the same object
     result = rm.merge(repo, source_k1, only_same, strategy="source-wins")
     assert result.changes == 0
+
+
+def test_range_cache_bounds_memory_also_after_ranges_make_their_records() -> None:
+    """The range cache is bounded by bytes: a range weighs its Arrow table when read,
+    and more once it makes its records and encodings, which can push others out."""
+    from lakefs_core.graveler.rangefile import range_table
+    from lakefs_core.graveler.ranges import _Range, n_records_bytes
+
+    def a_range(tag: str) -> _Range:
+        return _Range(range_table([record(f"{tag}/{i:05d}")
+                                   for i in range(500)]))
+
+    first, second = a_range("a"), a_range("b")
+    table_bytes = first.nbytes()
+    assert table_bytes == first.table.nbytes
+    with_records = table_bytes + n_records_bytes(second.table)
+    # room for both tables, or for one range with its records, never for both
+    cache = RangeCache(max_ranges=100, max_bytes=with_records + table_bytes // 2)
+    cache.put_range(("ns", "a"), first)
+    cache.put_range(("ns", "b"), second)
+    assert cache.get(("ns", "a")) is first and cache.get(("ns", "b")) is second
+    second.records()  # the records are Python objects: far more than the table
+    assert second.nbytes() == with_records > 2 * table_bytes
+    assert cache.get(("ns", "a")) is None  # pushed out by the grown range
+    assert cache.get(("ns", "b")) is second
+    second.encodings()  # now larger than the whole cache: not kept
+    assert cache.get(("ns", "b")) is None
+    # a range bigger than the bound is never kept, and reads still work without it
+    huge = a_range("c")
+    huge.records()
+    huge.encodings()
+    cache.put_range(("ns", "c"), huge)
+    assert cache.get(("ns", "c")) is None
