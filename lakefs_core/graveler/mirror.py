@@ -69,13 +69,15 @@ class MirrorService:
     def open(cls, database: DatabaseConfig,
              store_for: Callable[[str], BlockStore]) -> MirrorService:
         """Open the service over the refstore of the server's ``database`` settings
-        block (local, postgres or dynamodb), as the server opens it.
+        block (local, postgres or dynamodb), as the server opens it; a DynamoDB table
+        must exist (the server creates it).
 
         Raises:
             ValidationError: the block lacks what its type needs.
-            DatabaseError: the database cannot be reached or initialized.
+            DatabaseError: the database cannot be reached or initialized, or the
+                DynamoDB table does not exist.
         """
-        return cls.over(open_refstore_for(database), store_for)
+        return cls.over(open_refstore_for(database, create_table=False), store_for)
 
     def close(self) -> None:
         self._refstore.close()

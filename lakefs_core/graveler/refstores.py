@@ -27,8 +27,14 @@ def dynamodb_options(ddb: DynamoDBDatabaseConfig) -> dict[str, Any]:
             "write_capacity_units": ddb.write_capacity_units, "scan_limit": ddb.scan_limit}
 
 
-def open_refstore_for(database: DatabaseConfig) -> RefStore:
-    """Open (and create the schema or table of) the refstore ``database`` names.
+def open_refstore_for(database: DatabaseConfig, *, create_table: bool = True) -> RefStore:
+    """Open (and create the schema of) the refstore ``database`` names.
+
+    Args:
+        database: the settings block.
+        create_table: create a DynamoDB table that does not exist (the server); when
+            False, a missing table is an error (the replication service, which must
+            find the server's table, not make an empty one of a mistyped name).
 
     Raises:
         ValidationError: the block lacks what its type needs.
@@ -39,5 +45,6 @@ def open_refstore_for(database: DatabaseConfig) -> RefStore:
         return open_refstore("postgres",
                              connection_string=None if cs is None else cs.get_secret_value())
     if database.type == "dynamodb":
-        return open_refstore("dynamodb", dynamodb=dynamodb_options(database.dynamodb))
+        return open_refstore("dynamodb", dynamodb={**dynamodb_options(database.dynamodb),
+                                                   "create_table": create_table})
     return open_refstore("local", sqlite_path=database.local.path)
