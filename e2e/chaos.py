@@ -309,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=40, help="number of steps")
     parser.add_argument("--mirrors-db", choices=("sqlite", "postgres", "dynamodb"),
                         default="sqlite")
+    parser.add_argument("--refstore", choices=("local", "postgres", "dynamodb"),
+                        help="each server's metadata database (lakeFS's database.type; "
+                             "dynamodb: a table on moto, the auth store in SQLite beside "
+                             "it); default postgres with --mirrors-db postgres, else local")
     parser.add_argument(
         "--storage", type=_storage, default=("local", None), metavar="STORE[,STORE]",
         help=f"each region's blockstore, one of {', '.join(STORAGES)} (S3 on moto, Azure "
@@ -343,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = ClusterSpec(mirrors_db=args.mirrors_db, storage=east_storage,
                            west_storage=west_storage,
-                           refstore="postgres" if args.mirrors_db == "postgres" else "local",
+                           refstore=args.refstore or (
+                               "postgres" if args.mirrors_db == "postgres" else "local"),
                            replication=args.replication, sidecars_per_region=args.sidecars,
                            log_level="INFO", policy=args.policy, source_repository=REPO,
                            mirror_repository=MIRROR)

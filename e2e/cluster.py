@@ -56,7 +56,7 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1"}
 
 MirrorsDb = Literal["sqlite", "postgres", "dynamodb"]
-Refstore = Literal["local", "postgres"]
+Refstore = Literal["local", "postgres", "dynamodb"]
 Storage = Literal["local", "s3", "azure", "gs"]
 STORAGES: tuple[Storage, ...] = ("local", "s3", "azure", "gs")
 Replication = Literal["builtin", "builtin-direct", "native"]
@@ -78,7 +78,9 @@ class ClusterSpec:
 
     Attributes:
         mirrors_db: backend of the shared mirrors table.
-        refstore: each server's metadata database.
+        refstore: each server's metadata database (lakeFS's ``database.type``): an
+            SQLite file, a PostgreSQL database, or a DynamoDB table (on the moto server
+            of the DynamoDB mirrors table, the auth store in an SQLite file beside it).
         storage: the source region's blockstore, and the destination's unless
             ``west_storage`` says otherwise.
         west_storage: the destination region's blockstore, when it differs.
@@ -304,10 +306,18 @@ def _blockstore(storage: Storage, root: Path, endpoint: str | None) -> dict[str,
                         "secret_access_key": AWS_ENV["AWS_SECRET_ACCESS_KEY"]}}}
 
 
-def _database(refstore_url: str | None, root: Path) -> dict[str, Any]:
-    if refstore_url is None:
-        return {"type": "local", "local": {"path": str(root / "metadata.db")}}
-    return {"type": "postgres", "postgres": {"connection_string": refstore_url}}
+def _database(refstore: Refstore, root: Path, *, postgres_url: str | None,
+              dynamodb_url: str | None, table: str) -> dict[str, Any]:
+    """One region's ``database`` block, for its server and (``refstore_database``) its
+    sidecars alike."""
+    local = {"path": str(root / "metadata.db")}
+    if refstore == "postgres":
+        return {"type": "postgres", "postgres": {"connection_string": postgres_url}}
+    if refstore == "dynamodb":
+        return {"type": "dynamodb", "local": local, "dynamodb": {
+            "table_name": table, "endpoint": dynamodb_url,
+            "aws_region": AWS_ENV["AWS_DEFAULT_REGION"]}}
+    return {"type": "local", "local": local}
 
 
 def server_config(*, port: int, root: Path, database: dict[str, Any],
@@ -472,7 +482,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
             stack.callback(postgres.stop)
         cluster = Cluster(spec=spec, root=root, regions={})
         stack.callback(cluster.stop)
-        # object stores and the DynamoDB table's server
+        # object stores and the DynamoDB tables' server
         for name in REGIONS:
             storage = spec.storage_of(name)
             if storage == "s3":
@@ -488,7 +498,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                 continue
             cluster.aux.append(proc)
         dynamo_url = None
-        if spec.mirrors_db == "dynamodb":
+        if "dynamodb" in (spec.mirrors_db, spec.refstore):
             proc, dynamo_url = _moto("dynamodb", root)
             cluster.aux.append(proc)
         start_all(cluster.aux)
@@ -534,7 +544,8 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
             if spec.refstore == "postgres":
                 assert postgres is not None
                 db_url = _libpq(postgres.create_database(f"e2e_{tag}_{name}"))
-            database = _database(db_url, region_root)
+            database = _database(spec.refstore, region_root, postgres_url=db_url,
+                                 dynamodb_url=dynamo_url, table=f"metadata-{tag}-{name}")
             server_path = _write_yaml(region_root / "lakefs.yaml", server_config(
                 port=server_ports[name], root=region_root, database=database,
                 blockstore=blockstores[name], sidecar_port=sidecar_ports[name][0],
@@ -561,9 +572,9 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                 name, region_root, server_ports[name], server, sidecars, sidecar_ports[name],
                 blockstores[name], storage=spec.storage_of(name),
                 namespace_base=namespace_base[name])
-        # servers first: the sidecars read the auth tables the servers create; the
-        # admin creates the replication user in both regions while the sidecars boot
-        # (long before their first call to a server)
+        # servers first: the sidecars read the auth tables (and the DynamoDB metadata
+        # table) the servers create; the admin creates the replication user in both
+        # regions while the sidecars boot (long before their first call to a server)
         start_all([r.server for r in cluster.regions.values()])
         sidecars = [p for r in cluster.regions.values() for p in r.sidecars]
         for p in sidecars:

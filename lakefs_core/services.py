@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
+from lakefs_core.auth import open_auth_store
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
-from lakefs_core.database import local_database_url, postgres_url
 from lakefs_core.errors import OrphanedRepositoriesError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.housekeeping import BranchHousekeeper
 from lakefs_core.graveler.importing import Importer
+from lakefs_core.graveler.refstores import open_refstore_for
 from lakefs_core.ref_events import RefEventNotifier
-from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
 
 log = logging.getLogger("lakefs_core")
@@ -77,32 +76,6 @@ class Services:
         self.blockstores.close()
 
 
-def database_url(config: ServerConfig) -> str:
-    """The SQLAlchemy URL of the server's SQL database: the metadata's, or with
-    ``database.type: dynamodb`` the SQLite file that keeps the auth store (users,
-    groups, policies, credentials), which is not on DynamoDB."""
-    if config.database.type == "postgres":
-        cs = config.database.postgres.connection_string
-        if cs is None:
-            from lakefs_core.errors import ValidationError
-
-            raise ValidationError("database.postgres.connection_string is required")
-        return postgres_url(cs.get_secret_value())
-    return local_database_url(config.database.local.path or config.data_dir)
-
-
-def dynamodb_options(config: ServerConfig) -> dict[str, Any]:
-    """The ``database.dynamodb`` settings as the DynamoDB refstore's arguments."""
-    ddb = config.database.dynamodb
-    secret = ddb.aws_secret_access_key
-    return {"table_name": ddb.table_name, "endpoint": ddb.endpoint or None,
-            "region": ddb.aws_region or None, "profile": ddb.aws_profile or None,
-            "access_key_id": ddb.aws_access_key_id or None,
-            "secret_access_key": None if secret is None else secret.get_secret_value() or None,
-            "read_capacity_units": ddb.read_capacity_units,
-            "write_capacity_units": ddb.write_capacity_units, "scan_limit": ddb.scan_limit}
-
-
 def check_repository_storage(graveler: Graveler, blockstores: BlockStores) -> None:
     """Refuse to start while a repository is bound to a storage id the configuration
     lacks (a store removed from ``blockstores.stores``, a multi-store repository on a
@@ -144,18 +117,13 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
             server does it in its first process, before it starts worker processes,
             which open theirs without.
     """
-    url = database_url(config)
-    if config.database.type == "postgres":
-        refstore = open_refstore("postgres", connection_string=url)
-    elif config.database.type == "dynamodb":
-        refstore = open_refstore("dynamodb", dynamodb=dynamodb_options(config))
+    refstore = open_refstore_for(config.database)
+    if config.database.type == "dynamodb":
         log.warning("database.type is dynamodb: repositories, branches, commits and "
                     "staging are on DynamoDB table %r; the auth store (users, groups, "
                     "policies, credentials) is not, it stays in the SQLite file %s, which "
                     "every server process of the installation must share",
-                    config.database.dynamodb.table_name, url.removeprefix("sqlite:///"))
-    else:
-        refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
+                    config.database.dynamodb.table_name, config.database.local.path)
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
     graveler = Graveler(refstore, blockstores.for_storage_id, range_options={
         "cache_size_bytes": config.committed.sstable.memory.cache_size_bytes})
@@ -167,7 +135,7 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
         raise
     secret = config.auth.encrypt.secret_key
     assert secret is not None  # the config model fills the embedded default
-    auth = AuthStore(url, secret.get_secret_value())
+    auth = open_auth_store(config.database, secret.get_secret_value())
     if startup_tasks and config.auth.encrypt.generated:
         # an installation of an earlier version used a public default key: its stored
         # secrets move to the key just generated

@@ -48,7 +48,7 @@ from lakefs_core.auth.model import Policy
 from lakefs_core.errors import LakeFSError
 from lakefs_testing.consistency import check_consistency
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
-from lakefs_testing.regions import MIRRORS, Region, two_regions
+from lakefs_testing.regions import MIRRORS, Region, postgres_database, two_regions
 from lakefs_testing.servers import postgres
 
 REPO = "fuzz-repo"
@@ -86,7 +86,8 @@ def fuzz_regions(root: Path, database: str) -> Iterator[tuple[Region, Region]]:
         mirrors: dict[str, Any] = {"type": "sqlite", "sqlite": {"path": str(root / "mirrors.db")}}
         if database == "postgres":
             pg = stack.enter_context(postgres())
-            databases = {n: pg.create_database(f"fuzz_{n}") for n in ("east", "west")}
+            databases = {n: postgres_database(pg.create_database(f"fuzz_{n}"))
+                         for n in ("east", "west")}
             mirrors = {"type": "postgres",
                        "postgres": {"connection_string": pg.create_database("fuzz_mirrors")}}
         elif database != "sqlite":

@@ -24,7 +24,7 @@ import yaml
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
 from lakefs_testing.replication_user import ReplicationUser
-from lakefs_testing.servers import free_port
+from lakefs_testing.servers import MOTO_ENV, free_port
 from replication.api import create_app as create_sidecar_app
 from replication.config import load_replication_config
 from replication.sidecar import Sidecar
@@ -100,7 +100,7 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
                        mode: str, other_root: Path, interval: str,
                        credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET),
                        external_prefixes: tuple[str, ...] = (),
-                       database_url: str | None = None) -> dict[str, Any]:
+                       database: dict[str, Any] | None = None) -> dict[str, Any]:
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
         builtin["source_blockstores"] = {
@@ -114,9 +114,8 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "dst_endpoints": {other: other_endpoint},
         "listen_address": f"127.0.0.1:{port}",
         "mirrors_database": mirrors_database,
-        "refstore_database": (
-            {"type": "postgres", "postgres": {"connection_string": database_url}}
-            if database_url else {"type": "local", "local": {"path": str(root / "metadata.db")}}),
+        "refstore_database": database or {"type": "local",
+                                          "local": {"path": str(root / "metadata.db")}},
         "blockstore": {"type": "local", "local": {
             "path": str(root / "blockstore"),
             "allowed_external_prefixes": list(external_prefixes)}},
@@ -137,14 +136,16 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 interval: str = "2s", sidecars: bool = True,
                 user: ReplicationUser | None = None,
                 external_prefixes: tuple[str, ...] = (),
-                databases: dict[str, str] | None = None) -> Iterator[tuple[Region, Region]]:
+                databases: dict[str, dict[str, Any]] | None = None,
+                ) -> Iterator[tuple[Region, Region]]:
     """Regions "east" (source) and "west" (destination), servers and sidecars running.
 
     The sidecars act as ``user`` (created in both regions) if given, else as the admin.
     ``external_prefixes``: directories both regions may import from and read imported
     files in (``blockstore.local.allowed_external_prefixes``).
-    ``databases`` maps a region to the PostgreSQL URL of its metadata database (refs and
-    auth); a region not named keeps SQLite in its data directory.
+    ``databases`` maps a region to its server's ``database`` settings block (see
+    :func:`postgres_database` and :func:`dynamodb_database`), which its sidecars get
+    as ``refstore_database``; a region not named keeps SQLite in its data directory.
     """
     databases = databases or {}
     credentials = ((user.access_key_id, user.secret_access_key) if user is not None
@@ -166,8 +167,7 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 env["LAKEFS_BLOCKSTORE_LOCAL_ALLOWED_EXTERNAL_PREFIXES"] = json.dumps(
                     list(external_prefixes))
             if n in databases:
-                env |= {"LAKEFS_DATABASE_TYPE": "postgres",
-                        "LAKEFS_DATABASE_POSTGRES_CONNECTION_STRING": databases[n]}
+                env |= database_env(databases[n])
             server = stack.enter_context(live_server(str(roots[n]), env,
                                                      port=server_ports[n]))
             cfg = replication_config(
@@ -188,6 +188,32 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
         finally:
             for r in regions.values():
                 r.stop_sidecars()
+
+
+def postgres_database(url: str) -> dict[str, Any]:
+    """A ``database`` block: the PostgreSQL database at ``url`` (refs and auth)."""
+    return {"type": "postgres", "postgres": {"connection_string": url}}
+
+
+def dynamodb_database(endpoint: str, table: str, auth_path: Path) -> dict[str, Any]:
+    """A ``database`` block: the refs on DynamoDB ``table`` at ``endpoint`` (moto), the
+    auth store in the SQLite file ``auth_path`` beside it."""
+    return {"type": "dynamodb",
+            "dynamodb": {"table_name": table, "endpoint": endpoint,
+                         "aws_region": MOTO_ENV["AWS_DEFAULT_REGION"],
+                         "aws_access_key_id": MOTO_ENV["AWS_ACCESS_KEY_ID"],
+                         "aws_secret_access_key": MOTO_ENV["AWS_SECRET_ACCESS_KEY"]},
+            "local": {"path": str(auth_path)}}
+
+
+def database_env(database: dict[str, Any]) -> dict[str, str]:
+    """A ``database`` block as the server's ``LAKEFS_DATABASE_*`` variables."""
+    env = {"LAKEFS_DATABASE_TYPE": database["type"]}
+    for section, fields in database.items():
+        if isinstance(fields, dict):
+            env |= {f"LAKEFS_DATABASE_{section}_{name}".upper(): str(value)
+                    for name, value in fields.items()}
+    return env
 
 
 # --- REST calls of a region ---------------------------------------------------------------

@@ -20,6 +20,7 @@ One sidecar runs beside each region's server. It plays both roles of replication
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import threading
@@ -33,7 +34,7 @@ import httpx
 
 from lakefs_core.auth.service import AuthService, CachingAuthenticator
 from lakefs_core.block.registry import BlockStores
-from lakefs_core.database import local_database_url, postgres_url
+from lakefs_core.config import DatabaseConfig
 from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
@@ -69,25 +70,28 @@ EVENTS_PATH = "/service/replication/v1/internal/ref-events"
 MAX_EVENTS = 100
 
 
-def refstore_url(config: ReplicationConfig) -> str:
-    """SQLAlchemy URL of the region's lakeFS database (``refstore_database``)."""
+def refstore_database(config: ReplicationConfig) -> DatabaseConfig:
+    """The region's lakeFS database (``refstore_database``), checked for what the
+    service opens in it: the refstore, and the auth store unless ``auth.api.endpoint``
+    authenticates callers (with ``dynamodb``, the auth store is the SQLite file at
+    ``local.path``, as the server keeps it).
+
+    Raises:
+        ValidationError: the block is absent or lacks what its type needs.
+    """
     db = config.refstore_database
     if db is None:
         raise ValidationError(
             "refstore_database: required (the lakeFS installation's database; the Helm "
             "chart fills it in from the lakeFS config)")
-    if db.type == "dynamodb":
-        raise ValidationError(
-            "refstore_database.type: dynamodb is not supported by the replication service "
-            "yet (it reads the lakeFS metadata over SQL: local or postgres)")
-    if db.type == "postgres":
-        cs = db.postgres.connection_string
-        if cs is None:
-            raise ValidationError("refstore_database.postgres.connection_string: required")
-        return postgres_url(cs.get_secret_value())
-    if not db.local.path:
+    if db.type == "local" and not db.local.path:
         raise ValidationError("refstore_database.local.path: required")
-    return local_database_url(db.local.path)
+    if db.type == "dynamodb" and not db.local.path and not config.auth.api.endpoint:
+        raise ValidationError(
+            "refstore_database.local.path: required with type dynamodb (the SQLite file "
+            "of the lakeFS auth store, the server's database.local.path), unless "
+            "auth.api.endpoint authenticates callers")
+    return db
 
 
 @dataclass(order=True)
@@ -106,21 +110,27 @@ class Sidecar:
         self.org = config.organization_id
         self.owner = owner or f"{default_lease_owner()}:{uuid.uuid4().hex[:8]}"
         self.metrics = ReplicationMetrics()
-        url = refstore_url(config)
-        self.blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
-        #: the engine's mirroring interface over the region's refstore
-        self.mirrors = MirrorService.open(url, self.blockstores.for_storage_id)
-        #: who a caller of the API is: this region's auth tables, or another lakeFS
-        #: (``auth.api.endpoint``), answers reused for a while with ``auth.cache``
-        authenticator: AuthService | RemoteAuthenticator = (
-            RemoteAuthenticator(config.auth.api.endpoint) if config.auth.api.endpoint
-            else AuthService.open(url, config.auth.encrypt.secret_key.get_secret_value()))
-        cache = config.auth.cache
-        self.auth: AuthService | RemoteAuthenticator | CachingAuthenticator = (
-            CachingAuthenticator(authenticator, size=cache.size,
-                                 ttl=cache.ttl.total_seconds())
-            if cache.enabled else authenticator)
-        self.table = table or open_mirrors_table(config.mirrors_database)
+        database = refstore_database(config)
+        with contextlib.ExitStack() as opened:  # a failure closes what opened before it
+            self.blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
+            opened.callback(self.blockstores.close)
+            #: the engine's mirroring interface over the region's refstore
+            self.mirrors = MirrorService.open(database, self.blockstores.for_storage_id)
+            opened.callback(self.mirrors.close)
+            #: who a caller of the API is: this region's auth store, or another lakeFS
+            #: (``auth.api.endpoint``), answers reused for a while with ``auth.cache``
+            authenticator: AuthService | RemoteAuthenticator = (
+                RemoteAuthenticator(config.auth.api.endpoint) if config.auth.api.endpoint
+                else AuthService.open(database,
+                                      config.auth.encrypt.secret_key.get_secret_value()))
+            opened.callback(authenticator.close)
+            cache = config.auth.cache
+            self.auth: AuthService | RemoteAuthenticator | CachingAuthenticator = (
+                CachingAuthenticator(authenticator, size=cache.size,
+                                     ttl=cache.ttl.total_seconds())
+                if cache.enabled else authenticator)
+            self.table = table or open_mirrors_table(config.mirrors_database)
+            opened.pop_all()
         self._own_table = table is None
         self._clients: dict[str, SourceClient] = {}
         self._source_stores: dict[str, BlockStores] = {}

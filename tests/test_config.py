@@ -31,7 +31,8 @@ from lakefs_core.config import (
     parse_duration,
 )
 from lakefs_core.errors import SecretDecryptionError, ValidationError
-from lakefs_core.services import build_services, dynamodb_options
+from lakefs_core.graveler.refstores import dynamodb_options
+from lakefs_core.services import build_services
 from lakefs_testing.azurite import AZURITE_ACCOUNT, AZURITE_KEY, AzuriteServer
 from mirrors_db.config import MirrorsDatabaseConfig
 from replication.config import (
@@ -785,7 +786,7 @@ def test_dynamodb_example_and_environment(tmp_path: Path) -> None:
         "LAKEFS_DATABASE_DYNAMODB_AWS_SECRET_ACCESS_KEY": "s",
         "LAKEFS_DATABASE_DYNAMODB_READ_CAPACITY_UNITS": "10",
         "LAKEFS_DATABASE_DYNAMODB_WRITE_CAPACITY_UNITS": "5"})
-    assert dynamodb_options(cfg) == {
+    assert dynamodb_options(cfg.database.dynamodb) == {
         "table_name": "kvstore", "endpoint": "http://127.0.0.1:4566", "region": None,
         "profile": None, "access_key_id": None, "secret_access_key": "s",
         "read_capacity_units": 10, "write_capacity_units": 5, "scan_limit": 1024}
@@ -883,27 +884,50 @@ def test_example_pairs_agree(tmp_path: Path) -> None:
 
 def test_every_replication_example_names_its_refstore_database() -> None:
     """The sidecar reads and writes its region's lakeFS database: every example says which."""
-    from replication.sidecar import refstore_url
+    from replication.sidecar import refstore_database
 
     replication_files = [p for p in example_files()
                          if p.name.startswith("replication") and "helm" not in p.parts]
     assert replication_files
     for path in replication_files:
         config = load_replication_config(path, env=SEED_SECRET_ENV)
-        assert refstore_url(config).startswith(("sqlite:///", "postgresql+psycopg://")), path
+        assert refstore_database(config).type in ("local", "postgres", "dynamodb"), path
 
 
-def test_replication_refuses_a_dynamodb_lakefs_database_clearly(tmp_path: Path) -> None:
-    """The replication service reads the lakeFS metadata over SQL only: a lakeFS on
-    DynamoDB is refused with a message saying so, never read from a stray SQLite file."""
-    from replication.sidecar import refstore_url
+def test_replication_takes_a_dynamodb_lakefs_database(tmp_path: Path) -> None:
+    """A lakeFS on DynamoDB: the replication service takes the server's table from the
+    server's settings, and its auth store from the SQLite file the server keeps it in."""
+    from replication.sidecar import refstore_database
 
     path = write_yaml(tmp_path / "r.yaml", minimal_replication())
-    cfg = load_replication_config(path, env={**SEED_SECRET_ENV,
-                                             "LAKEFS_DATABASE_TYPE": "dynamodb"})
-    assert cfg.refstore_database is not None and cfg.refstore_database.type == "dynamodb"
-    with pytest.raises(ValidationError, match="dynamodb is not supported"):
-        refstore_url(cfg)
+    auth_db = str(tmp_path / "lakefs" / "metadata.db")
+    cfg = load_replication_config(path, env={
+        **SEED_SECRET_ENV, "LAKEFS_DATABASE_TYPE": "dynamodb",
+        "LAKEFS_DATABASE_DYNAMODB_TABLE_NAME": "lakefs-meta",
+        "LAKEFS_DATABASE_DYNAMODB_ENDPOINT": "http://127.0.0.1:4566",
+        "LAKEFS_DATABASE_LOCAL_PATH": auth_db})
+    db = refstore_database(cfg)
+    assert (db.type, db.dynamodb.table_name, db.dynamodb.endpoint, db.local.path) == (
+        "dynamodb", "lakefs-meta", "http://127.0.0.1:4566", auth_db)
+
+
+def test_replication_names_what_a_dynamodb_block_lacks(tmp_path: Path) -> None:
+    """Set by hand without ``local.path``, a DynamoDB block has no auth store to open:
+    refused naming the field, unless another lakeFS authenticates callers."""
+    from replication.sidecar import refstore_database
+
+    block = {"type": "dynamodb", "dynamodb": {"table_name": "lakefs-meta"}}
+    path = write_yaml(tmp_path / "r.yaml", minimal_replication(refstore_database=block))
+    cfg = load_replication_config(path, env=SEED_SECRET_ENV)
+    with pytest.raises(ValidationError, match=r"refstore_database\.local\.path: required "
+                                              "with type dynamodb"):
+        refstore_database(cfg)
+    remote = minimal_replication(refstore_database=block,
+                                 auth={"encrypt": {"secret_key": "k"},
+                                       "api": {"endpoint": "http://lakefs:8000/api/v1"}})
+    cfg = load_replication_config(write_yaml(tmp_path / "remote.yaml", remote),
+                                  env=SEED_SECRET_ENV)
+    assert refstore_database(cfg).dynamodb.table_name == "lakefs-meta"
 
 
 def test_refstore_database_defaults_to_the_lakefs_database(tmp_path: Path) -> None:

@@ -17,14 +17,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cachetools import TTLCache
 
-from lakefs_core.auth import rbac
+from lakefs_core.auth import open_auth_store, rbac
 from lakefs_core.auth.model import Credential, Policy
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.errors import AuthenticationError
+
+if TYPE_CHECKING:
+    from lakefs_core.config import DatabaseConfig
 
 
 @dataclass(frozen=True)
@@ -65,9 +68,9 @@ class AuthService:
         self.store = store
 
     @classmethod
-    def open(cls, database_url: str, secret_key: str) -> AuthService:
-        """Open the auth tables in the server's database (a SQLAlchemy URL)."""
-        return cls(AuthStore(database_url, secret_key))
+    def open(cls, database: DatabaseConfig, secret_key: str) -> AuthService:
+        """Open the auth store of the server's ``database`` settings block."""
+        return cls(open_auth_store(database, secret_key))
 
     def close(self) -> None:
         self.store.close()

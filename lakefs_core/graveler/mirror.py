@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from lakefs_core.block.base import BlockStore
 from lakefs_core.errors import (
@@ -39,7 +40,11 @@ from lakefs_core.graveler.model import (
     Repository,
     Tag,
 )
-from lakefs_core.refstore import open_database
+from lakefs_core.graveler.refstores import open_refstore_for
+from lakefs_core.refstore.base import RefStore
+
+if TYPE_CHECKING:
+    from lakefs_core.config import DatabaseConfig
 
 _PAGE = 1000
 
@@ -56,9 +61,23 @@ class MirrorService:
         self._refstore = graveler.refstore
 
     @classmethod
-    def open(cls, database_url: str, store_for: Callable[[str], BlockStore]) -> MirrorService:
-        """Open the service over the server's database (a SQLAlchemy URL)."""
-        return cls(Graveler(open_database(database_url), store_for))
+    def over(cls, refstore: RefStore, store_for: Callable[[str], BlockStore]) -> MirrorService:
+        """The service over an open refstore (closed by :meth:`close`)."""
+        return cls(Graveler(refstore, store_for))
+
+    @classmethod
+    def open(cls, database: DatabaseConfig,
+             store_for: Callable[[str], BlockStore]) -> MirrorService:
+        """Open the service over the refstore of the server's ``database`` settings
+        block (local, postgres or dynamodb), as the server opens it; a DynamoDB table
+        must exist (the server creates it).
+
+        Raises:
+            ValidationError: the block lacks what its type needs.
+            DatabaseError: the database cannot be reached or initialized, or the
+                DynamoDB table does not exist.
+        """
+        return cls.over(open_refstore_for(database, create_table=False), store_for)
 
     def close(self) -> None:
         self._refstore.close()

@@ -258,7 +258,8 @@ def _staged_prefix(token: str) -> str:
 
 
 class DynamoDBRefStore(RefStore):
-    """A :class:`RefStore` on one DynamoDB table, created on construction if missing.
+    """A :class:`RefStore` on one DynamoDB table, created on construction if missing
+    (unless ``create_table`` is False).
 
     Args:
         table_name: the table (lakeFS's ``database.dynamodb.table_name``).
@@ -271,10 +272,13 @@ class DynamoDBRefStore(RefStore):
             ``write_capacity_units`` unset too, the table is on-demand.
         write_capacity_units: provisioned write capacity of a table created here.
         scan_limit: the most items one Query request reads (a page).
+        create_table: create the table when it does not exist; when False, a missing
+            table is an error (a process that must find the server's table).
 
     Raises:
         ValidationError: bad settings (capacity given for one direction only...).
-        DatabaseError: the table cannot be reached, created or used.
+        DatabaseError: the table cannot be reached, created or used; or it does not
+            exist and ``create_table`` is False.
     """
 
     def __init__(self, table_name: str, *, endpoint: str | None = None,
@@ -282,7 +286,7 @@ class DynamoDBRefStore(RefStore):
                  access_key_id: str | None = None, secret_access_key: str | None = None,
                  read_capacity_units: int | None = None,
                  write_capacity_units: int | None = None,
-                 scan_limit: int = 1024) -> None:
+                 scan_limit: int = 1024, create_table: bool = True) -> None:
         if (read_capacity_units is None) != (write_capacity_units is None):
             raise ValidationError("database.dynamodb: set both read_capacity_units and "
                                   "write_capacity_units (provisioned), or neither (on-demand)")
@@ -307,7 +311,7 @@ class DynamoDBRefStore(RefStore):
                                   retries={"max_attempts": 4, "mode": "standard"}))
         except botocore.exceptions.ProfileNotFound as exc:
             raise ValidationError(f"database.dynamodb.aws_profile: {exc}") from None
-        self._ensure_table()
+        self._ensure_table(create_table)
 
     @property
     def client(self) -> Any:
@@ -344,11 +348,16 @@ class DynamoDBRefStore(RefStore):
                                       f"{exc.response.get('Error', {}).get('Message')}") from None
             raise DatabaseError(f"{self._where}: {operation} failed: {exc}") from None
 
-    def _ensure_table(self) -> None:
+    def _ensure_table(self, create: bool) -> None:
         try:
             desc = self._call("describe_table", "ResourceNotFoundException",
                               TableName=self._table)["Table"]
         except botocore.exceptions.ClientError:
+            if not create:
+                raise DatabaseError(
+                    f"{self._where} does not exist (the lakeFS server creates it when it "
+                    "first starts): check table_name, endpoint and aws_region, or start "
+                    "the server first") from None
             desc = self._create_table()
         if desc.get("TableStatus") != "ACTIVE":
             self._client.get_waiter("table_exists").wait(

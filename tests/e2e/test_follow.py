@@ -7,8 +7,10 @@ One run per mirrors-table backend, each on a different deployment shape:
 - PostgreSQL: PostgreSQL refstores, local storage, ``native`` replication done by a
   faulty replicator between the regions' directories, the sidecars acting as the
   admin (the one e2e run that mirrors tags);
-- DynamoDB: S3 on a moto server per region, ``native`` replication done by a faulty
-  replicator between the two buckets, the broad policy.
+- DynamoDB: each server's metadata on DynamoDB too (a table per region, the auth
+  store in SQLite beside it, the sidecars opening the same tables), S3 on a moto server
+  per region, ``native`` replication done by a faulty replicator between the two
+  buckets, the broad policy.
 
 With either documented policy the user may not list tags: branches follow, tags
 stay on the source, and the mirror's status says so.
@@ -34,8 +36,8 @@ SPECS = {
     "sqlite": ClusterSpec(mirrors_db="sqlite", policy="narrow"),
     "postgres": ClusterSpec(mirrors_db="postgres", refstore="postgres", replication="native",
                             policy="admin"),
-    "dynamodb": ClusterSpec(mirrors_db="dynamodb", storage="s3", replication="native",
-                            policy="broad"),
+    "dynamodb": ClusterSpec(mirrors_db="dynamodb", refstore="dynamodb", storage="s3",
+                            replication="native", policy="broad"),
 }
 
 
