@@ -114,5 +114,4 @@ class BuiltinCopier:
             src = join_address(source.namespace, f"_lakefs/{item.key}")
             dest.put(item.address, source.store.get_stream(src))
         else:
-            dest.put(item.address,
-                                source.client.read_metadata_file(source.repository, item.key))
+            dest.put(item.address, source.client.read_metadata_file(source.repository, item.key))
