@@ -7,6 +7,15 @@ s3), object replication (builtin, native) and replication user's policy (narrow,
 broad): 24 combinations, all of them in any 24 consecutive seeds
 (:func:`combination_for`), with every dimension changing from one seed to the next.
 
+``--storages`` widens (or narrows) the storage dimension to other stores: ``local``,
+``s3``, ``azure`` (Azurite), ``gs`` (the Cloud Storage emulator), each for both regions;
+``--cross-cloud`` adds every ordered pair of two of them (the source region on one, the
+destination on the other). Combinations that cannot run are left out of the cycle:
+``native`` replication stands for S3 bucket replication, so it runs only with both
+regions on ``local`` or both on ``s3``; the others use the builtin copier. The default
+(``local,s3``, no pairs) is the 24-combination cycle above, seed for seed, so a campaign
+resumes with the same options it started with.
+
 Every finished run appends one JSON line to ``--results`` (the chaos run's summary,
 its log file, when it finished). ``--resume`` skips the seeds already there (with the
 same ``--ops``), so an interrupted campaign continues where it stopped; without it an
@@ -24,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -39,10 +49,15 @@ from typing import IO, Any
 from e2e.processes import terminate_as_exit
 
 MIRRORS_DBS = ("sqlite", "postgres", "dynamodb")
+#: the storages of the default cycle (each for both regions)
 STORAGES = ("local", "s3")
+#: every storage ``--storages`` may name
+ALL_STORAGES = ("local", "s3", "azure", "gs")
+#: the storages where ``native`` replication runs (both regions alike)
+NATIVE_STORAGES = ("local", "s3")
 REPLICATIONS = ("builtin", "native")
 POLICIES = ("narrow", "broad")
-#: how many distinct combinations the seeds cycle through
+#: how many distinct combinations the default cycle goes through
 CYCLE = len(MIRRORS_DBS) * len(STORAGES) * len(REPLICATIONS) * len(POLICIES)
 #: seconds a stopped run gets to stop its cluster before it is killed
 GRACE = 30.0
@@ -72,17 +87,51 @@ class Combination:
         return cls(c["mirrors_db"], c["storage"], c["replication"], c["policy"])
 
 
-def combination_for(seed: int) -> Combination:
+def storage_labels(storages: Sequence[str] = STORAGES, *, cross: bool = False
+                   ) -> list[str]:
+    """The storage dimension: each storage for both regions (``s3``), then with
+    ``cross`` every ordered pair of two (``s3,azure``: source, destination)."""
+    labels = list(dict.fromkeys(storages))
+    if cross:
+        labels += [f"{a},{b}" for a in dict.fromkeys(storages)
+                   for b in dict.fromkeys(storages) if a != b]
+    return labels
+
+
+def runs_on(storage: str, replication: str) -> bool:
+    """Whether a chaos run can use ``replication`` on ``storage``."""
+    return replication != "native" or storage in NATIVE_STORAGES
+
+
+def cycle(storages: Sequence[str] = STORAGES, *, cross: bool = False
+          ) -> list[tuple[str, str, str]]:
+    """The (storage, replication, policy) choices that can run, in the cycle's order:
+    storage slowest, policy fastest."""
+    return [(st, rep, pol) for st in storage_labels(storages, cross=cross)
+            for rep in REPLICATIONS for pol in POLICIES if runs_on(st, rep)]
+
+
+def combination_for(seed: int, storages: Sequence[str] = STORAGES, *,
+                    cross: bool = False) -> Combination:
     """The combination of ``seed``.
 
-    ``i = seed - 1``: the mirrors table is ``i mod 3``, and the three binary choices
-    are the bits of ``i mod 8`` (policy, replication, storage). 3 and 8 are coprime, so
-    any 24 consecutive seeds give the 24 combinations once each.
+    ``i = seed - 1``; ``m`` is the number of storage, replication and policy choices
+    that can run (:func:`cycle`; 8 by default). When 3 and ``m`` are coprime the
+    mirrors table is ``i mod 3`` and the rest choice ``i mod m`` (by default the bits
+    of ``i mod 8``: storage, replication, policy); otherwise, with ``k = i mod 3m``,
+    the table is ``k mod 3`` and the rest choice ``(k div 3 + k mod 3) mod m``. Either
+    way any ``3m`` consecutive seeds give every combination once.
     """
-    i = seed - 1
-    bits = i % 8
-    return Combination(MIRRORS_DBS[i % 3], STORAGES[(bits >> 2) & 1],
-                       REPLICATIONS[(bits >> 1) & 1], POLICIES[bits & 1])
+    choices = cycle(storages, cross=cross)
+    if not choices:
+        raise ValueError("no combination can run on these storages")
+    i, m = seed - 1, len(choices)
+    if math.gcd(3, m) == 1:
+        db, rest = i % 3, choices[i % m]
+    else:
+        k = i % (3 * m)
+        db, rest = k % 3, choices[(k // 3 + k % 3) % m]
+    return Combination(MIRRORS_DBS[db], *rest)
 
 
 # ------------------------------------------------------------------------- results
@@ -242,8 +291,8 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
-def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path) -> Job:
-    combo = combination_for(seed)
+def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path,
+              combo: Combination) -> Job:
     log_path = logs / f"seed-{seed}.log"
     summary_path = work / f"seed-{seed}.json"
     summary_path.unlink(missing_ok=True)
@@ -264,8 +313,10 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
         try:
             while queue or running:
                 while queue and len(running) < args.jobs:
-                    job = start_job(queue.pop(0), args.ops, args.settle_timeout, logs,
-                                    Path(tmp))
+                    seed = queue.pop(0)
+                    job = start_job(seed, args.ops, args.settle_timeout, logs, Path(tmp),
+                                    combination_for(seed, args.storages,
+                                                    cross=args.cross_cloud))
                     running.append(job)
                     print(f"  seed {job.seed} [{job.combination}] started (log "
                           f"{job.log_path})", flush=True)
@@ -318,9 +369,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle-timeout", type=float, default=120.0)
     parser.add_argument("--run-timeout", type=float, default=3600.0,
                         help="seconds before a run is stopped and recorded as failed")
+    parser.add_argument("--storages", type=_storages, default=STORAGES,
+                        metavar="STORE,...",
+                        help=f"the storages the seeds cycle through, each for both regions "
+                             f"({', '.join(ALL_STORAGES)}; default: "
+                             f"{','.join(STORAGES)})")
+    parser.add_argument("--cross-cloud", action="store_true",
+                        help="also every ordered pair of two of --storages (the source "
+                             "region on one, the destination on the other)")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.ops < 1 or args.jobs < 1:
         parser.error("--seeds, --ops and --jobs must be at least 1")
+    options = ""
+    if tuple(args.storages) != STORAGES or args.cross_cloud:
+        options = (f" --storages {','.join(args.storages)}"
+                   + (" --cross-cloud" if args.cross_cloud else ""))
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     args.results = args.results.resolve()
     existing = load_results(args.results)
@@ -328,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.results} has {len(existing)} result(s): pass --resume to "
                      "continue, or another --results")
     done = latest_by_seed(existing, args.ops)
+    other = [s for s in seeds if s in done and Combination.from_record(done[s])
+             != combination_for(s, args.storages, cross=args.cross_cloud)]
+    if other:
+        parser.error(f"seed {other[0]} in {args.results} ran "
+                     f"{Combination.from_record(done[other[0]])}, not "
+                     f"{combination_for(other[0], args.storages, cross=args.cross_cloud)}: "
+                     "resume with the --storages (and --cross-cloud) it started with")
     todo = pending_seeds(seeds, done)
     logs = (args.logs or args.results.with_name(args.results.name + ".logs")).resolve()
     logs.mkdir(parents=True, exist_ok=True)
@@ -341,9 +411,19 @@ def main(argv: list[str] | None = None) -> int:
     print(format_summary(summary, len(seeds)), flush=True)
     if not completed:
         print(f"resume with: python -m e2e.chaos_long --seeds {args.seeds} --first-seed "
-              f"{args.first_seed} --ops {args.ops} --results {args.results} --resume")
+              f"{args.first_seed} --ops {args.ops}{options} --results {args.results} "
+              "--resume")
         return 130
     return 0 if not summary.failed else 1
+
+
+def _storages(value: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    unknown = [n for n in names if n not in ALL_STORAGES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected storages among {', '.join(ALL_STORAGES)}")
+    return names
 
 
 if __name__ == "__main__":

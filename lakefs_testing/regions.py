@@ -100,13 +100,22 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
                        mode: str, other_root: Path, interval: str,
                        credentials: tuple[str, str] = (ADMIN_KEY, ADMIN_SECRET),
                        external_prefixes: tuple[str, ...] = (),
-                       database: dict[str, Any] | None = None) -> dict[str, Any]:
+                       database: dict[str, Any] | None = None,
+                       stores: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One region's replication settings; ``stores`` maps a region to its ``blockstores``
+    section (a region not named has one local store in its data directory)."""
+    stores = stores or {}
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
         builtin["source_blockstores"] = {
-            other: {"type": "local", "local": {
+            other: stores.get(other) or {"type": "local", "local": {
                 "path": str(other_root / "blockstore"),
                 "allowed_external_prefixes": list(external_prefixes)}}}
+    blockstore: dict[str, Any] = (
+        {"blockstores": stores[region]} if region in stores
+        else {"blockstore": {"type": "local", "local": {
+            "path": str(root / "blockstore"),
+            "allowed_external_prefixes": list(external_prefixes)}}})
     return {
         "region": region,
         "organization_id": ORG,
@@ -116,9 +125,7 @@ def replication_config(region: str, root: Path, other: str, other_endpoint: str,
         "mirrors_database": mirrors_database,
         "refstore_database": database or {"type": "local",
                                           "local": {"path": str(root / "metadata.db")}},
-        "blockstore": {"type": "local", "local": {
-            "path": str(root / "blockstore"),
-            "allowed_external_prefixes": list(external_prefixes)}},
+        **blockstore,
         "auth": {"encrypt": {"secret_key": SECRET_KEY}},
         "source_lakefs": {"access_key_id": credentials[0], "secret_access_key": credentials[1]},
         "commit_sensor": {"process_branches_duration": interval},
@@ -137,6 +144,7 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 user: ReplicationUser | None = None,
                 external_prefixes: tuple[str, ...] = (),
                 databases: dict[str, dict[str, Any]] | None = None,
+                stores: dict[str, dict[str, Any]] | None = None,
                 ) -> Iterator[tuple[Region, Region]]:
     """Regions "east" (source) and "west" (destination), servers and sidecars running.
 
@@ -146,8 +154,12 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
     ``databases`` maps a region to its server's ``database`` settings block (see
     :func:`postgres_database` and :func:`dynamodb_database`), which its sidecars get
     as ``refstore_database``; a region not named keeps SQLite in its data directory.
+    ``stores`` maps a region to its ``blockstores`` section (several stores with ids,
+    for its server and its sidecars; with ``mode="builtin-direct"`` the other region's
+    sidecars read it directly); a region not named has one local store.
     """
     databases = databases or {}
+    stores = stores or {}
     credentials = ((user.access_key_id, user.secret_access_key) if user is not None
                    else (ADMIN_KEY, ADMIN_SECRET))
     names = ("east", "west")
@@ -166,6 +178,11 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 env["LAKEFS_BLOCKSTORE_LOCAL_IMPORT_ENABLED"] = "true"
                 env["LAKEFS_BLOCKSTORE_LOCAL_ALLOWED_EXTERNAL_PREFIXES"] = json.dumps(
                     list(external_prefixes))
+            if n in stores:
+                roots[n].mkdir(parents=True, exist_ok=True)
+                server_yaml = roots[n] / "lakefs.yaml"
+                server_yaml.write_text(yaml.safe_dump({"blockstores": stores[n]}))
+                env["LAKEFS_CONFIG_FILE"] = str(server_yaml)
             if n in databases:
                 env |= database_env(databases[n])
             server = stack.enter_context(live_server(str(roots[n]), env,
@@ -174,7 +191,7 @@ def two_regions(tmp: Path, mirrors_database: dict[str, Any], *, mode: str = "bui
                 n, roots[n], other, f"http://127.0.0.1:{server_ports[other]}",
                 f"http://127.0.0.1:{server_ports[n]}", sidecar_ports[n], mirrors_database,
                 mode, roots[other], interval, credentials, external_prefixes,
-                databases.get(n))
+                databases.get(n), stores)
             path = roots[n] / "replication.yaml"
             path.write_text(yaml.safe_dump(cfg))
             regions[n] = Region(n, roots[n], server, sidecar_ports[n], path)
@@ -249,10 +266,12 @@ def commit(region: Region, repo: str, branch: str, message: str) -> str:
 
 
 def create_mirror(east: Region, repo: str = "src", name: str = "src-mirror",
-                  namespace: str = "local://src-mirror") -> dict[str, Any]:
+                  namespace: str = "local://src-mirror", storage_id: str = ""
+                  ) -> dict[str, Any]:
+    body = {"name": name, "region": "west", "storage_namespace": namespace}
     with east.client() as c:
         r = c.post(f"{MIRRORS}/{repo}/mirrors",
-                   json={"name": name, "region": "west", "storage_namespace": namespace})
+                   json=body | ({"storage_id": storage_id} if storage_id else {}))
         _expect(r, 201)
         return dict(r.json())
 

@@ -92,6 +92,8 @@ def mirror_item(m: Mirror) -> dict[str, Any]:
         "storage_namespace": m.storage_namespace,
         "created_at": to_micros(m.created_at),
     }
+    if m.storage_id:  # rows of mirrors on the default store stay as they were
+        spec["storage_id"] = m.storage_id
     return {
         PK: m.organization_id,
         SK: MIRROR_PREFIX + m.id,

@@ -107,6 +107,8 @@ class MirrorSpec:
         storage_namespace: Destination storage namespace; unique per
             organization among live mirrors.
         id: The mirror id; generated when not given.
+        storage_id: The destination region's blockstore (its ``blockstores.stores``
+            id) that holds the mirror repository; ``""`` for its default store.
     """
 
     organization_id: str
@@ -116,6 +118,7 @@ class MirrorSpec:
     destination_region: str
     storage_namespace: str
     id: str = field(default_factory=new_mirror_id)
+    storage_id: str = ""
 
     def validate(self) -> None:
         """Raise InvalidMirrorArgumentError if a field is empty, too long or has ``#``."""
@@ -126,6 +129,8 @@ class MirrorSpec:
         check_key_part(self.source_repository, "source_repository")
         check_key_part(self.destination_region, "destination_region")
         check_text(self.storage_namespace, "storage_namespace", MAX_NAMESPACE_LENGTH)
+        if self.storage_id:
+            check_key_part(self.storage_id, "storage_id")
 
 
 @dataclass(frozen=True)
@@ -135,7 +140,7 @@ class Mirror:
     Writers (see the module docstring for why this matters):
 
     * ``id``, ``name``, ``source_region``, ``source_repository``,
-      ``destination_region``, ``storage_namespace``, ``created_at``: written
+      ``destination_region``, ``storage_namespace``, ``storage_id``, ``created_at``: written
       once, when the mirror is created by the region that serves the POST
       (the source side). Never updated.
     * ``state`` and ``error``: the destination region's mirrors manager
@@ -158,6 +163,8 @@ class Mirror:
     created_at: datetime
     updated_at: datetime
     version: int
+    #: the destination region's store of the mirror repository ("": its default)
+    storage_id: str = ""
 
     @property
     def spec(self) -> MirrorSpec:
@@ -170,6 +177,7 @@ class Mirror:
             destination_region=self.destination_region,
             storage_namespace=self.storage_namespace,
             id=self.id,
+            storage_id=self.storage_id,
         )
 
     def with_state(self, state: MirrorState, error: str = "") -> Mirror:

@@ -80,6 +80,7 @@ mirrors_t = sa.Table(
     sa.Column("source_repository", sa.String(256), nullable=False),
     sa.Column("destination_region", sa.String(256), nullable=False),
     sa.Column("storage_namespace", sa.String(1024), nullable=False),
+    sa.Column("storage_id", sa.String(256), nullable=False, server_default=""),
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("error", sa.Text, nullable=False),
     sa.Column("created_at", sa.BigInteger, nullable=False),
@@ -121,6 +122,10 @@ leases_t = sa.Table(
     sa.Column("expires_at", sa.BigInteger, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
 )
+
+#: columns added after a table's first version, by table: a table without them gets
+#: them when it is opened (each has a server default that fits the existing rows)
+ADDED_COLUMNS = {"mirrors_db_mirrors": {"storage_id"}}
 
 #: SQLite only: the change log that watchers poll.
 changes_t = sa.Table(
@@ -204,12 +209,21 @@ class SqlMirrorsTable(MirrorsTable):
             inspector = sa.inspect(conn)
             for table in self._tables:
                 have = {c["name"] for c in inspector.get_columns(table.name)}
+                for name in sorted(ADDED_COLUMNS.get(table.name, set()) - have):
+                    self._add_column(conn, table.c[name])
+                    have.add(name)
                 missing = sorted(set(table.c.keys()) - have)
                 if missing:
                     raise MirrorsDatabaseConfigError(
                         f"table {table.name} at {self._where} exists but lacks columns "
                         f"{missing}; it was not created by this version of mirrors_db"
                     )
+
+    @staticmethod
+    def _add_column(conn: Connection, column: sa.Column[Any]) -> None:
+        """Add a column that a later version introduced (it has a server default)."""
+        ddl = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)
+        conn.execute(sa.text(f"ALTER TABLE {column.table.name} ADD COLUMN {ddl}"))
 
     # --- mirrors --------------------------------------------------------------------------
     def _insert_mirror(self, mirror: Mirror) -> None:

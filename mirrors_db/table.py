@@ -94,6 +94,7 @@ class MirrorsTable(ABC):
             source_repository=spec.source_repository,
             destination_region=spec.destination_region,
             storage_namespace=spec.storage_namespace,
+            storage_id=spec.storage_id,
             state=MirrorState.CREATING,
             error="",
             created_at=now,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -38,14 +40,20 @@ from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
 from replication.lag_history import branch_lag
 from replication.sidecar import MAX_EVENTS, Sidecar
+from replication.source import SourceError
 
 PREFIX = "/service/replication/v1"
+
+log = logging.getLogger("replication.api")
 
 
 class MirrorCreation(BaseModel):
     name: str = Field(description="name of the read-only mirror repository in the region")
     region: str = Field(description="destination region")
     storage_namespace: str = Field(description="storage namespace in the destination")
+    storage_id: str | None = Field(
+        default=None, description="the destination region's blockstore (multi-store) that "
+        "holds the mirror; its default store when unset")
 
 
 class RefEvent(BaseModel):
@@ -70,6 +78,7 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
         "source_repository": m.source_repository,
         "region": m.destination_region,
         "storage_namespace": m.storage_namespace,
+        "storage_id": m.storage_id,
         "state": m.state.value,
         "error": m.error,
         "creation_date": _ts(m.created_at),
@@ -94,6 +103,45 @@ def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Respo
         return None
     return Response(content=resp.content, status_code=resp.status_code,
                     media_type=resp.headers.get("content-type"))
+
+
+def _check_destination_store(sidecar: Sidecar, region: str, storage_id: str,
+                             namespace: str) -> None:
+    """Refuse a mirror on a store the destination region lacks, or a namespace its store
+    cannot hold (400), as the destination's ``/config`` lists its stores.
+
+    An unreachable destination (the disaster mirrors are for) is not asked: its mirrors
+    manager refuses such a mirror when it creates the repository (the mirror fails).
+    """
+    try:
+        default, stores = sidecar.client_for(region).storage_configs()
+    except (SourceError, httpx.HTTPError) as e:
+        log.warning("mirror creation: the stores of region %s not checked: %s", region, e)
+        return
+    if storage_id:
+        named = {str(c.get("blockstore_id") or ""): c for c in stores}
+        store = named.get(storage_id) if "" not in named else None
+        if store is None:
+            known = sorted(i for i in named if i)
+            raise ValidationError(
+                f"storage_id {storage_id!r}: region {region!r} has no such blockstore "
+                + (f"(configured ids: {', '.join(known)})" if known
+                   else "(it has a single blockstore: leave storage_id unset)"))
+    else:
+        store = default
+    if store is None:
+        return
+    # lakeFS's StorageConfig spells it so
+    regex = str(store.get("blockstore_namespace_ValidityRegex") or "")
+    try:
+        fits = not regex or re.match(regex, namespace) is not None
+    except re.error:  # not a pattern this side can read: the destination checks
+        fits = True
+    if not fits:
+        where = f"blockstore {storage_id!r}" if storage_id else "default blockstore"
+        raise ValidationError(
+            f"storage namespace {namespace!r} does not fit the {where} of region {region!r} "
+            f"({store.get('blockstore_type')}: expected {regex})")
 
 
 def create_app(sidecar: Sidecar) -> FastAPI:
@@ -142,7 +190,9 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             raise ValidationError(f"unknown region {body.region!r}; known regions: "
                                   f"{sorted(cfg.dst_endpoints)}")
         ns = body.storage_namespace.strip()
-        namespace_parts(ns)  # well-formed (the destination checks it fits its store)
+        namespace_parts(ns)  # well-formed
+        storage_id = (body.storage_id or "").strip()
+        _check_destination_store(sidecar, body.region, storage_id, ns)
         try:
             sidecar.mirrors.repository(repository)
         except RepositoryNotFoundError:
@@ -155,7 +205,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         mirror = sidecar.table.create_mirror(MirrorSpec(
             organization_id=sidecar.org, name=body.name, source_region=sidecar.region,
             source_repository=repository, destination_region=body.region,
-            storage_namespace=ns))
+            storage_namespace=ns, storage_id=storage_id))
         sidecar.on_ref_events([{"repository": repository}], None)
         return JSONResponse(mirror_json(mirror), status_code=201)
 

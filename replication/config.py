@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import AfterValidator, Field, SecretStr, model_validator
+from pydantic import AfterValidator, Discriminator, Field, SecretStr, Tag, model_validator
 
 from lakefs_core.block.config import BlockstoreConfig, BlockstoresConfig
 from lakefs_core.config import (
@@ -198,6 +198,20 @@ class ValidatorConfig(ConfigModel):
     request_concurrency: int = Field(default=16, ge=1)
 
 
+def _blockstore_shape(value: Any) -> str:
+    """``blockstores`` when a section lists ``stores``, else ``blockstore``."""
+    stores = value.get("stores") if isinstance(value, Mapping) else getattr(
+        value, "stores", None)
+    return "blockstores" if stores is not None else "blockstore"
+
+
+#: a source region's stores: one ``blockstore`` section, or a ``blockstores`` one
+SourceBlockstores = Annotated[
+    Annotated[BlockstoreConfig, Tag("blockstore")] | Annotated[BlockstoresConfig,
+                                                                Tag("blockstores")],
+    Discriminator(_blockstore_shape)]
+
+
 class BuiltinCopierConfig(ConfigModel):
     """``object_replication.builtin``: the sidecar copies objects itself.
 
@@ -206,13 +220,16 @@ class BuiltinCopierConfig(ConfigModel):
         retries: attempts after the first for one object before it counts as missing
             until the validator's next round.
         source_blockstores: per source region, a blockstore section through which the
-            source objects can be read directly; a region not listed is read through
-            the source lakeFS API (``dst_endpoints``), which works for any pair.
+            source objects can be read directly: the keys of ``blockstore``, or of
+            ``blockstores`` (``stores`` with ids) for a region with several stores,
+            where each source repository is read from the store of its storage id;
+            a region not listed (or a repository on a store not listed) is read
+            through the source lakeFS API (``dst_endpoints``), which works for any pair.
     """
 
     concurrency: int = Field(default=8, ge=1)
     retries: int = Field(default=5, ge=0)
-    source_blockstores: dict[str, BlockstoreConfig] = Field(default_factory=dict)
+    source_blockstores: dict[str, SourceBlockstores] = Field(default_factory=dict)
 
 
 class ObjectReplicationConfig(ConfigModel):

@@ -52,9 +52,9 @@ class CopyReport:
 
 
 class BuiltinCopier:
-    def __init__(self, dest_store: BlockStore, *, concurrency: int = 8, retries: int = 5
-                 ) -> None:
-        self.dest_store = dest_store
+    """Copies what mirrors miss, each into the store of its own mirror repository."""
+
+    def __init__(self, *, concurrency: int = 8, retries: int = 5) -> None:
         self.concurrency = concurrency
         self.retries = retries
         self._pool = ThreadPoolExecutor(max_workers=concurrency,
@@ -63,14 +63,16 @@ class BuiltinCopier:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    def copy(self, source: CopySource, items: Sequence[MissingItem]) -> CopyReport:
-        """Copy every item; failures are counted, never raised (validation decides).
+    def copy(self, source: CopySource, dest: BlockStore, items: Sequence[MissingItem]
+             ) -> CopyReport:
+        """Copy every item into ``dest`` (the mirror repository's store, at each item's
+        address); failures are counted, never raised (validation decides).
 
         A refused read (401/403) is not retried: it is counted as failed and the first
         one is in :attr:`CopyReport.denied`.
         """
         report = CopyReport()
-        for outcome in self._pool.map(lambda item: self._copy_one(source, item), items):
+        for outcome in self._pool.map(lambda item: self._copy_one(source, dest, item), items):
             if outcome is None:
                 report.copied += 1
                 continue
@@ -79,7 +81,8 @@ class BuiltinCopier:
                 report.denied = outcome
         return report
 
-    def _copy_one(self, source: CopySource, item: MissingItem) -> Exception | None:
+    def _copy_one(self, source: CopySource, dest: BlockStore, item: MissingItem
+                  ) -> Exception | None:
         """None once copied, else the last error."""
         try:
             for attempt in Retrying(stop=stop_after_attempt(self.retries + 1),
@@ -87,28 +90,28 @@ class BuiltinCopier:
                                     retry=retry_if_not_exception_type(SourceForbiddenError),
                                     reraise=True):
                 with attempt:
-                    self._transfer(source, item)
+                    self._transfer(source, dest, item)
         except Exception as e:  # noqa: BLE001 - reported, validation retries later
             log.warning("copy of %s %s failed: %s", item.kind.value, item.key, e)
             return e
         return None
 
-    def _transfer(self, source: CopySource, item: MissingItem) -> None:
+    @staticmethod
+    def _transfer(source: CopySource, dest: BlockStore, item: MissingItem) -> None:
         if item.kind is MissingKind.OBJECT:
             entry = item.entry
             assert entry is not None
             if source.store is not None:
                 src = (entry.address if entry.address_type is AddressType.FULL
                        else join_address(source.namespace, entry.address))
-                self.dest_store.put(item.address, source.store.get_stream(src))
+                dest.put(item.address, source.store.get_stream(src))
             else:  # streamed: a large object is never held whole in memory
                 with source.client.open_object(source.repository, source.commit_id,
                                                item.key) as chunks:
-                    self.dest_store.put(item.address, chunks)
+                    dest.put(item.address, chunks)
             return
         if source.store is not None:
             src = join_address(source.namespace, f"_lakefs/{item.key}")
-            self.dest_store.put(item.address, source.store.get_stream(src))
+            dest.put(item.address, source.store.get_stream(src))
         else:
-            self.dest_store.put(item.address,
-                                source.client.read_metadata_file(source.repository, item.key))
+            dest.put(item.address, source.client.read_metadata_file(source.repository, item.key))

@@ -138,7 +138,8 @@ class MirrorFollower:
     def __init__(self, ctx: MirrorContext, mirror: Mirror) -> None:
         self.ctx = ctx
         self.mirror = mirror
-        self.store = ctx.store_for("")
+        #: the store of the mirror repository (its storage id in this region)
+        self.store = ctx.store_for(mirror.storage_id)
         self.validator = CommitValidator(self.store, mirror.storage_namespace,
                                          concurrency=ctx.validation_concurrency)
         self.refs: dict[str, RefProgress] = {}
@@ -469,7 +470,7 @@ class MirrorFollower:
         # the copier may put it there when nothing is there, never over another object
         # (the destination's own data at that address); such a commit waits, reported.
         missing = [m for m in missing if not _foreign_object(m)]
-        report = self.ctx.builtin.copy(source, missing)
+        report = self.ctx.builtin.copy(source, self.store.inner, missing)
         self.ctx.metrics.copied_objects.labels(self.mirror.name).inc(report.copied)
         if report.denied is not None:
             # the copier may not read what the mirror needs: the branch reports it

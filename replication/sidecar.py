@@ -33,9 +33,15 @@ from dataclasses import dataclass
 import httpx
 
 from lakefs_core.auth.service import AuthService, CachingAuthenticator
+from lakefs_core.block.config import BlockstoresConfig
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.config import DatabaseConfig
-from lakefs_core.errors import LakeFSError, RepositoryExistsError, ValidationError
+from lakefs_core.errors import (
+    LakeFSError,
+    RepositoryExistsError,
+    StorageNotFoundError,
+    ValidationError,
+)
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore
@@ -137,8 +143,7 @@ class Sidecar:
         self._counting: dict[str, CountingStore] = {}
         builtin = config.object_replication.builtin
         validator = config.validator
-        self.copier = (BuiltinCopier(self.blockstores.for_storage_id(""),
-                                     concurrency=builtin.concurrency, retries=builtin.retries)
+        self.copier = (BuiltinCopier(concurrency=builtin.concurrency, retries=builtin.retries)
                        if config.object_replication.mode == "builtin" else None)
         self.ctx = MirrorContext(
             organization_id=self.org, table=self.table, mirrors=self.mirrors,
@@ -220,11 +225,17 @@ class Sidecar:
                 raise SourceError("the replication service is stopping")
             stores = self._source_stores.get(mirror.source_region)
             if stores is None:
-                stores = BlockStores.from_config(cfg, None)
+                stores = (BlockStores.from_config(None, cfg) if isinstance(cfg, BlockstoresConfig)
+                          else BlockStores.from_config(cfg, None))
                 self._source_stores[mirror.source_region] = stores
-        repo = self.client_for(mirror.source_region).get_repository(mirror.source_repository)
-        return CopySource(mirror.source_repository, "", self.client_for(mirror.source_region),
-                          stores.default(), repo["storage_namespace"])
+        client = self.client_for(mirror.source_region)
+        repo = client.get_repository(mirror.source_repository)
+        try:  # the source repository's own store, by its storage id there
+            store = stores.for_storage_id(str(repo.get("storage_id") or ""))
+        except StorageNotFoundError:
+            return None  # not configured here: read through the source's API
+        return CopySource(mirror.source_repository, "", client, store,
+                          repo["storage_namespace"])
 
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -327,11 +338,11 @@ class Sidecar:
         except MirrorsDatabaseError as e:
             log.warning("lease of mirror %s: %s", mirror_id, e)
             return time.monotonic() + self.error_cooldown
-        follower = self._followers.get(mirror_id)
-        if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
-            follower = MirrorFollower(self.ctx, mirror)
-            self._followers[mirror_id] = follower
         try:
+            follower = self._followers.get(mirror_id)
+            if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
+                follower = MirrorFollower(self.ctx, mirror)  # its store may be missing here
+                self._followers[mirror_id] = follower
             result = follower.process()
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
@@ -507,8 +518,9 @@ class Sidecar:
                     self.mirrors.create_repository(
                         mirror.name, mirror.storage_namespace, source["default_branch"],
                         MirrorMarking(mirror.id, mirror.source_region,
-                                      mirror.source_repository))
-                except (RepositoryExistsError, ValidationError) as e:
+                                      mirror.source_repository),
+                        storage_id=mirror.storage_id)
+                except (RepositoryExistsError, ValidationError, StorageNotFoundError) as e:
                     return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, str(e)))
                 return self.table.update_mirror(mirror.with_state(MirrorState.ACTIVE))
             if mirror.state is MirrorState.DELETING:

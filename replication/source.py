@@ -130,6 +130,12 @@ class SourceClient:
         return dict(self._get(f"/repositories/{repo}",
                               what=_needs(rbac.READ_REPOSITORY, repo)).json())
 
+    def storage_configs(self) -> tuple[dict | None, list[dict]]:
+        """The region's default store and all its stores (``/config``: the
+        ``storage_config`` and ``storage_config_list`` of lakeFS's API)."""
+        config = self._get("/config").json()
+        return config.get("storage_config"), list(config.get("storage_config_list") or [])
+
     def list_branches(self, repo: str, page_size: int = 1000) -> list[SourceRef]:
         return [SourceRef(r["id"], r["commit_id"])
                 for r in self._pages(f"/repositories/{repo}/branches", page_size,

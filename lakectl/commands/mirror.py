@@ -29,6 +29,7 @@ def _mirror_text(m: dict[str, Any]) -> str:
              f"Source: {m.get('source_region', '')} lakefs://{m.get('source_repository', '')}",
              f"Region: {m.get('region', '')}",
              f"Storage Namespace: {m.get('storage_namespace', '')}",
+             *([f"Storage ID: {m['storage_id']}"] if m.get("storage_id") else []),
              f"State: {m.get('state', '')}",
              f"Creation Date: {date(m.get('creation_date'))}"]
     if m.get("error"):
@@ -42,16 +43,20 @@ def _mirror_text(m: dict[str, Any]) -> str:
 @click.option("--region", required=True, help="the region to mirror to")
 @click.option("--storage-namespace", required=True,
               help="the mirror's storage namespace in that region")
+@click.option("--storage-id", default="",
+              help="the blockstore of that region holding the mirror (multi-store; "
+                   "its default store when unset)")
 @output_option
 @pass_session
 def create(s: Session, repository_uri: str, name: str, region: str, storage_namespace: str,
-           output_format: str) -> None:
+           storage_id: str, output_format: str) -> None:
     """Create a mirror of a repository in another region"""
     u = s.repository_uri(repository_uri)
     out = Output(output_format)
     m = s.client.request("POST", f"{PREFIX}/{u.repository}/mirrors", ok=(201,),
                          json={"name": name, "region": region,
-                               "storage_namespace": storage_namespace}).json()
+                               "storage_namespace": storage_namespace,
+                               **({"storage_id": storage_id} if storage_id else {})}).json()
     out.show(m, lambda c: f"Mirror '{c['id']}' of {u} created:\n{_mirror_text(c)}")
 
 

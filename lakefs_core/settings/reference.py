@@ -90,9 +90,10 @@ def type_name(annotation: Any, metadata: list[Any] | None = None) -> str:
     if typing.get_origin(annotation) is typing.Annotated:
         base, *extra = typing.get_args(annotation)
         return type_name(base, extra)
-    if _is_optional(annotation):
-        return " | ".join(type_name(a) for a in _args(annotation))
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):  # optional, or one of several sections
+        names = dict.fromkeys(type_name(a) for a in _args(annotation))
+        return " | ".join(names)
     if origin is typing.Literal:
         return " | ".join(f'"{a}"' for a in typing.get_args(annotation))
     if origin in (list, tuple, set):

@@ -13,7 +13,9 @@ Server (:class:`ServerOptions`):
 ============================  ==============================================================
 
 Storage (:class:`StorageOptions`), read directly by the executors; the store type
-follows the repository's storage namespace (``local://`` or ``s3://``):
+follows the repository's storage namespace (``local://``, ``s3://``, Azure's
+``https://<account>.blob.core.windows.net/<container>/...`` or an emulator's
+``http://<host>:<port>/<account>/<container>/...``, or ``gs://``):
 
 ============================  ==============================================================
 ``blockstore_root``           local stores: the directory holding every ``local://`` name
@@ -24,20 +26,36 @@ follows the repository's storage namespace (``local://`` or ``s3://``):
 ``s3_access_key_id``          with ``s3_secret_access_key`` (and ``s3_session_token``);
                               default: the AWS credential chain
 ``s3_force_path_style``       ``true``/``false``; default true when ``s3_endpoint`` is set
+``azure_storage_access_key``  Azure stores: the storage account's shared key (required)
+``azure_storage_account``     default: the account the namespace names
+``azure_test_endpoint_url``   an emulator's endpoint (Azurite); default: taken from a
+                              namespace that is not on ``<account>.blob.<azure_domain>``
+``azure_domain``              default ``blob.core.windows.net`` (another Azure cloud's)
+``gs_endpoint``               Cloud Storage: the JSON API endpoint (an emulator); default
+                              Google's
+``gs_credentials_file``       a service-account key file (or ``gs_credentials_json``, the
+                              key itself); default: Google's application credentials
+``gs_anonymous``              ``true``: send no credentials (emulators)
 ============================  ==============================================================
 """
 
 from __future__ import annotations
 
-import functools
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
 
 from lakefs_core.block.base import BlockStore
 from lakefs_core.block.config import (
+    AZURE_BLOB_DOMAIN,
+    AzureConfig,
     BlockstoreConfig,
     BlockstoreType,
+    GSConfig,
     LocalConfig,
     S3Config,
     S3Credentials,
@@ -173,6 +191,15 @@ class StorageOptions:
         s3_secret_access_key: its secret.
         s3_session_token: optional session token.
         s3_force_path_style: path-style bucket addressing (None: when an endpoint is set).
+        azure_storage_account: Azure storage account (None: the namespace's).
+        azure_storage_access_key: its shared key.
+        azure_test_endpoint_url: an emulator's endpoint (None: the namespace's, when
+            it is not on ``<account>.<azure_domain>``).
+        azure_domain: the blob endpoint's domain.
+        gs_endpoint: Cloud Storage JSON API endpoint (None: Google's).
+        gs_credentials_file: a service-account key file.
+        gs_credentials_json: the key itself.
+        gs_anonymous: send no credentials.
     """
 
     blockstore_root: str | None = None
@@ -182,10 +209,21 @@ class StorageOptions:
     s3_secret_access_key: str | None = None
     s3_session_token: str | None = None
     s3_force_path_style: bool | None = None
+    azure_storage_account: str | None = None
+    azure_storage_access_key: str | None = None
+    azure_test_endpoint_url: str | None = None
+    azure_domain: str = AZURE_BLOB_DOMAIN
+    gs_endpoint: str | None = None
+    gs_credentials_file: str | None = None
+    gs_credentials_json: str | None = None
+    gs_anonymous: bool = False
 
-    def __repr__(self) -> str:  # never print the secret
+    def __repr__(self) -> str:  # never print the secrets
         return (f"StorageOptions(blockstore_root={self.blockstore_root!r}, "
-                f"s3_endpoint={self.s3_endpoint!r}, s3_region={self.s3_region!r})")
+                f"s3_endpoint={self.s3_endpoint!r}, s3_region={self.s3_region!r}, "
+                f"azure_storage_account={self.azure_storage_account!r}, "
+                f"azure_test_endpoint_url={self.azure_test_endpoint_url!r}, "
+                f"gs_endpoint={self.gs_endpoint!r})")
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], prefix: str = "") -> StorageOptions:
@@ -200,7 +238,46 @@ class StorageOptions:
             s3_session_token=option_str(options, prefix + "s3_session_token"),
             s3_force_path_style=(None if force is None else
                                  option_bool(options, prefix + "s3_force_path_style", True)),
+            azure_storage_account=option_str(options, prefix + "azure_storage_account"),
+            azure_storage_access_key=option_str(options, prefix + "azure_storage_access_key"),
+            azure_test_endpoint_url=option_str(options, prefix + "azure_test_endpoint_url"),
+            azure_domain=option_str(options, prefix + "azure_domain") or AZURE_BLOB_DOMAIN,
+            gs_endpoint=option_str(options, prefix + "gs_endpoint"),
+            gs_credentials_file=option_str(options, prefix + "gs_credentials_file"),
+            gs_credentials_json=option_str(options, prefix + "gs_credentials_json"),
+            gs_anonymous=option_bool(options, prefix + "gs_anonymous", False),
         )
+
+    def _azure_location(self, namespace: str) -> tuple[str, str | None]:
+        """The storage account and emulator endpoint (None: Azure's own) of an Azure
+        namespace, options first.
+
+        Raises:
+            ValidationError: a namespace naming no account.
+        """
+        url = urlsplit(namespace)
+        host = url.hostname or ""
+        suffix = "." + self.azure_domain
+        endpoint = self.azure_test_endpoint_url
+        if endpoint is None and not host.endswith(suffix):
+            endpoint = f"{url.scheme}://{url.netloc}"  # path-style: an emulator
+        if endpoint is not None:
+            account = self.azure_storage_account or next(
+                (p for p in url.path.split("/") if p), "")
+        else:
+            account = self.azure_storage_account or host.removesuffix(suffix)
+        if not account:
+            raise ValidationError(f"storage namespace {namespace!r} names no Azure storage "
+                                  "account: set option 'azure_storage_account'")
+        return account, endpoint.rstrip("/") if endpoint else None
+
+    def store_key(self, namespace: str) -> str:
+        """What tells the stores of two namespaces apart under these options."""
+        scheme = namespace.partition("://")[0]
+        if scheme in ("http", "https"):
+            account, endpoint = self._azure_location(namespace)
+            return f"azure|{account}|{endpoint or ''}"
+        return scheme
 
     def blockstore_config(self, namespace: str) -> BlockstoreConfig:
         """The blockstore section that serves ``namespace`` (by its URI scheme).
@@ -230,6 +307,21 @@ class StorageOptions:
                 force_path_style=bool(self.s3_endpoint) if force is None else force,
                 credentials=creds,
             ))
+        if scheme in ("http", "https"):
+            if not self.azure_storage_access_key:
+                raise ValidationError(
+                    f"storage namespace {namespace!r} is on Azure Blob Storage: set option "
+                    "'azure_storage_access_key' to its storage account's key")
+            account, endpoint = self._azure_location(namespace)
+            return BlockstoreConfig(type=BlockstoreType.AZURE, azure=AzureConfig(
+                storage_account=account, storage_access_key=self.azure_storage_access_key,
+                test_endpoint_url=endpoint, domain=self.azure_domain))
+        if scheme == "gs":
+            return BlockstoreConfig(type=BlockstoreType.GS, gs=GSConfig(
+                endpoint=self.gs_endpoint, credentials_file=self.gs_credentials_file,
+                credentials_json=(SecretStr(self.gs_credentials_json)
+                                  if self.gs_credentials_json else None),
+                anonymous=self.gs_anonymous))
         raise ValidationError(f"storage namespace {namespace!r}: unsupported scheme {scheme!r}")
 
     def open(self, namespace: str) -> BlockStore:
@@ -240,11 +332,20 @@ class StorageOptions:
             StorageError: the store's driver cannot start.
         """
         self.blockstore_config(namespace)  # fail early, and uncached
-        return _open_cached(self, namespace.partition("://")[0])
+        key = (self, self.store_key(namespace))
+        with _STORES_LOCK:
+            store = _STORES.get(key)
+            if store is None:
+                # executors run many tasks per Python worker: build each store (a boto3
+                # client for S3) once rather than once per partition
+                store = open_blockstore(self.blockstore_config(namespace))
+                if len(_STORES) >= _MAX_STORES:
+                    _STORES.pop(next(iter(_STORES)))  # the oldest; its users keep it
+                _STORES[key] = store
+            return store
 
 
-@functools.lru_cache(maxsize=16)
-def _open_cached(options: StorageOptions, scheme: str) -> BlockStore:
-    # executors run many tasks per Python worker: build each store (a boto3 client
-    # for S3) once rather than once per partition
-    return open_blockstore(options.blockstore_config(f"{scheme}://any"))
+#: the stores opened in this process, by options and store (see ``StorageOptions.open``)
+_STORES: dict[tuple[StorageOptions, str], BlockStore] = {}
+_STORES_LOCK = threading.Lock()
+_MAX_STORES = 16

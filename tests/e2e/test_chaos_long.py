@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from e2e.chaos_long import (
+    ALL_STORAGES,
     CYCLE,
     MIRRORS_DBS,
     POLICIES,
@@ -22,6 +23,7 @@ from e2e.chaos_long import (
     Combination,
     append_result,
     combination_for,
+    cycle,
     latest_by_seed,
     load_results,
     main,
@@ -52,6 +54,38 @@ def test_any_24_consecutive_seeds_cover_every_combination() -> None:
         a, b = combination_for(s), combination_for(s + 1)
         assert a.mirrors_db != b.mirrors_db and a.policy != b.policy
     assert combination_for(1) == Combination("sqlite", "local", "builtin", "narrow")
+
+
+@pytest.mark.parametrize(("storages", "cross", "size"), [
+    (("azure", "gs"), False, 12),  # 2 storages x builtin x 2 policies x 3 tables
+    (("azure", "gs"), True, 24),  # and the pairs azure,gs and gs,azure
+    (ALL_STORAGES, False, 36),  # local and s3 with native too: 3 is no longer coprime
+    (ALL_STORAGES, True, 108),
+])
+def test_wider_storage_cycles_cover_what_can_run(storages: tuple[str, ...], cross: bool,
+                                                  size: int) -> None:
+    runnable = {Combination(db, *rest) for db in MIRRORS_DBS
+                for rest in cycle(storages, cross=cross)}
+    assert len(runnable) == size
+    for first in (1, 11, 250):
+        seen = [combination_for(s, storages, cross=cross) for s in range(first, first + size)]
+        assert set(seen) == runnable
+    # native replication only where both regions are local or S3 (bucket replication)
+    assert all(c.storage in ("local", "s3") for c in runnable if c.replication == "native")
+    assert {c.storage for c in runnable} >= set(storages)
+    if cross:
+        assert "azure,gs" in {c.storage for c in runnable}
+
+
+def test_resume_refuses_other_storages(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, record(1))
+    with pytest.raises(SystemExit) as refused:
+        main(["--seeds", "1", "--ops", "20", "--results", str(path), "--resume",
+              "--storages", "azure,gs"])
+    assert refused.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["--seeds", "1", "--ops", "20", "--results", str(path), "--storages", "ftp"])
 
 
 def test_results_survive_a_torn_line_and_resume_by_seed_and_ops(tmp_path: Path) -> None:

@@ -42,6 +42,13 @@ def test_mirror_commands_across_two_regions(tmp_path: Path) -> None:
                      "--region", "west", "--storage-namespace", "local://src-mirror")
         mirror_id = created.stdout.split("'")[1]
         assert f"ID: {mirror_id}\nName: src-mirror\n" in created.stdout
+        # west has one store: a storage id names none of it
+        refused = e.invoke(lakectl, ["mirror", "create", "lakefs://src", "--name", "other",
+                                     "--region", "west", "--storage-namespace",
+                                     "local://other", "--storage-id", "second"])
+        assert refused.exit_code != 0
+        assert ("storage_id 'second': region 'west' has no such blockstore (it has a single "
+                "blockstore: leave storage_id unset)") in refused.output
         row = ok(e, "mirror", "list", "lakefs://src").stdout.splitlines()[0].split("\t")
         assert row[:3] == [mirror_id, "src-mirror", "west"]
 

@@ -23,10 +23,11 @@ from mirrors_db import (
     MirrorsTable,
     MirrorState,
     VersionConflictError,
+    open_mirrors_table,
 )
 from mirrors_db.models import MAX_ERROR_LENGTH
 from mirrors_db.sql import postgres_url
-from tests.mirrors_db.conftest import ORG, ManualClock, spec
+from tests.mirrors_db.conftest import ORG, ManualClock, config_for, spec
 
 S = MirrorState
 
@@ -50,6 +51,19 @@ def test_create_then_get_returns_the_same_row(table: MirrorsTable, clock: Manual
     got = table.get_mirror(ORG, created.id)
     assert got == created
     assert (got.name, got.storage_namespace) == ("analytics", "s3://b/analytics")
+
+
+def test_storage_id_is_kept_and_defaults_to_the_default_store(table: MirrorsTable) -> None:
+    on_store = table.create_mirror(spec(storage_id="azure-analytics"))
+    default = table.create_mirror(spec())
+    assert table.get_mirror(ORG, on_store.id).storage_id == "azure-analytics"
+    assert table.get_mirror(ORG, default.id).storage_id == ""
+    moved = table.update_mirror(table.get_mirror(ORG, on_store.id).with_state(S.ACTIVE))
+    assert moved.storage_id == "azure-analytics"
+    listed = {m.id: m.storage_id for m in table.list_mirrors(ORG).mirrors}
+    assert listed == {on_store.id: "azure-analytics", default.id: ""}
+    with pytest.raises(InvalidMirrorArgumentError, match="storage_id"):
+        table.create_mirror(spec(storage_id="a#b"))
 
 
 def test_get_missing_mirror_raises_not_found(table: MirrorsTable) -> None:
@@ -407,3 +421,29 @@ def test_malformed_rows_raise_a_typed_error(
     assert m.id in info.value.key and "bogus" in str(info.value)
     with pytest.raises(MalformedRowError):
         table.list_mirrors(ORG)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_table_from_before_storage_ids_gets_the_column(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Any, unique_name: str,
+    clock: ManualClock
+) -> None:
+    """SQL tables created without ``storage_id`` gain it on opening; their rows read as
+    mirrors on the default store (DynamoDB items have no schema)."""
+    mirrors_config = config_for(backend, request, tmp_path, unique_name)
+    with open_mirrors_table(mirrors_config, clock=clock) as table:
+        old = table.create_mirror(spec())
+    url = (postgres_url(mirrors_config["postgres"]["connection_string"])
+           if mirrors_config["type"] == "postgres"
+           else sa.URL.create("sqlite+pysqlite", database=mirrors_config["sqlite"]["path"]))
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE mirrors_db_mirrors DROP COLUMN storage_id"))
+    with open_mirrors_table(mirrors_config, clock=clock) as table:
+        assert table.get_mirror(ORG, old.id).storage_id == ""
+        new = table.create_mirror(spec(storage_id="second"))
+        assert table.get_mirror(ORG, new.id).storage_id == "second"
+    with engine.connect() as conn:
+        columns = {c["name"] for c in sa.inspect(conn).get_columns("mirrors_db_mirrors")}
+    engine.dispose()
+    assert "storage_id" in columns

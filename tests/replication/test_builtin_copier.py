@@ -91,11 +91,11 @@ def test_direct_copies_across_stores_are_proven_present(
     missing = [validator.check_object(path, entry) for path, entry in entries.items()]
     assert all(m is not None and m.kind is MissingKind.OBJECT and m.reason == "missing"
                for m in missing), missing
-    copier = BuiltinCopier(dst_store, concurrency=2, retries=1)
+    copier = BuiltinCopier(concurrency=2, retries=1)
     try:
         # direct from the source store: the API client is never called
         source = CopySource("repo", "", cast(SourceClient, None), src_store, src_ns)
-        report = copier.copy(source, [m for m in missing if m is not None])
+        report = copier.copy(source, dst_store, [m for m in missing if m is not None])
     finally:
         copier.close()
     assert (report.copied, report.failed) == (3, 0)

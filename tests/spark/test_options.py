@@ -47,9 +47,39 @@ def test_storage_options_build_the_store_of_the_namespace() -> None:
     with pytest.raises(ValidationError, match="blockstore_root"):
         StorageOptions().blockstore_config("local://repo")
     with pytest.raises(ValidationError, match="unsupported scheme"):
-        local.blockstore_config("gs://bucket")
+        local.blockstore_config("ftp://host/dir")
     with pytest.raises(ValidationError, match="true or false"):
         StorageOptions.from_options({"s3_force_path_style": "maybe"})
+
+
+def test_storage_options_for_azure_and_cloud_storage() -> None:
+    azure = StorageOptions.from_options({"azure_storage_access_key": "a2V5"})
+    # Azure's own form: the account is the host's first label
+    cfg = azure.blockstore_config("https://analytics.blob.core.windows.net/box/repo")
+    assert cfg.type is BlockstoreType.AZURE and cfg.azure is not None
+    assert (cfg.azure.storage_account, cfg.azure.test_endpoint_url) == ("analytics", None)
+    assert cfg.azure.storage_access_key == "a2V5" and "a2V5" not in repr(azure)
+    # an emulator's path-style form: the endpoint, then the account
+    cfg = azure.blockstore_config("http://127.0.0.1:10000/devstoreaccount1/box/repo")
+    assert cfg.azure is not None
+    assert (cfg.azure.storage_account, cfg.azure.test_endpoint_url) == (
+        "devstoreaccount1", "http://127.0.0.1:10000")
+    # two accounts are two stores; two containers of one account are one
+    assert azure.store_key("https://a.blob.core.windows.net/x/1") == azure.store_key(
+        "https://a.blob.core.windows.net/y/2") != azure.store_key(
+        "https://b.blob.core.windows.net/x/1")
+    china = StorageOptions.from_options({"azure_storage_access_key": "k",
+                                         "azure_domain": "blob.core.chinacloudapi.cn"})
+    cfg = china.blockstore_config("https://acct.blob.core.chinacloudapi.cn/box")
+    assert cfg.azure is not None and cfg.azure.storage_account == "acct"
+    assert cfg.azure.test_endpoint_url is None
+    with pytest.raises(ValidationError, match="azure_storage_access_key"):
+        StorageOptions().blockstore_config("https://acct.blob.core.windows.net/box")
+    gs = StorageOptions.from_options({"gs_endpoint": "http://127.0.0.1:9023",
+                                      "gs_anonymous": "true"})
+    cfg = gs.blockstore_config("gs://bucket/repo")
+    assert cfg.type is BlockstoreType.GS and cfg.gs is not None
+    assert (cfg.gs.endpoint, cfg.gs.anonymous) == ("http://127.0.0.1:9023", True)
 
 
 def test_format_options() -> None:
