@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.service import AuthService
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
@@ -36,7 +37,7 @@ class Services:
     blockstores: BlockStores
     graveler: Graveler
     catalog: Catalog
-    auth: AuthStore
+    auth: BaseAuthStore
     #: authentication and authorization (auth's public interface)
     access: AuthService
     notifier: RefEventNotifier | None = None

@@ -1,12 +1,15 @@
 """Users, access keys, groups and policies (RBAC) of the server.
 
-The REST API authenticates with :meth:`AuthStore.authenticate` (basic auth) and the
+The auth store (:class:`BaseAuthStore`: SQL in :class:`AuthStore`, DynamoDB in
+:mod:`lakefs_core.auth.dynamodb_store`) keeps them. The REST API authenticates with
+:meth:`BaseAuthStore.authenticate` (basic auth) and the
 S3 gateway with :func:`lakefs_core.gateway.sigv4.verify` using
 ``lambda key: store.get_credentials(key).secret``; both then authorize with
 ``rbac.check(store.effective_policies(user), requirement, username=user)``.
 """
 
 from lakefs_core.auth import builtin, rbac
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.crypto import SecretBox, generate_access_key_id, generate_secret
 from lakefs_core.auth.model import (
     Credential,
@@ -32,6 +35,7 @@ from lakefs_core.auth.store import AuthStore
 
 __all__ = [
     "AuthStore",
+    "BaseAuthStore",
     "Credential",
     "CredentialSummary",
     "Decision",

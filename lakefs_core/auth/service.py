@@ -22,8 +22,8 @@ from typing import Protocol
 from cachetools import TTLCache
 
 from lakefs_core.auth import rbac
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.model import Credential, Policy
-from lakefs_core.auth.store import AuthStore
 from lakefs_core.errors import AuthenticationError
 
 
@@ -61,12 +61,15 @@ class AuthService:
         store: the auth tables.
     """
 
-    def __init__(self, store: AuthStore) -> None:
+    def __init__(self, store: BaseAuthStore) -> None:
         self.store = store
 
     @classmethod
     def open(cls, database_url: str, secret_key: str) -> AuthService:
-        """Open the auth tables in the server's database (a SQLAlchemy URL)."""
+        """Open the auth tables in a SQL database (a SQLAlchemy URL); for any
+        ``database`` settings block see :func:`lakefs_core.auth.backends.open_auth_store`."""
+        from lakefs_core.auth.store import AuthStore
+
         return cls(AuthStore(database_url, secret_key))
 
     def close(self) -> None:
