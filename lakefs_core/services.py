@@ -19,6 +19,7 @@ from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
 from lakefs_core.database import local_database_url, postgres_url
+from lakefs_core.dynamodb_table import table_options
 from lakefs_core.errors import OrphanedRepositoriesError
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.housekeeping import BranchHousekeeper
@@ -94,14 +95,7 @@ def database_url(config: ServerConfig) -> str:
 
 def dynamodb_options(config: ServerConfig) -> dict[str, Any]:
     """The ``database.dynamodb`` settings as the DynamoDB refstore's arguments."""
-    ddb = config.database.dynamodb
-    secret = ddb.aws_secret_access_key
-    return {"table_name": ddb.table_name, "endpoint": ddb.endpoint or None,
-            "region": ddb.aws_region or None, "profile": ddb.aws_profile or None,
-            "access_key_id": ddb.aws_access_key_id or None,
-            "secret_access_key": None if secret is None else secret.get_secret_value() or None,
-            "read_capacity_units": ddb.read_capacity_units,
-            "write_capacity_units": ddb.write_capacity_units, "scan_limit": ddb.scan_limit}
+    return table_options(config.database.dynamodb)
 
 
 def check_repository_storage(graveler: Graveler, blockstores: BlockStores) -> None:
