@@ -143,9 +143,10 @@ class DynamoDBTable:
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, operation: str, expect: str = "", **kwargs: Any) -> dict[str, Any]:
+    def _call(self, operation: str, expect: str | tuple[str, ...] = "",
+              **kwargs: Any) -> dict[str, Any]:
         """Run one DynamoDB operation; failures become DatabaseError, except a
-        ClientError whose code is ``expect``, re-raised for the caller."""
+        ClientError whose code is ``expect`` (or one of them), re-raised for the caller."""
         try:
             result: dict[str, Any] = getattr(self._client, operation)(**kwargs)
             return result
@@ -155,7 +156,7 @@ class DynamoDBTable:
             raise DatabaseError(f"no AWS credentials for {self._where}: set "
                                 "database.dynamodb credentials or the AWS environment") from None
         except botocore.exceptions.ClientError as exc:
-            if expect and code(exc) == expect:
+            if expect and code(exc) in ((expect,) if isinstance(expect, str) else expect):
                 raise
             if code(exc) == "ValidationException":
                 raise ValidationError(f"{self._where} refused {operation}: "
