@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
+from lakefs_core.auth.backends import open_auth_store
 from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.service import AuthService
-from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
@@ -80,14 +80,21 @@ class Services:
 
 
 def database_url(config: ServerConfig) -> str:
-    """The SQLAlchemy URL of the server's SQL database: the metadata's, or with
-    ``database.type: dynamodb`` the SQLite file that keeps the auth store (users,
-    groups, policies, credentials), which is not on DynamoDB."""
+    """The SQLAlchemy URL of the server's SQL database (``database.type`` ``local`` or
+    ``postgres``), which holds the refstore and the auth store.
+
+    Raises:
+        ValidationError: ``database.type`` is ``dynamodb`` (no SQL database) or the
+            PostgreSQL connection string is missing.
+    """
+    from lakefs_core.errors import ValidationError
+
+    if config.database.type == "dynamodb":
+        raise ValidationError("database.type dynamodb has no SQL database: the refstore "
+                              "and the auth store are on the DynamoDB table")
     if config.database.type == "postgres":
         cs = config.database.postgres.connection_string
         if cs is None:
-            from lakefs_core.errors import ValidationError
-
             raise ValidationError("database.postgres.connection_string is required")
         return postgres_url(cs.get_secret_value())
     return local_database_url(config.database.local.path or config.data_dir)
@@ -139,29 +146,26 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
             server does it in its first process, before it starts worker processes,
             which open theirs without.
     """
-    url = database_url(config)
-    if config.database.type == "postgres":
-        refstore = open_refstore("postgres", connection_string=url)
-    elif config.database.type == "dynamodb":
+    if config.database.type == "dynamodb":
         refstore = open_refstore("dynamodb", dynamodb=dynamodb_options(config))
-        log.warning("database.type is dynamodb: repositories, branches, commits and "
-                    "staging are on DynamoDB table %r; the auth store (users, groups, "
-                    "policies, credentials) is not, it stays in the SQLite file %s, which "
-                    "every server process of the installation must share",
-                    config.database.dynamodb.table_name, url.removeprefix("sqlite:///"))
+    elif config.database.type == "postgres":
+        refstore = open_refstore("postgres", connection_string=database_url(config))
     else:
-        refstore = open_refstore("local", sqlite_path=url.removeprefix("sqlite:///"))
+        refstore = open_refstore(
+            "local", sqlite_path=database_url(config).removeprefix("sqlite:///"))
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
     graveler = Graveler(refstore, blockstores.for_storage_id)
+    secret = config.auth.encrypt.secret_key
+    assert secret is not None  # the config model fills the embedded default
     try:
         check_repository_storage(graveler, blockstores)
+        # the auth store is in the same database (on DynamoDB, the same table)
+        auth = open_auth_store(config.database, secret.get_secret_value(),
+                               data_dir=config.data_dir)
     except BaseException:
         blockstores.close()
         refstore.close()
         raise
-    secret = config.auth.encrypt.secret_key
-    assert secret is not None  # the config model fills the embedded default
-    auth = AuthStore(url, secret.get_secret_value())
     if startup_tasks and config.auth.encrypt.generated:
         # an installation of an earlier version used a public default key: its stored
         # secrets move to the key just generated

@@ -17,14 +17,18 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from cachetools import TTLCache
 
 from lakefs_core.auth import rbac
+from lakefs_core.auth.backends import open_auth_store
 from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.model import Credential, Policy
 from lakefs_core.errors import AuthenticationError
+
+if TYPE_CHECKING:
+    from lakefs_core.config import DatabaseConfig
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ class AuthService:
         from lakefs_core.auth.store import AuthStore
 
         return cls(AuthStore(database_url, secret_key))
+
+    @classmethod
+    def open_database(cls, database: DatabaseConfig, secret_key: str) -> AuthService:
+        """Open the auth store of a ``database`` settings block (local, postgres or
+        dynamodb; see :func:`lakefs_core.auth.backends.open_auth_store`)."""
+        return cls(open_auth_store(database, secret_key))
 
     def close(self) -> None:
         self.store.close()

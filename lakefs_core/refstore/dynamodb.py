@@ -10,6 +10,11 @@ Single-table design, partition key ``pk`` and sort key ``sk`` (both strings):
   ``import#``, ``pr#``, ``run#``, ``hook#<run>#<hook run>``, and the single
   ``protection``, ``gc`` and ``marking`` records.
 
+The auth store keeps its records in the same table, in partitions of its own
+(``auth#...``, see :mod:`lakefs_core.auth.dynamodb_store`); both stores read
+partitions by key only, never the whole table. The client, table creation and
+plumbing are shared (:mod:`lakefs_core.dynamodb_table`).
+
 A record's value is one JSON attribute ``v`` (JSON keeps floats exact); attributes
 that conditions compare live beside it: ``cas`` of a branch (its commit, staging token
 and sealed tokens, what a compare-and-swap compares), ``status`` of a pull request,
