@@ -157,6 +157,44 @@ def test_deleting_a_user_removes_keys_memberships_and_attachments(store: BaseAut
     assert store.effective_policies("alice") == []
 
 
+def test_links_made_while_a_user_is_deleted_leave_nothing_behind(
+        open_store: OpenStore) -> None:
+    """Keys, memberships and attachments written by one process while another deletes
+    the user are either refused or deleted with it: none outlives the user."""
+    one, other = open_store(), open_store()
+    one.create_group("team")
+    one.create_policy(_policy("p", ["fs:ReadObject"]))
+    refused: list[BaseException] = []
+    for _round in range(3):
+        one.create_user("u")
+        barrier = threading.Barrier(2)
+
+        def link(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                for _ in range(4):
+                    one.add_user_to_group("u", "team")
+                    one.attach_policy_to_user("u", "p")
+                    one.create_credentials("u")
+            except NotFoundError as exc:
+                refused.append(exc)
+
+        def delete(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            other.delete_user("u")
+
+        threads = [threading.Thread(target=link), threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for table in ("auth_users", "auth_credentials", "auth_group_members",
+                      "auth_user_policies"):
+            assert _count(one, table) == 0, table
+        assert one.list_group_members("team") == []
+    assert all("user not found: u" in str(e) for e in refused)
+
+
 # --- groups ---------------------------------------------------------------------------
 def test_groups_and_membership(store: BaseAuthStore) -> None:
     store.create_user("alice")
