@@ -579,9 +579,11 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         return self._linked(_group_pk(group), "policy#", POLICIES, "", None, self._policy)
 
     def effective_policies(self, username: str) -> list[Policy]:
-        """See :meth:`BaseAuthStore.effective_policies`: the user's item, one Query of its
-        links, one of each of its groups' and a batch read of the policies."""
-        self._require(USERS, username)
+        """See :meth:`BaseAuthStore.effective_policies`: one Query of the user's links, a
+        batch read of the user and its groups (a group being deleted counts no more),
+        one Query of each group's policies and a batch read of the policies."""
+        if not _fits(username):
+            raise NotFoundError(f"user not found: {username}")
         names: set[str] = set()
         groups: list[str] = []
         for item in self._query(_user_pk(username), ""):
@@ -590,9 +592,18 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
                 names.add(name)
             elif kind == "group":
                 groups.append(name)
+        entities = [(USERS, username), *((GROUPS, g) for g in groups)]
+        live: set[tuple[str, str]] = set()
+        for start in range(0, len(entities), BATCH_GET_LIMIT):
+            live.update((i[PK]["S"], i[SK]["S"]) for i in self._batch_get(
+                [key(*e) for e in entities[start:start + BATCH_GET_LIMIT]])
+                if "deleting" not in i)
+        if (USERS, username) not in live:
+            raise NotFoundError(f"user not found: {username}")
         for group in groups:
-            names.update(self._name(i, "policy#")
-                         for i in self._query(_group_pk(group), "policy#"))
+            if (GROUPS, group) in live:
+                names.update(self._name(i, "policy#")
+                             for i in self._query(_group_pk(group), "policy#"))
         ordered = sorted(names)
         found: dict[str, Policy] = {}
         for start in range(0, len(ordered), BATCH_GET_LIMIT):

@@ -86,3 +86,17 @@ def test_auth_and_refstore_share_one_table(store: DynamoDBAuthStore,
         assert store.is_initialized()
     finally:
         refs.close()
+
+
+def test_a_group_being_deleted_grants_nothing(store: DynamoDBAuthStore) -> None:
+    store.create_user("alice")
+    store.create_group("team")
+    store.create_policy(Policy("p", [Statement(Effect.ALLOW, ["fs:*"], "*")]))
+    store.attach_policy_to_group("team", "p")
+    store.add_user_to_group("alice", "team")
+    assert [p.name for p in store.effective_policies("alice")] == ["p"]
+    _mark_deleting(store, "auth#groups", "team")  # its links are not swept yet
+    assert store.effective_policies("alice") == []
+    _mark_deleting(store, "auth#users", "alice")
+    with pytest.raises(NotFoundError, match="user not found: alice"):
+        store.effective_policies("alice")
