@@ -34,6 +34,7 @@ several processes) are conditional, so exactly one creates the admin.
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -215,6 +216,21 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
                 raise NotFoundError(f"{_KIND[pk]} not found: {name}")
         return failed[len(parents):]
 
+    def _page(self, pk: str, kind: str, prefix: str, after: str,
+              limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """Items of ``kind`` in partition ``pk`` whose name starts with ``prefix`` and
+        sorts after ``after``, by name; a prefix or bound longer than a key can hold
+        is handled here (no name is that long)."""
+        if prefix and not _fits(prefix):
+            return
+        bound = after
+        while bound and not _fits(bound):  # a shorter bound, then filtered exactly
+            bound = bound[:len(bound) // 2]
+        for item in self._query(pk, kind, prefix, bound,
+                                limit if bound == after else None):
+            if bound == after or self._name(item, kind) > after:
+                yield item
+
     @staticmethod
     def _check_amount(amount: int) -> None:
         if amount < 0:
@@ -227,7 +243,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         if amount == 0:
             return
         found = 0
-        for item in self._query(pk, "", prefix, after):
+        for item in self._page(pk, "", prefix, after):
             if "deleting" in item:
                 continue
             yield item
@@ -255,7 +271,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
             self._check_amount(amount)
             if amount == 0:
                 return out
-        for item in self._query(pk, kind, "", after):
+        for item in self._page(pk, kind, "", after):
             names.append(self._name(item, kind))
             if len(names) == BATCH_GET_LIMIT or (
                     amount is not None and len(out) + len(names) >= amount):
@@ -395,7 +411,8 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         if amount == 0:
             return []
         return [CredentialSummary(self._name(i, "cred#"), username, _date(i["created"]["S"]))
-                for i in self._query(_user_pk(username), "cred#", "", after, amount)]
+                for i in itertools.islice(
+                    self._page(_user_pk(username), "cred#", "", after, amount), amount)]
 
     def delete_credentials(self, username: str, access_key_id: str) -> None:
         if not _fits(access_key_id):

@@ -74,6 +74,10 @@ def test_list_users_paginates_in_byte_order(store: BaseAuthStore) -> None:
     assert [u.username for u in page1 + page2 + page3] == [
         "Bea", "al_x", "alfred", "alice", "bob", "zed"]
     assert store.list_users(after="zed") == []
+    # bounds longer than any name are no error
+    assert [u.username for u in store.list_users(after="alice" + "z" * 2000)] == ["bob", "zed"]
+    assert store.list_users(prefix="a" * 2000) == []
+    assert store.list_credentials("zed", after="A" * 2000) == []
 
 
 # --- credentials ---------------------------------------------------------------------------
