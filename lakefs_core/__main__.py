@@ -13,8 +13,8 @@ from lakefs_core.errors import LakeFSError, NotFoundError
 from lakefs_core.logs import configure_logging
 
 if TYPE_CHECKING:
+    from lakefs_core.auth.base import BaseAuthStore
     from lakefs_core.auth.model import Credential
-    from lakefs_core.auth.store import AuthStore
 
 log = logging.getLogger("lakefs_core")
 
@@ -33,7 +33,7 @@ def _load(args: argparse.Namespace) -> ServerConfig:
     return config
 
 
-def setup_first_admin(auth: AuthStore, username: str, access_key_id: str | None = None,
+def setup_first_admin(auth: BaseAuthStore, username: str, access_key_id: str | None = None,
                       secret: str | None = None) -> Credential | None:
     """Create the first admin once; repeating the same setup changes nothing.
 

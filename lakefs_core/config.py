@@ -156,7 +156,7 @@ class PostgresConfig(ConfigModel):
 
 
 class DynamoDBDatabaseConfig(ConfigModel):
-    """A DynamoDB table holding the metadata, lakeFS field names.
+    """A DynamoDB table holding the metadata and the auth store, lakeFS field names.
 
     The table is created at start if missing: on-demand, or provisioned when both
     capacities are set.
@@ -197,7 +197,8 @@ class DynamoDBDatabaseConfig(ConfigModel):
 
 
 class DatabaseConfig(ConfigModel):
-    """Where the refstore (metadata) lives: ``local`` (SQLite), ``postgres`` or ``dynamodb``.
+    """Where the metadata (refstore and auth store) lives: ``local`` (SQLite),
+    ``postgres`` or ``dynamodb``.
 
     Attributes:
         type: ``local`` (SQLite, the embedded default), ``postgres`` (also

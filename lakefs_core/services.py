@@ -11,9 +11,9 @@ import logging
 from dataclasses import dataclass, field
 
 from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
-from lakefs_core.auth import open_auth_store
+from lakefs_core.auth.backends import open_auth_store
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.service import AuthService
-from lakefs_core.auth.store import AuthStore
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
@@ -35,7 +35,7 @@ class Services:
     blockstores: BlockStores
     graveler: Graveler
     catalog: Catalog
-    auth: AuthStore
+    auth: BaseAuthStore
     #: authentication and authorization (auth's public interface)
     access: AuthService
     notifier: RefEventNotifier | None = None
@@ -118,24 +118,20 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
             which open theirs without.
     """
     refstore = open_refstore_for(config.database)
-    if config.database.type == "dynamodb":
-        log.warning("database.type is dynamodb: repositories, branches, commits and "
-                    "staging are on DynamoDB table %r; the auth store (users, groups, "
-                    "policies, credentials) is not, it stays in the SQLite file %s, which "
-                    "every server process of the installation must share",
-                    config.database.dynamodb.table_name, config.database.local.path)
     blockstores = BlockStores.from_config(config.blockstore, config.blockstores)
     graveler = Graveler(refstore, blockstores.for_storage_id, range_options={
         "cache_size_bytes": config.committed.sstable.memory.cache_size_bytes})
+    secret = config.auth.encrypt.secret_key
+    assert secret is not None  # the config model fills the embedded default
     try:
         check_repository_storage(graveler, blockstores)
+        # the auth store is in the same database (on DynamoDB, the same table)
+        auth = open_auth_store(config.database, secret.get_secret_value(),
+                               data_dir=config.data_dir)
     except BaseException:
         blockstores.close()
         refstore.close()
         raise
-    secret = config.auth.encrypt.secret_key
-    assert secret is not None  # the config model fills the embedded default
-    auth = open_auth_store(config.database, secret.get_secret_value())
     if startup_tasks and config.auth.encrypt.generated:
         # an installation of an earlier version used a public default key: its stored
         # secrets move to the key just generated

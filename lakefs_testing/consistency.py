@@ -49,6 +49,8 @@ def check_consistency(services: Services) -> list[str]:
     if not isinstance(engine, Engine):
         raise TypeError(f"{services.refstore!r} is not a SQL refstore")
     _check_refs(services, engine, findings)
+    if not isinstance(services.auth, auth_tables.AuthStore):
+        raise TypeError(f"{services.auth!r} is not a SQL auth store")
     _check_auth(services.auth.engine, findings)
     return findings.lines()
 

@@ -79,8 +79,7 @@ MAX_EVENTS = 100
 def refstore_database(config: ReplicationConfig) -> DatabaseConfig:
     """The region's lakeFS database (``refstore_database``), checked for what the
     service opens in it: the refstore, and the auth store unless ``auth.api.endpoint``
-    authenticates callers (with ``dynamodb``, the auth store is the SQLite file at
-    ``local.path``, as the server keeps it).
+    authenticates callers (on DynamoDB both are in the server's table).
 
     Raises:
         ValidationError: the block is absent or lacks what its type needs.
@@ -92,11 +91,6 @@ def refstore_database(config: ReplicationConfig) -> DatabaseConfig:
             "chart fills it in from the lakeFS config)")
     if db.type == "local" and not db.local.path:
         raise ValidationError("refstore_database.local.path: required")
-    if db.type == "dynamodb" and not db.local.path and not config.auth.api.endpoint:
-        raise ValidationError(
-            "refstore_database.local.path: required with type dynamodb (the SQLite file "
-            "of the lakeFS auth store, the server's database.local.path), unless "
-            "auth.api.endpoint authenticates callers")
     return db
 
 

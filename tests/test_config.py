@@ -911,23 +911,21 @@ def test_replication_takes_a_dynamodb_lakefs_database(tmp_path: Path) -> None:
         "dynamodb", "lakefs-meta", "http://127.0.0.1:4566", auth_db)
 
 
-def test_replication_names_what_a_dynamodb_block_lacks(tmp_path: Path) -> None:
-    """Set by hand without ``local.path``, a DynamoDB block has no auth store to open:
-    refused naming the field, unless another lakeFS authenticates callers."""
+def test_replication_needs_only_the_table_of_a_dynamodb_block(tmp_path: Path) -> None:
+    """A DynamoDB block needs no SQLite file: the refstore and the auth store are both
+    in the server's table; a local block without its file is refused naming the field."""
     from replication.sidecar import refstore_database
 
     block = {"type": "dynamodb", "dynamodb": {"table_name": "lakefs-meta"}}
     path = write_yaml(tmp_path / "r.yaml", minimal_replication(refstore_database=block))
     cfg = load_replication_config(path, env=SEED_SECRET_ENV)
-    with pytest.raises(ValidationError, match=r"refstore_database\.local\.path: required "
-                                              "with type dynamodb"):
-        refstore_database(cfg)
-    remote = minimal_replication(refstore_database=block,
-                                 auth={"encrypt": {"secret_key": "k"},
-                                       "api": {"endpoint": "http://lakefs:8000/api/v1"}})
-    cfg = load_replication_config(write_yaml(tmp_path / "remote.yaml", remote),
-                                  env=SEED_SECRET_ENV)
     assert refstore_database(cfg).dynamodb.table_name == "lakefs-meta"
+    assert not refstore_database(cfg).local.path
+    local = minimal_replication(refstore_database={"type": "local"})
+    cfg = load_replication_config(write_yaml(tmp_path / "local.yaml", local),
+                                  env=SEED_SECRET_ENV)
+    with pytest.raises(ValidationError, match=r"refstore_database\.local\.path: required"):
+        refstore_database(cfg)
 
 
 def test_refstore_database_defaults_to_the_lakefs_database(tmp_path: Path) -> None:

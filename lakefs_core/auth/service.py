@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from cachetools import TTLCache
 
-from lakefs_core.auth import open_auth_store, rbac
+from lakefs_core.auth import rbac
+from lakefs_core.auth.backends import open_auth_store
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.model import Credential, Policy
-from lakefs_core.auth.store import AuthStore
 from lakefs_core.errors import AuthenticationError
 
 if TYPE_CHECKING:
@@ -64,13 +65,14 @@ class AuthService:
         store: the auth tables.
     """
 
-    def __init__(self, store: AuthStore) -> None:
+    def __init__(self, store: BaseAuthStore) -> None:
         self.store = store
 
     @classmethod
     def open(cls, database: DatabaseConfig, secret_key: str) -> AuthService:
         """Open the auth store of the server's ``database`` settings block."""
         return cls(open_auth_store(database, secret_key))
+
 
     def close(self) -> None:
         self.store.close()

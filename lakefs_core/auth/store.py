@@ -1,4 +1,5 @@
-"""Durable auth state on SQLAlchemy Core: users, access keys, groups and policies.
+"""Durable auth state on SQLAlchemy Core: users, access keys, groups and policies
+(the SQL implementation of :class:`lakefs_core.auth.base.BaseAuthStore`).
 
 One implementation serves SQLite (``sqlite:///path``, ``sqlite://`` in memory) and
 PostgreSQL (``postgresql+psycopg://...``). The store owns its tables (``auth_*``) and
@@ -28,6 +29,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
 from lakefs_core.auth import builtin
+from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.crypto import (
     SecretBox,
     generate_access_key_id,
@@ -168,8 +170,9 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class AuthStore:
-    """Users, access keys, groups and policies in a SQL database.
+class AuthStore(BaseAuthStore):
+    """Users, access keys, groups and policies in a SQL database (the auth store on
+    ``database.type`` ``local`` and ``postgres``).
 
     Args:
         url: SQLAlchemy URL of the database (``sqlite:///...`` or
@@ -223,9 +226,6 @@ class AuthStore:
 
     def __enter__(self) -> AuthStore:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _create_tables(self) -> None:
         with self._engine.begin() as conn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lakefs_core.dynamodb_table import table_options
 from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
 
@@ -18,13 +19,7 @@ if TYPE_CHECKING:
 
 def dynamodb_options(ddb: DynamoDBDatabaseConfig) -> dict[str, Any]:
     """A ``dynamodb`` settings block as the DynamoDB refstore's arguments."""
-    secret = ddb.aws_secret_access_key
-    return {"table_name": ddb.table_name, "endpoint": ddb.endpoint or None,
-            "region": ddb.aws_region or None, "profile": ddb.aws_profile or None,
-            "access_key_id": ddb.aws_access_key_id or None,
-            "secret_access_key": None if secret is None else secret.get_secret_value() or None,
-            "read_capacity_units": ddb.read_capacity_units,
-            "write_capacity_units": ddb.write_capacity_units, "scan_limit": ddb.scan_limit}
+    return table_options(ddb)
 
 
 def open_refstore_for(database: DatabaseConfig, *, create_table: bool = True) -> RefStore:

@@ -7,38 +7,34 @@ import re
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
-from lakefs_core.auth import AuthStore, SecretBox, generate_access_key_id, generate_secret
+from lakefs_core.auth import (
+    AuthStore,
+    BaseAuthStore,
+    SecretBox,
+    generate_access_key_id,
+    generate_secret,
+)
 from lakefs_core.errors import SecretDecryptionError, ValidationError
-from tests.auth.conftest import SECRET_KEY
+from tests.auth.conftest import (
+    SECRET_KEY,
+    OpenStore,
+    all_stored,
+    overwrite_stored_secret,
+    stored_secret,
+)
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
 
-def _all_auth_rows(store: AuthStore) -> str:
-    dump = []
-    with store.engine.connect() as conn:
-        for table in sa.inspect(conn).get_table_names():
-            if table.startswith("auth_"):
-                for row in conn.execute(sa.text(f"SELECT * FROM {table}")):
-                    dump.append(repr(tuple(bytes(v) if isinstance(v, memoryview) else v
-                                           for v in row)))
-    return "\n".join(dump)
-
-
-def test_secret_is_not_stored_in_plain_text(store: AuthStore) -> None:
+def test_secret_is_not_stored_in_plain_text(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_credentials("alice", "AKIAALICE", SECRET)
-    dump = _all_auth_rows(store)
+    dump = all_stored(store)
     assert "AKIAALICE" in dump  # the dump does see the credentials row
     for form in (SECRET, base64.b64encode(SECRET.encode()).decode(), SECRET.encode().hex()):
         assert form not in dump
-    with store.engine.connect() as conn:
-        blob = conn.execute(sa.text(
-            "SELECT secret_encrypted FROM auth_credentials WHERE access_key_id = 'AKIAALICE'"
-        )).scalar_one()
-    assert SECRET.encode() not in bytes(blob)
+    assert SECRET.encode() not in stored_secret(store, "AKIAALICE")
 
 
 def test_sqlite_file_does_not_contain_the_secret(tmp_path: Path) -> None:
@@ -51,32 +47,26 @@ def test_sqlite_file_does_not_contain_the_secret(tmp_path: Path) -> None:
     assert SECRET.encode() not in raw
 
 
-def test_another_key_cannot_decrypt(auth_url: str) -> None:
-    with AuthStore(auth_url, SECRET_KEY) as store:
+def test_another_key_cannot_decrypt(open_store: OpenStore) -> None:
+    with open_store() as store:
         store.create_user("alice")
         store.create_credentials("alice", "AKIAALICE", SECRET)
-    with AuthStore(auth_url, "some-other-key") as other:
+    with open_store("some-other-key") as other:
         assert other.get_user("alice").username == "alice"  # the rest is readable
         with pytest.raises(SecretDecryptionError):
             other.get_credentials("AKIAALICE")
         with pytest.raises(SecretDecryptionError):
             other.authenticate("AKIAALICE", SECRET)
-    with AuthStore(auth_url, SECRET_KEY) as same:
+    with open_store() as same:
         assert same.get_credentials("AKIAALICE").secret == SECRET
 
 
-def test_a_secret_moved_to_another_key_row_does_not_decrypt(store: AuthStore) -> None:
+def test_a_secret_moved_to_another_key_row_does_not_decrypt(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_user("mallory")
     store.create_credentials("alice", "AKIAALICE", SECRET)
     store.create_credentials("mallory", "AKIAMALLORY", "mallory-secret")
-    with store.engine.begin() as conn:
-        blob = conn.execute(sa.text(
-            "SELECT secret_encrypted FROM auth_credentials WHERE access_key_id = 'AKIAALICE'"
-        )).scalar_one()
-        conn.execute(sa.text(
-            "UPDATE auth_credentials SET secret_encrypted = :b WHERE access_key_id = :k"),
-            {"b": bytes(blob), "k": "AKIAMALLORY"})
+    overwrite_stored_secret(store, "AKIAMALLORY", stored_secret(store, "AKIAALICE"))
     with pytest.raises(SecretDecryptionError):
         store.get_credentials("AKIAMALLORY")
 
@@ -104,3 +94,21 @@ def test_generated_keys_look_like_lakefs_keys() -> None:
     assert len(ids) == 200 and len(secrets) == 200
     assert all(re.fullmatch(r"AKIAJ[A-Z0-9]{14}Q", i) for i in ids)
     assert all(re.fullmatch(r"[A-Za-z0-9+/]{40}", s) for s in secrets)
+
+
+def test_secrets_move_to_a_new_key(open_store: OpenStore) -> None:
+    with open_store("the-old-key") as old:
+        old.create_user("alice")
+        old.create_credentials("alice", "AKIAONE", SECRET)
+        old.create_credentials("alice", "AKIATWO", "second-secret")
+    with open_store("a-third-key") as third:
+        third.create_credentials("alice", "AKIATHIRD", "third-secret")
+    with open_store("the-new-key") as new:
+        assert new.reencrypt_secrets("the-old-key") == 2
+        assert new.get_credentials("AKIAONE").secret == SECRET
+        assert new.authenticate("AKIATWO", "second-secret").username == "alice"
+        with pytest.raises(SecretDecryptionError):  # another key's secret is left alone
+            new.get_credentials("AKIATHIRD")
+        assert new.reencrypt_secrets("the-old-key") == 0
+    with open_store("the-old-key") as old, pytest.raises(SecretDecryptionError):
+        old.get_credentials("AKIAONE")

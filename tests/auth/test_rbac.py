@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakefs_core.auth import (
-    AuthStore,
+    BaseAuthStore,
     Decision,
     Effect,
     Permission,
@@ -172,7 +172,7 @@ def test_user_variable_is_substituted_literally(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["*", "a?b", "a/b", "a:b", "a b", "", "x" * 128, "ü"])
-def test_new_entities_need_lakefs_ids(store: AuthStore, name: str) -> None:
+def test_new_entities_need_lakefs_ids(store: BaseAuthStore, name: str) -> None:
     with pytest.raises(ValidationError):
         store.create_user(name)
     with pytest.raises(ValidationError):
@@ -222,7 +222,7 @@ def test_check_raises_insufficient_permissions() -> None:
         check(viewers, Permission(rbac.WRITE_OBJECT, OBJ))
 
 
-def test_narrow_replication_policy_from_the_mirroring_guide(store: AuthStore) -> None:
+def test_narrow_replication_policy_from_the_mirroring_guide(store: BaseAuthStore) -> None:
     """A replication user scoped to one source, one mirror and one namespace."""
     src, mirror, ns = "src-repo", "src-repo-mirror", "s3://dr-bucket/mirrors/src"
     reads = ["fs:ReadRepository", "fs:ReadObject", "fs:ListObjects", "fs:ReadCommit",

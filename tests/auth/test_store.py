@@ -1,4 +1,4 @@
-"""The auth store's contract, on SQLite and PostgreSQL."""
+"""The auth store's contract, on SQLite, PostgreSQL and DynamoDB (see conftest)."""
 
 from __future__ import annotations
 
@@ -7,16 +7,24 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import sqlalchemy as sa
 
-from lakefs_core.auth import AuthStore, Effect, Permission, Policy, Statement, builtin, rbac
+from lakefs_core.auth import (
+    AuthStore,
+    BaseAuthStore,
+    Effect,
+    Permission,
+    Policy,
+    Statement,
+    builtin,
+    rbac,
+)
 from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
     NotFoundError,
     ValidationError,
 )
-from tests.auth.conftest import SECRET_KEY
+from tests.auth.conftest import SECRET_KEY, OpenStore, count_rows
 
 
 def _policy(name: str, actions: list[str], resource: str = "*",
@@ -24,13 +32,12 @@ def _policy(name: str, actions: list[str], resource: str = "*",
     return Policy(name, [Statement(effect=effect, action=actions, resource=resource)])
 
 
-def _count(store: AuthStore, table: str) -> int:
-    with store.engine.connect() as conn:
-        return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
+def _count(store: BaseAuthStore, table: str) -> int:
+    return count_rows(store, table)
 
 
 # --- users -------------------------------------------------------------------------------
-def test_user_lifecycle(store: AuthStore) -> None:
+def test_user_lifecycle(store: BaseAuthStore) -> None:
     created = store.create_user("alice", email="alice@example.com")
     got = store.get_user("alice")
     assert got.username == "alice" and got.email == "alice@example.com"
@@ -46,13 +53,13 @@ def test_user_lifecycle(store: AuthStore) -> None:
 
 
 @pytest.mark.parametrize("name", ["", " padded", "tab\there", "x" * 257])
-def test_invalid_user_names_are_refused(store: AuthStore, name: str) -> None:
+def test_invalid_user_names_are_refused(store: BaseAuthStore, name: str) -> None:
     with pytest.raises(ValidationError):
         store.create_user(name)
     assert store.list_users() == []
 
 
-def test_list_users_paginates_in_byte_order(store: AuthStore) -> None:
+def test_list_users_paginates_in_byte_order(store: BaseAuthStore) -> None:
     for name in ["bob", "Bea", "alice", "al_x", "alfred", "zed"]:
         store.create_user(name)
     assert [u.username for u in store.list_users()] == [
@@ -67,10 +74,14 @@ def test_list_users_paginates_in_byte_order(store: AuthStore) -> None:
     assert [u.username for u in page1 + page2 + page3] == [
         "Bea", "al_x", "alfred", "alice", "bob", "zed"]
     assert store.list_users(after="zed") == []
+    # bounds longer than any name are no error
+    assert [u.username for u in store.list_users(after="alice" + "z" * 2000)] == ["bob", "zed"]
+    assert store.list_users(prefix="a" * 2000) == []
+    assert store.list_credentials("zed", after="A" * 2000) == []
 
 
 # --- credentials ---------------------------------------------------------------------------
-def test_generated_credentials(store: AuthStore) -> None:
+def test_generated_credentials(store: BaseAuthStore) -> None:
     store.create_user("alice")
     cred = store.create_credentials("alice")
     assert re.fullmatch(r"AKIAJ[A-Z0-9]{14}Q", cred.access_key_id)
@@ -81,7 +92,7 @@ def test_generated_credentials(store: AuthStore) -> None:
                                                          "alice")
 
 
-def test_given_credentials_and_listing(store: AuthStore) -> None:
+def test_given_credentials_and_listing(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_user("bob")
     a1 = store.create_credentials("alice", "AKIAALICE1", "alice-secret-1")
@@ -105,7 +116,7 @@ def test_given_credentials_and_listing(store: AuthStore) -> None:
         store.create_credentials("alice", "AKIAOK", "has space")
 
 
-def test_delete_credentials_only_of_their_owner(store: AuthStore) -> None:
+def test_delete_credentials_only_of_their_owner(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_user("bob")
     store.create_credentials("alice", "AKIAALICE", "s1")
@@ -119,7 +130,7 @@ def test_delete_credentials_only_of_their_owner(store: AuthStore) -> None:
         store.delete_credentials("alice", "AKIAALICE")
 
 
-def test_authenticate(store: AuthStore) -> None:
+def test_authenticate(store: BaseAuthStore) -> None:
     store.create_user("alice", email="a@example.com")
     cred = store.create_credentials("alice")
     user = store.authenticate(cred.access_key_id, cred.secret)
@@ -130,7 +141,7 @@ def test_authenticate(store: AuthStore) -> None:
         store.authenticate("AKIAUNKNOWN", cred.secret)
 
 
-def test_deleting_a_user_removes_keys_memberships_and_attachments(store: AuthStore) -> None:
+def test_deleting_a_user_removes_keys_memberships_and_attachments(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_user("bob")
     store.create_group("team")
@@ -150,8 +161,46 @@ def test_deleting_a_user_removes_keys_memberships_and_attachments(store: AuthSto
     assert store.effective_policies("alice") == []
 
 
+def test_links_made_while_a_user_is_deleted_leave_nothing_behind(
+        open_store: OpenStore) -> None:
+    """Keys, memberships and attachments written by one process while another deletes
+    the user are either refused or deleted with it: none outlives the user."""
+    one, other = open_store(), open_store()
+    one.create_group("team")
+    one.create_policy(_policy("p", ["fs:ReadObject"]))
+    refused: list[BaseException] = []
+    for _round in range(3):
+        one.create_user("u")
+        barrier = threading.Barrier(2)
+
+        def link(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            try:
+                for _ in range(4):
+                    one.add_user_to_group("u", "team")
+                    one.attach_policy_to_user("u", "p")
+                    one.create_credentials("u")
+            except NotFoundError as exc:
+                refused.append(exc)
+
+        def delete(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            other.delete_user("u")
+
+        threads = [threading.Thread(target=link), threading.Thread(target=delete)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for table in ("auth_users", "auth_credentials", "auth_group_members",
+                      "auth_user_policies"):
+            assert _count(one, table) == 0, table
+        assert one.list_group_members("team") == []
+    assert all("user not found: u" in str(e) for e in refused)
+
+
 # --- groups ---------------------------------------------------------------------------
-def test_groups_and_membership(store: AuthStore) -> None:
+def test_groups_and_membership(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_user("bob")
     store.create_group("readers", description="read only")
@@ -189,7 +238,7 @@ def test_groups_and_membership(store: AuthStore) -> None:
 
 
 # --- policies ---------------------------------------------------------------------------
-def test_policy_lifecycle(store: AuthStore) -> None:
+def test_policy_lifecycle(store: BaseAuthStore) -> None:
     policy = Policy("ReadRepo1", [
         Statement(effect=Effect.ALLOW, action=["fs:Read*", "fs:List*"],
                   resource="arn:lakefs:fs:::repository/repo1/*"),
@@ -220,7 +269,7 @@ def test_policy_lifecycle(store: AuthStore) -> None:
         store.delete_policy("ReadRepo1")
 
 
-def test_effective_policies_combine_direct_and_group_policies(store: AuthStore) -> None:
+def test_effective_policies_combine_direct_and_group_policies(store: BaseAuthStore) -> None:
     store.create_user("alice")
     store.create_group("g1")
     store.create_group("g2")
@@ -258,7 +307,7 @@ def test_effective_policies_combine_direct_and_group_policies(store: AuthStore) 
 
 
 # --- setup ------------------------------------------------------------------------------
-def test_setup_admin_creates_builtins_and_an_admin(store: AuthStore) -> None:
+def test_setup_admin_creates_builtins_and_an_admin(store: BaseAuthStore) -> None:
     assert not store.is_initialized()
     cred = store.setup_admin("admin", "AKIAIOSFODNN7EXAMPLE",
                              "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
@@ -282,7 +331,7 @@ def test_setup_admin_creates_builtins_and_an_admin(store: AuthStore) -> None:
         assert rbac.authorize(policies, Permission(action, resource), username="admin")
 
 
-def test_setup_admin_is_idempotent_with_the_same_credentials(store: AuthStore) -> None:
+def test_setup_admin_is_idempotent_with_the_same_credentials(store: BaseAuthStore) -> None:
     first = store.setup_admin("admin", "AKIAADMIN", "admin-secret")
     again = store.setup_admin("admin", "AKIAADMIN", "admin-secret")
     assert (again.access_key_id, again.secret) == (first.access_key_id, first.secret)
@@ -296,7 +345,7 @@ def test_setup_admin_is_idempotent_with_the_same_credentials(store: AuthStore) -
     ("AKIAOTHER", "admin-secret"),  # not the admin's key
     ("AKIABOB", "bob-secret"),  # another user's key
 ])
-def test_setup_admin_again_creates_nothing(store: AuthStore, key: str | None,
+def test_setup_admin_again_creates_nothing(store: BaseAuthStore, key: str | None,
                                            secret: str | None) -> None:
     store.setup_admin("admin", "AKIAADMIN", "admin-secret")
     store.create_user("bob")
@@ -308,7 +357,7 @@ def test_setup_admin_again_creates_nothing(store: AuthStore, key: str | None,
 
 
 def test_setup_admin_generates_credentials_and_restores_missing_builtins(
-        store: AuthStore) -> None:
+        store: BaseAuthStore) -> None:
     cred = store.setup_admin("admin")
     assert re.fullmatch(r"AKIAJ[A-Z0-9]{14}Q", cred.access_key_id)
     store.delete_policy(builtin.FS_READ_ALL)
@@ -322,7 +371,7 @@ def test_setup_admin_generates_credentials_and_restores_missing_builtins(
 
 
 def test_untouched_builtins_of_an_earlier_version_are_brought_up_to_date(
-        store: AuthStore) -> None:
+        store: BaseAuthStore) -> None:
     store.setup_admin("admin")
     for name, versions in builtin.SUPERSEDED.items():  # as an earlier version wrote them
         store.update_policy(Policy(name, versions[0]))
@@ -336,13 +385,13 @@ def test_untouched_builtins_of_an_earlier_version_are_brought_up_to_date(
     assert store.get_policy(builtin.FS_READ_ALL).statements[0].action == ("fs:ReadObject",)
 
 
-def test_concurrent_setup_admin_creates_one_admin(auth_url: str) -> None:
-    stores = [AuthStore(auth_url, SECRET_KEY) for _ in range(4)]
+def test_concurrent_setup_admin_creates_one_admin(open_store: OpenStore) -> None:
+    stores = [open_store() for _ in range(4)]
     results: list[str] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(len(stores))
 
-    def run(store: AuthStore) -> None:
+    def run(store: BaseAuthStore) -> None:
         barrier.wait()
         try:
             results.append(store.setup_admin("admin", "AKIAADMIN", "admin-secret").secret)
@@ -354,20 +403,17 @@ def test_concurrent_setup_admin_creates_one_admin(auth_url: str) -> None:
         t.start()
     for t in threads:
         t.join()
-    try:
-        assert errors == []
-        assert results == ["admin-secret"] * len(stores)
-        assert _count(stores[0], "auth_users") == 1
-        assert _count(stores[0], "auth_credentials") == 1
-    finally:
-        for s in stores:
-            s.close()
+    assert errors == []
+    assert results == ["admin-secret"] * len(stores)
+    assert _count(stores[0], "auth_users") == 1
+    assert _count(stores[0], "auth_credentials") == 1
+    assert [u.username for u in stores[1].list_group_members(builtin.ADMINS)] == ["admin"]
 
 
-def test_state_survives_reopening(auth_url: str) -> None:
-    with AuthStore(auth_url, SECRET_KEY) as store:
+def test_state_survives_reopening(open_store: OpenStore) -> None:
+    with open_store() as store:
         cred = store.setup_admin("admin")
-    with AuthStore(auth_url, SECRET_KEY) as reopened:
+    with open_store() as reopened:
         assert reopened.is_initialized()
         assert reopened.get_credentials(cred.access_key_id).secret == cred.secret
         assert reopened.get_user("admin").creation_date <= datetime.now(UTC)
@@ -385,7 +431,7 @@ def test_in_memory_sqlite() -> None:
         assert [u.username for u in store.list_users()] == ["alice"]
 
 
-def test_names_the_database_cannot_hold_are_validation_errors(store: AuthStore) -> None:
+def test_names_the_database_cannot_hold_are_validation_errors(store: BaseAuthStore) -> None:
     """PostgreSQL takes no NUL in text: looking up or attaching such a name is bad input
     (400), never a database failure; and no access key with one authenticates."""
     store.create_user("u1")
@@ -402,7 +448,7 @@ def test_names_the_database_cannot_hold_are_validation_errors(store: AuthStore) 
     assert [u.username for u in store.list_users()] == ["u1"]
 
 
-def test_revoked_sessions_are_kept_until_they_expire(store: AuthStore) -> None:
+def test_revoked_sessions_are_kept_until_they_expire(store: BaseAuthStore) -> None:
     later = datetime.now(UTC) + timedelta(days=7)
     assert not store.session_revoked("s1")
     store.revoke_session("s1", later)
