@@ -22,6 +22,7 @@ from lakefs_core.api.app import API_PATH_PREFIXES, ASGIApp, Receive, Scope, Send
 from lakefs_core.config import ServerConfig
 from lakefs_core.gateway.app import create_gateway
 from lakefs_core.logs import configure_logging
+from lakefs_core.memory import MemoryReleaser, tune_allocator
 from lakefs_core.services import Services, build_services
 from lakefs_core.ui import UI_PREFIX, create_ui
 
@@ -122,6 +123,8 @@ def create_worker_app(config: ServerConfig) -> WorkerApp:
 
     The startup tasks ran in the first process before the workers started.
     """
+    tune_allocator()
+    MemoryReleaser().start()  # for the worker's life: a daemon thread
     configure_logging(config.logging.level, config.logging.format)
     services = build_services(config, startup_tasks=False)
     try:
@@ -143,7 +146,11 @@ def serve(services: Services) -> None:
     """Serve in this process until it is told to stop."""
     import uvicorn
 
-    uvicorn.run(create_app(services), **_uvicorn_options(services.config))
+    releaser = MemoryReleaser().start()
+    try:
+        uvicorn.run(create_app(services), **_uvicorn_options(services.config))
+    finally:
+        releaser.stop()
 
 
 def serve_workers(config: ServerConfig) -> None:

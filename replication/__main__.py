@@ -13,13 +13,16 @@ from lakefs_core.logs import configure_logging
 def cmd_run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from lakefs_core.memory import MemoryReleaser, tune_allocator
     from replication.api import create_app
     from replication.config import load_replication_config
     from replication.sidecar import Sidecar
 
+    tune_allocator()  # before any thread starts: weeks of rounds must not grow memory
     config = load_replication_config(args.config)
     configure_logging(config.logging.level, config.logging.format)
     sidecar = Sidecar(config)
+    releaser = MemoryReleaser().start()
     sidecar.start()
     host, _, port = config.listen_address.rpartition(":")
     logging.getLogger("replication").info(
@@ -30,6 +33,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     log_level="warning", access_log=False)
     finally:
         sidecar.stop()
+        releaser.stop()
     return 0
 
 

@@ -1,0 +1,117 @@
+"""How a long-running process of ours uses the C allocator (glibc's malloc).
+
+The server and the replication service run for weeks with many threads, and move
+buffers of a few hundred KiB to a few MiB (range files, listings, request bodies)
+through ``malloc``. With glibc's defaults that memory, once freed, is often not given
+back to the system:
+
+- each thread may get an arena of its own (up to 8 per core), and free space stays
+  spread over all of them;
+- the threshold above which a block gets its own mapping (given back when freed)
+  rises to the largest block freed so far, so after a while buffers of a few MiB come
+  from the arenas, and the holes they leave behind are kept.
+
+A soak of mirroring showed it: the replication service's resident memory grew by about
+40 MiB every 5 minutes while the memory it used stayed flat. :func:`tune_allocator`
+caps the arenas and pins the mapping threshold; :func:`release_free_memory` hands
+free pages back now and then. Elsewhere than glibc both do nothing. An operator's own
+``MALLOC_ARENA_MAX`` / ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
+environment settings win over ours.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import threading
+import time
+from functools import cache
+
+log = logging.getLogger(__name__)
+
+# mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+
+#: arenas for all threads together (glibc's default: 8 per core)
+ARENA_MAX = 2
+#: blocks from this size on get a mapping of their own, given back when freed
+MMAP_THRESHOLD = 128 * 1024
+#: free memory at the top of an arena beyond this is given back at once
+TRIM_THRESHOLD = 4 * 1024 * 1024
+
+_ENV = {_M_ARENA_MAX: "MALLOC_ARENA_MAX", _M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
+        _M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_"}
+
+
+@cache
+def _glibc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.gnu_get_libc_version  # noqa: B018 - present in glibc only
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune_allocator() -> bool:
+    """Cap the arenas and pin the mapping and trim thresholds (see the module docs).
+
+    Call it early in a long-running process, before it starts its threads. Returns
+    whether the allocator is glibc's (and so was tuned where the environment leaves
+    it to us).
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    for param, value in ((_M_ARENA_MAX, ARENA_MAX), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+                         (_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+        if _ENV[param] in os.environ:
+            continue  # the operator's choice
+        if libc.mallopt(param, value) != 1:
+            log.warning("mallopt(%d, %d) refused", param, value)
+    return True
+
+
+def release_free_memory() -> bool:
+    """Give the free pages of every arena back to the system (``malloc_trim``).
+
+    Returns whether any memory was given back (False also elsewhere than glibc).
+    """
+    libc = _glibc()
+    return bool(libc is not None and libc.malloc_trim(0))
+
+
+class MemoryReleaser:
+    """Calls :func:`release_free_memory` every ``interval`` seconds in a daemon thread
+    until :meth:`stop` (it takes a few milliseconds for a few hundred MiB)."""
+
+    def __init__(self, interval: float = 60.0) -> None:
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="memory-release",
+                                        daemon=True)
+
+    def start(self) -> MemoryReleaser:
+        if _glibc() is not None and self.interval > 0:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            start = time.perf_counter()
+            release_free_memory()
+            log.debug("free memory released in %.1f ms", (time.perf_counter() - start) * 1e3)

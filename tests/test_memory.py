@@ -1,0 +1,76 @@
+"""The C allocator settings of long-running processes (lakefs_core.memory)."""
+
+from __future__ import annotations
+
+import platform
+import threading
+from typing import Any
+
+import pytest
+
+from lakefs_core import memory
+
+
+class _RecordingLibc:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.trims = 0
+        self.trimmed = threading.Event()
+
+    def mallopt(self, param: int, value: int) -> int:
+        self.calls.append((param, value))
+        return 1
+
+    def malloc_trim(self, pad: int) -> int:
+        self.trims += 1
+        self.trimmed.set()
+        return 1
+
+
+@pytest.fixture
+def libc(monkeypatch: pytest.MonkeyPatch) -> _RecordingLibc:
+    fake = _RecordingLibc()
+    monkeypatch.setattr(memory, "_glibc", lambda: fake)
+    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    return fake
+
+
+def test_the_allocator_is_tuned_unless_the_environment_says_otherwise(
+        libc: _RecordingLibc, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert memory.tune_allocator()
+    assert libc.calls == [(-8, memory.ARENA_MAX), (-3, memory.MMAP_THRESHOLD),
+                          (-1, memory.TRIM_THRESHOLD)]
+    libc.calls.clear()
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert memory.tune_allocator()
+    assert [p for p, _ in libc.calls] == [-3, -1]  # the operator's arena cap stays
+
+
+def test_the_releaser_trims_until_stopped(libc: _RecordingLibc) -> None:
+    releaser = memory.MemoryReleaser(interval=0.01).start()
+    assert libc.trimmed.wait(5)
+    releaser.stop()
+    trims = libc.trims
+    assert not releaser._thread.is_alive()
+    assert libc.trims == trims
+
+
+def test_without_glibc_nothing_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory, "_glibc", lambda: None)
+    assert not memory.tune_allocator()
+    assert not memory.release_free_memory()
+    releaser = memory.MemoryReleaser(interval=0.01).start()
+    assert not releaser._thread.is_alive()
+    releaser.stop()
+
+
+def test_on_glibc_the_real_calls_are_accepted() -> None:
+    """The machines this runs on (Debian) have glibc: the real calls are made."""
+    assert platform.libc_ver()[0] == "glibc"
+    libc: Any = memory._glibc()
+    assert libc is not None
+    assert memory.tune_allocator()
+    blocks = [bytearray(1 << 20) for _ in range(32)]
+    del blocks
+    assert isinstance(memory.release_free_memory(), bool)
