@@ -17,6 +17,7 @@ import yaml
 
 from lakefs_core.config import SERVER_CONFIG_FILE_ENV, ConfigError, load_server_config
 from replication.config import REPLICATION_CONFIG_FILE_ENV, load_replication_config
+from replication.sidecar import refstore_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CHART = REPO_ROOT / "helm" / "lakefs-mirror"
@@ -328,6 +329,144 @@ def test_notes_tell_how_to_reach_the_api_and_create_a_mirror(chart: helm.Chart) 
     assert '"storage_namespace"' in notes
     default_notes = chart.render(None, name="x", namespace=NAMESPACE)
     assert "Replication is disabled" in default_notes["lakefs-mirror/templates/NOTES.txt"]
+
+
+# --- metadata on DynamoDB -------------------------------------------------------------
+DYNAMODB = {
+    "table_name": "lakefs-metadata",
+    "aws_region": "us-east-1",
+    "endpoint": "http://dynamodb.internal:8000",
+    "scan_limit": 500,
+    "read_capacity_units": 20,
+    "write_capacity_units": 10,
+}
+#: the server Secret of a DynamoDB installation, under the chart's default key names
+DYNAMODB_SECRET = {
+    "auth_encrypt_secret_key": "<shared-secret>",
+    "dynamodb_aws_access_key_id": "AKIATABLEACCESS",
+    "dynamodb_aws_secret_access_key": "table-secret",
+}
+
+
+def pod_env(c: dict[str, Any], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The environment Kubernetes gives container ``c`` when ``secrets`` (name -> data)
+    exist: plain values, optional keys a Secret lacks left out, then envFrom."""
+    env: dict[str, str] = {}
+    for source in c.get("envFrom", []):
+        env.update(secrets[source["secretRef"]["name"]])
+    for var in c.get("env", []):
+        if "value" in var:
+            env[var["name"]] = var["value"]
+            continue
+        ref = var["valueFrom"]["secretKeyRef"]
+        data = secrets.get(ref["name"], {})
+        if ref["key"] in data:
+            env[var["name"]] = data[ref["key"]]
+        else:
+            assert ref.get("optional"), f"{var['name']}: {ref['name']} has no {ref['key']}"
+    return env
+
+
+def dynamodb_values() -> dict[str, Any]:
+    values = load_values(REGION_VALUES["us-east-1"])
+    values["config"]["database"] = {"type": "dynamodb", "dynamodb": dict(DYNAMODB)}
+    values["replicaCount"] = 3
+    return values
+
+
+def test_dynamodb_values_lint_strict() -> None:
+    assert serious(lint(dynamodb_values())) == []
+
+
+def test_dynamodb_server_and_replication_open_one_table(chart: helm.Chart,
+                                                        tmp_path: Path) -> None:
+    values = dynamodb_values()
+    objects = render(chart, values)
+    validate_all(objects)
+    full = "lakefs-source-lakefs-mirror"
+    secrets = {values["existingSecret"]: DYNAMODB_SECRET,
+               values["replication"]["extraEnvVarsSecret"]: REPLICATION_SECRET_ENV}
+
+    # the server: several pods share the table, its AWS keys come from the Secret
+    server_deployment = find(objects, "Deployment", full)
+    assert server_deployment["spec"]["replicas"] == 3
+    server = container(server_deployment)
+    ref = env_of(server)["LAKEFS_DATABASE_DYNAMODB_AWS_SECRET_ACCESS_KEY"]["valueFrom"]
+    assert ref["secretKeyRef"] == {"name": "lakefs-secrets",
+                                   "key": "dynamodb_aws_secret_access_key", "optional": True}
+    cm_name, key = config_file(server_deployment, SERVER_CONFIG_FILE_ENV)
+    server_path = write_config(tmp_path, find(objects, "ConfigMap", cm_name), key)
+    assert "table-secret" not in server_path.read_text(encoding="utf-8")
+    server_env = pod_env(server, secrets)
+    del server_env[SERVER_CONFIG_FILE_ENV]
+    server_db = load_server_config(server_path, env=server_env).database
+    assert server_db.type == "dynamodb"
+    ddb = server_db.dynamodb
+    assert (ddb.table_name, ddb.aws_region, ddb.endpoint, ddb.scan_limit) == (
+        "lakefs-metadata", "us-east-1", "http://dynamodb.internal:8000", 500)
+    assert (ddb.read_capacity_units, ddb.write_capacity_units) == (20, 10)
+    assert ddb.aws_access_key_id == "AKIATABLEACCESS"
+    assert ddb.aws_secret_access_key is not None
+    assert ddb.aws_secret_access_key.get_secret_value() == "table-secret"
+
+    # the replication service: the same table, with the same keys, as its refstore
+    rep_deployment = find(objects, "Deployment", f"{full}-replication")
+    sidecar = container(rep_deployment)
+    ref = env_of(sidecar)["REPLICATION_REFSTORE_DATABASE_DYNAMODB_AWS_SECRET_ACCESS_KEY"]
+    assert ref["valueFrom"]["secretKeyRef"]["name"] == "lakefs-secrets"
+    cm_name, key = config_file(rep_deployment, REPLICATION_CONFIG_FILE_ENV)
+    rep_path = write_config(tmp_path, find(objects, "ConfigMap", cm_name), key)
+    rep_env = pod_env(sidecar, secrets)
+    del rep_env[REPLICATION_CONFIG_FILE_ENV]
+    rep_cfg = load_replication_config(rep_path, env=rep_env)
+    rep_db = refstore_database(rep_cfg)
+    assert (rep_db.type, rep_db.dynamodb) == ("dynamodb", server_db.dynamodb)
+    assert rep_cfg.mirrors_database.to_dict()["dynamodb"]["table_name"] == (
+        "my-replication-table")
+
+
+def test_dynamodb_without_static_keys_uses_the_pod_identity(chart: helm.Chart,
+                                                            tmp_path: Path) -> None:
+    """A Secret holding only the encryption key leaves the AWS keys to the default
+    chain (IRSA); the chart-created Secret holds the keys when secrets.* give them."""
+    values = {"config": {"database": {"type": "dynamodb",
+                                      "dynamodb": {"table_name": "lakefs-metadata"}}},
+              "secrets": {"authEncryptSecretKey": "s3cr3t"}}
+    objects = render(chart, values)
+    validate_all(objects)
+    full = "lakefs-source-lakefs-mirror"
+    assert find(objects, "Secret", full)["stringData"] == {"auth_encrypt_secret_key": "s3cr3t"}
+    server = container(find(objects, "Deployment", full))
+    env = pod_env(server, {full: {"auth_encrypt_secret_key": "s3cr3t"}})
+    del env[SERVER_CONFIG_FILE_ENV]
+    path = write_config(tmp_path, find(objects, "ConfigMap", full), "config.yaml")
+    db = load_server_config(path, env=env).database
+    assert (db.type, db.dynamodb.table_name) == ("dynamodb", "lakefs-metadata")
+    assert db.dynamodb.aws_access_key_id is None and db.dynamodb.aws_secret_access_key is None
+
+    values["secrets"] |= {"dynamodbAccessKeyId": "AKIAX", "dynamodbSecretAccessKey": "sk"}
+    secret = find(render(chart, values), "Secret", full)
+    assert secret["stringData"] == {"auth_encrypt_secret_key": "s3cr3t",
+                                    "dynamodb_aws_access_key_id": "AKIAX",
+                                    "dynamodb_aws_secret_access_key": "sk"}
+
+
+@pytest.mark.parametrize("database, problem", [
+    ({"type": "dynamo"}, "at '/config/database/type'"),
+    ({"type": "dynamodb"}, "missing property 'dynamodb'"),
+    ({"type": "dynamodb", "dynamodb": {"aws_region": "us-east-1"}},
+     "missing property 'table_name'"),
+    ({"type": "dynamodb", "dynamodb": {"table_name": "t!"}},
+     "/config/database/dynamodb/table_name"),
+    ({"type": "dynamodb", "dynamodb": {"table_name": "tbl", "read_capacity_units": 5}},
+     "write_capacity_units"),
+    ({"type": "dynamodb", "dynamodb": {"table_name": "tbl", "tablename": "tbl"}}, "'tablename'"),
+], ids=["type", "no-block", "no-table", "bad-table", "one-capacity", "unknown-key"])
+def test_bad_dynamodb_values_are_refused(chart: helm.Chart, database: dict[str, Any],
+                                         problem: str) -> None:
+    with pytest.raises(helm.HelmValuesError) as err:
+        chart.render({"config": {"database": database}}, name="x", namespace=NAMESPACE)
+    assert problem in str(err.value)
 
 
 # --- bad values fail clearly ----------------------------------------------------------

@@ -65,7 +65,7 @@ app.kubernetes.io/component: replication
 {{- define "lakefs-mirror.secretName" -}}
 {{- if .Values.existingSecret }}
 {{- .Values.existingSecret }}
-{{- else if or .Values.secrets.authEncryptSecretKey .Values.secrets.databaseConnectionString }}
+{{- else if or .Values.secrets.authEncryptSecretKey .Values.secrets.databaseConnectionString .Values.secrets.dynamodbAccessKeyId .Values.secrets.dynamodbSecretAccessKey }}
 {{- include "lakefs-mirror.fullname" . }}
 {{- end }}
 {{- end }}
@@ -91,7 +91,9 @@ app.kubernetes.io/component: replication
 {{- toYaml $cfg }}
 {{- end }}
 
-{{/* The replication service's config.yaml: replication.config plus chart defaults. */}}
+{{/* The replication service's config.yaml: replication.config plus chart defaults.
+The sidecar opens the server's own database (refstore_database) when it is shared:
+postgres or dynamodb, its secrets from the server Secret (see the Deployment). */}}
 {{- define "lakefs-mirror.replicationConfig" -}}
 {{- $rep := .Values.replication }}
 {{- $cfg := deepCopy (default dict $rep.config) }}
@@ -122,7 +124,7 @@ app.kubernetes.io/component: replication
 {{- end }}
 {{- end }}
 {{- $db := default dict .Values.config.database }}
-{{- if and (not (hasKey $cfg "refstore_database")) (eq (toString $db.type) "postgres") }}
+{{- if and (not (hasKey $cfg "refstore_database")) (has (toString $db.type) (list "postgres" "dynamodb")) }}
 {{- $_ := set $cfg "refstore_database" (deepCopy $db) }}
 {{- end }}
 {{- toYaml $cfg }}
