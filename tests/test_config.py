@@ -895,20 +895,18 @@ def test_every_replication_example_names_its_refstore_database() -> None:
 
 
 def test_replication_takes_a_dynamodb_lakefs_database(tmp_path: Path) -> None:
-    """A lakeFS on DynamoDB: the replication service takes the server's table from the
-    server's settings, and its auth store from the SQLite file the server keeps it in."""
+    """A lakeFS on DynamoDB: the replication service takes the server's table (its
+    refstore and auth store) from the server's settings."""
     from replication.sidecar import refstore_database
 
     path = write_yaml(tmp_path / "r.yaml", minimal_replication())
-    auth_db = str(tmp_path / "lakefs" / "metadata.db")
     cfg = load_replication_config(path, env={
         **SEED_SECRET_ENV, "LAKEFS_DATABASE_TYPE": "dynamodb",
         "LAKEFS_DATABASE_DYNAMODB_TABLE_NAME": "lakefs-meta",
-        "LAKEFS_DATABASE_DYNAMODB_ENDPOINT": "http://127.0.0.1:4566",
-        "LAKEFS_DATABASE_LOCAL_PATH": auth_db})
+        "LAKEFS_DATABASE_DYNAMODB_ENDPOINT": "http://127.0.0.1:4566"})
     db = refstore_database(cfg)
-    assert (db.type, db.dynamodb.table_name, db.dynamodb.endpoint, db.local.path) == (
-        "dynamodb", "lakefs-meta", "http://127.0.0.1:4566", auth_db)
+    assert (db.type, db.dynamodb.table_name, db.dynamodb.endpoint) == (
+        "dynamodb", "lakefs-meta", "http://127.0.0.1:4566")
 
 
 def test_replication_needs_only_the_table_of_a_dynamodb_block(tmp_path: Path) -> None:
