@@ -172,6 +172,16 @@ class BlockStore(ABC):
     def list(self, prefix: str) -> Iterator[ObjectStat]:
         """Every object whose address starts with ``prefix``, in address order."""
 
+    def list_many(self, prefixes: Sequence[str]) -> Sequence[Iterator[ObjectStat]]:
+        """One listing per prefix, each as :meth:`list` gives it, to be read at once by
+        several threads; a store may share work between them (the default: none).
+
+        Listing shards of a namespace this way lets the local store read a directory
+        that several of them split (``data/0``, ``data/1``, ...) once instead of once
+        per shard.
+        """
+        return [self.list(prefix) for prefix in prefixes]
+
     @abstractmethod
     def copy(self, src: str, dst: str) -> ObjectStat:
         """Copy an object within this store."""
