@@ -124,6 +124,11 @@ class BlockStore(ABC):
     scheme: str
     #: whether objects of this store may be imported (zero-copy) into repositories
     import_enabled: bool = True
+    #: whether a listing returns a page of objects, with their sizes and etags, per
+    #: request (object stores: listing N objects costs about N / 1,000 requests where
+    #: stat-ing them costs N); False where listing an object costs what stat-ing it
+    #: does (the local store stats each file it lists), so a listing saves nothing
+    lists_by_page: bool = True
 
     @abstractmethod
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
@@ -171,16 +176,6 @@ class BlockStore(ABC):
     @abstractmethod
     def list(self, prefix: str) -> Iterator[ObjectStat]:
         """Every object whose address starts with ``prefix``, in address order."""
-
-    def list_many(self, prefixes: Sequence[str]) -> Sequence[Iterator[ObjectStat]]:
-        """One listing per prefix, each as :meth:`list` gives it, to be read at once by
-        several threads; a store may share work between them (the default: none).
-
-        Listing shards of a namespace this way lets the local store read a directory
-        that several of them split (``data/0``, ``data/1``, ...) once instead of once
-        per shard.
-        """
-        return [self.list(prefix) for prefix in prefixes]
 
     @abstractmethod
     def copy(self, src: str, dst: str) -> ObjectStat:

@@ -7,15 +7,13 @@ one of ``blockstore.local.allowed_external_prefixes``.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import errno
 import hashlib
 import os
 import tempfile
-import threading
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from stat import S_ISREG
 from typing import BinaryIO
 
 from lakefs_core.block.base import BlockStore, ObjectStat
@@ -50,10 +48,13 @@ class LocalBlockStore(BlockStore):
 
     type = "local"
     scheme = "local"
+    #: a listing stats (and reads the etag of) every file it lists
+    lists_by_page = False
 
     def __init__(self, root: str, *, allowed_external_prefixes: Iterable[str] = (),
                  import_enabled: bool = False) -> None:
         self.root = os.path.abspath(os.path.expanduser(root))
+        self._root_dir = os.path.join(self.root, "")
         self.allowed_external_prefixes = tuple(allowed_external_prefixes)
         self.import_enabled = import_enabled
         os.makedirs(self.root, exist_ok=True)
@@ -89,9 +90,9 @@ class LocalBlockStore(BlockStore):
             return external
         rel = address[len(SCHEME):]
         parts = [p for p in rel.split("/") if p]
-        if not parts or any(p in (".", "..") for p in parts):
+        if not parts or "." in parts or ".." in parts:
             raise ValidationError(f"invalid local address: {address!r}")
-        path = os.path.join(self.root, *parts)
+        path = self._root_dir + "/".join(parts)  # os.path.join, without its cost per stat
         if rel.endswith("/"):
             path += os.sep
         return path
@@ -146,7 +147,7 @@ class LocalBlockStore(BlockStore):
         path = self._path(address)
         try:
             st = os.stat(path)
-            if not os.path.isfile(path):
+            if not S_ISREG(st.st_mode):
                 raise FileNotFoundError(path)
             etag = _etag(path, st)
         except _MISSING as e:
@@ -163,37 +164,6 @@ class LocalBlockStore(BlockStore):
     def list(self, prefix: str) -> Iterator[ObjectStat]:
         """Objects under ``prefix`` in address order, streamed: one directory's names
         are held at a time, never the whole listing."""
-        start = self._list_start(prefix)
-        yield from self._objects(prefix, start, _walk_sorted(start.path, start.address,
-                                                             start.name_prefix))
-
-    def list_many(self, prefixes: Sequence[str]) -> Sequence[Iterator[ObjectStat]]:
-        """Listings of several prefixes; those that split one directory by the start of
-        its names (``data/0``, ``data/1``, ...) share one reading of it, where each
-        alone would read it whole."""
-        starts: list[_ListStart | None] = []
-        splits: dict[str, list[str]] = {}
-        for prefix in prefixes:
-            try:
-                start: _ListStart | None = self._list_start(prefix)
-            except ValidationError:
-                start = None  # list() raises it when read
-            if start is not None and start.name_prefix and not start.check:
-                splits.setdefault(start.path, []).append(start.name_prefix)
-            starts.append(start)
-        shared = {path: _SharedDirectory(path, names) for path, names in splits.items()
-                  if len(names) > 1}
-        out: list[Iterator[ObjectStat]] = []
-        for prefix, start in zip(prefixes, starts, strict=True):
-            directory = None if start is None else shared.get(start.path)
-            if start is None or directory is None:
-                out.append(self.list(prefix))
-            else:
-                out.append(self._objects(prefix, start, directory.walk(start)))
-        return out
-
-    def _list_start(self, prefix: str) -> _ListStart:
-        """Where a listing of ``prefix`` starts: the deepest directory that covers it."""
         if not prefix.startswith(SCHEME):
             raise ValidationError(f"not a local address: {prefix!r}")
         external = self.external_path(prefix)
@@ -205,18 +175,13 @@ class LocalBlockStore(BlockStore):
             rel = prefix[len(SCHEME):]
             if not rel or any(p in (".", "..") for p in rel.split("/")):
                 raise ValidationError(f"invalid local address: {prefix!r}")
+            # walk only the deepest directory that covers the prefix
             base_rel, _, name_prefix = rel.rpartition("/")
             base_path = os.path.join(self.root, *[p for p in base_rel.split("/") if p])
             base_address = SCHEME + (base_rel + "/" if base_rel else "")
         # below an allowed directory every file is allowed; beside one, each is checked
         check = external is not None and not self._allowed(base_path)
-        return _ListStart(base_path, base_address, name_prefix, check)
-
-    def _objects(self, prefix: str, start: _ListStart, files: Iterator[tuple[str, str]]
-                 ) -> Iterator[ObjectStat]:
-        """The objects of a listing's (address, path) pairs."""
-        check = start.check
-        for address, path in files:
+        for address, path in _walk_sorted(base_path, base_address, name_prefix):
             if check and not self._allowed(path):
                 continue
             try:
@@ -253,81 +218,34 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + "/")
 
 
-@dataclass(frozen=True, slots=True)
-class _ListStart:
-    """Where a listing starts: a directory, its address, the start of the names
-    listed in it (first level only), and whether each file is checked against the
-    allowed prefixes."""
-
-    path: str
-    address: str
-    name_prefix: str
-    check: bool
-
-
-class _SharedDirectory:
-    """The names of one directory that several listings split by their start, read
-    (and sorted) once, by whichever listing gets to it first."""
-
-    def __init__(self, path: str, name_prefixes: Sequence[str]) -> None:
-        self.path = path
-        self._wanted = tuple(name_prefixes)
-        self._names: list[str] | None = None
-        self._lock = threading.Lock()
-
-    def walk(self, start: _ListStart) -> Iterator[tuple[str, str]]:
-        """(address, path) of the files of one listing, in address order."""
-        with self._lock:
-            if self._names is None:
-                self._names = _sorted_names(self.path, start.address, self._wanted)
-            names = self._names
-        first = bisect.bisect_left(names, start.name_prefix)
-        last = first
-        while last < len(names) and names[last].startswith(start.name_prefix):
-            last += 1
-        return _walk_sorted(self.path, start.address, names=names[first:last])
-
-
-def _sorted_names(directory: str, address: str, name_prefix: str | tuple[str, ...] = ""
-                  ) -> list[str]:
-    """The names in ``directory`` that start with ``name_prefix`` (or one of them), in
-    address order: a directory's name ends with ``/``, as its files' addresses go on."""
-    names: list[str] = []
+def _walk_sorted(directory: str, address: str, name_prefix: str = ""
+                 ) -> Iterator[tuple[str, str]]:
+    """(address, path) of the files below ``directory`` whose names start with
+    ``name_prefix`` (first level only), in address order: a directory sorts as its
+    name followed by ``/``, as its files' addresses do."""
+    keyed: list[tuple[str, bool, str]] = []
     try:
         with os.scandir(directory) as it:
             for item in it:
-                name = item.name
-                if not name.startswith(name_prefix):
+                if not item.name.startswith(name_prefix):
                     continue
                 try:
                     is_dir = item.is_dir(follow_symlinks=True)
                 except OSError:
                     continue
-                if is_dir:
-                    names.append(name + "/")
-                elif not name.startswith(_TMP_PREFIX):
-                    names.append(name)
+                if not is_dir and item.name.startswith(_TMP_PREFIX):
+                    continue
+                keyed.append((item.name + "/" if is_dir else item.name, is_dir, item.path))
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        return
     except OSError as e:
         raise StorageError(f"local list {address}: {e}") from e
-    names.sort()
-    return names
-
-
-def _walk_sorted(directory: str, address: str, name_prefix: str = "",
-                 names: Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
-    """(address, path) of the files below ``directory`` whose names start with
-    ``name_prefix`` (first level only; or of ``names``, those of
-    :func:`_sorted_names`), in address order."""
-    if names is None:
-        names = _sorted_names(directory, address, name_prefix)
-    base = os.path.join(directory, "")
-    for name in names:
-        if name[-1] == "/":
-            yield from _walk_sorted(base + name[:-1], address + name)
+    keyed.sort()
+    for name, is_dir, path in keyed:
+        if is_dir:
+            yield from _walk_sorted(path, address + name)
         else:
-            yield address + name, base + name
+            yield address + name, path
 
 
 def _copy_hashing(chunks: Iterable[bytes], out: BinaryIO) -> str:

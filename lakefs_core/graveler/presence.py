@@ -46,7 +46,7 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeAlias, TypeVar
@@ -75,6 +75,8 @@ _T = TypeVar("_T")
 LIST_PAGE = 1000
 #: store requests one validation makes at once, unless told otherwise
 DEFAULT_CONCURRENCY = 16
+#: most stats one task of a validation makes in a row
+STAT_RUN = 256
 
 
 class MissingKind(StrEnum):
@@ -116,6 +118,7 @@ class CountingStore(BlockStore):
         self.inner = inner
         self.type = inner.type
         self.scheme = inner.scheme
+        self.lists_by_page = inner.lists_by_page
         self.requests = 0
         self._lock = threading.Lock()
 
@@ -153,14 +156,7 @@ class CountingStore(BlockStore):
         self._count("list")
         return self._pages(self.inner.list(prefix))
 
-    def list_many(self, prefixes: Sequence[str]) -> Sequence[Iterator[ObjectStat]]:
-        """Counts as :meth:`list` does, each listing's first request when it is read."""
-        return [self._pages(items, started=False) for items in self.inner.list_many(prefixes)]
-
-    def _pages(self, items: Iterator[ObjectStat], *, started: bool = True
-               ) -> Iterator[ObjectStat]:
-        if not started:
-            self._count("list")
+    def _pages(self, items: Iterator[ObjectStat]) -> Iterator[ObjectStat]:
         for i, item in enumerate(items):
             if i and not i % LIST_PAGE:
                 self._count("list")
@@ -247,6 +243,30 @@ def _numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(array.to_numpy(zero_copy_only=False))
 
 
+def _object_addresses(address: pa.Array, full: np.ndarray, namespace: str) -> pa.Array:
+    """Where the destination must hold the objects of entries with these addresses
+    (``full``: of type full), as :meth:`CommitValidator.object_address` tells."""
+    relative = pc.binary_join_element_wise(  # join_address
+        pa.scalar(namespace.rstrip("/") + "/", _LARGE_STRING),
+        pc.utf8_ltrim(_strings(address), characters="/"), pa.scalar("", _LARGE_STRING))
+    return pc.if_else(pa.array(full), _strings(address), relative)
+
+
+def _table_addresses(table: pa.Table, namespace: str) -> pa.Array:
+    """:func:`_object_addresses` of a range table's rows."""
+    full = _numpy(pc.equal(table.column("address_type"), "full")).astype(bool)
+    return _object_addresses(_strings(table.column("address")), full, namespace)
+
+
+def _stat_run(store: BlockStore, addresses: Sequence[str]) -> _Listed:
+    """Stat objects one after the other: those present."""
+    found: list[ObjectStat] = []
+    for address in addresses:
+        with contextlib.suppress(ObjectNotFoundError):
+            found.append(store.stat(address))
+    return _Listed.of(found)
+
+
 class _Rows:
     """The entries of several batches as columns, in batch order: what to prove."""
 
@@ -275,19 +295,16 @@ class _Rows:
         self.dense = lengths * LIST_PAGE >= np.array(counts, dtype=np.int64)
         self.batch = np.repeat(np.arange(len(self.tables)), lengths)
 
-        def column(name: str) -> pa.Array:
-            return _strings(pa.chunked_array([t.column(name) for t in self.tables],
-                                             pa.string()))
+        def chunks(name: str, type: pa.DataType) -> pa.ChunkedArray:
+            return pa.chunked_array(
+                [c for t in self.tables for c in t.column(name).chunks], type)
 
-        address, address_type = column("address"), column("address_type")
-        self.full = _numpy(pc.equal(address_type, "full")).astype(bool)
-        # as :meth:`CommitValidator.object_address` (join_address) makes them
-        relative = pc.binary_join_element_wise(
-            pa.scalar(namespace.rstrip("/") + "/", _LARGE_STRING),
-            pc.utf8_ltrim(address, characters="/"), pa.scalar("", _LARGE_STRING))
-        self.addresses: pa.Array = pc.if_else(pa.array(self.full), address, relative)
-        self.sizes = _numpy(pa.chunked_array([t.column("size") for t in self.tables],
-                                             pa.int64())).astype(np.int64)
+        def column(name: str) -> pa.Array:
+            return _strings(chunks(name, pa.string()))
+
+        self.full = _numpy(pc.equal(column("address_type"), "full")).astype(bool)
+        self.addresses = _object_addresses(column("address"), self.full, namespace)
+        self.sizes = _numpy(chunks("size", pa.int64())).astype(np.int64)
         self.etags = column("etag")
 
     def __len__(self) -> int:
@@ -431,12 +448,12 @@ class _Prefetch:
     def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, shards: Sequence[str],
                  limit: int) -> None:
         self.width = len(shards[0])  # every shard is the shared prefix + one character
-        self._futures = {p: pool.submit(self._list, listing, limit)
-                         for p, listing in zip(shards, store.list_many(shards), strict=True)}
+        self._futures = {p: pool.submit(self._list, store, p, limit) for p in shards}
 
     @staticmethod
-    def _list(listing: Iterator[ObjectStat], limit: int) -> _Listed | None:
+    def _list(store: BlockStore, prefix: str, limit: int) -> _Listed | None:
         """The shard's objects; None when it holds more than ``limit`` (given up)."""
+        listing = store.list(prefix)
         taken = _Listed.of(itertools.islice(listing, limit))
         if len(taken) == limit and next(listing, None) is not None:
             return None
@@ -454,6 +471,43 @@ class _Prefetch:
     def cancel(self) -> None:
         for future in self._futures.values():
             future.cancel()
+
+
+class _StatAhead:
+    """Stats of a first validation's objects, made while it still reads its ranges, on
+    a store whose listing would save nothing (see ``BlockStore.lists_by_page``)."""
+
+    def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, concurrency: int) -> None:
+        self._store = store
+        self._pool = pool
+        self._concurrency = concurrency
+        self._addresses: list[pa.Array] = []
+        self._futures: list[Future[_Listed]] = []
+
+    def add(self, addresses: pa.Array) -> None:
+        """Start stat-ing these objects."""
+        self._addresses.append(addresses)
+        self._futures += (self._pool.submit(_stat_run, self._store, run)
+                          for run in _runs(addresses.to_pylist(), self._concurrency))
+
+    def covered(self, addresses: pa.Array) -> tuple[np.ndarray, _Listed]:
+        """Which of ``addresses`` were stat'ed, and those found present."""
+        stated = (pa.concat_arrays(self._addresses) if self._addresses
+                  else pa.array([], _LARGE_STRING))
+        mask = _numpy(pc.is_in(addresses, value_set=stated)).astype(bool)
+        return mask, _Listed.concat([f.result() for f in self._futures])
+
+    def cancel(self) -> None:
+        for future in self._futures:
+            future.cancel()
+
+
+def _runs(addresses: list[str], concurrency: int) -> list[list[str]]:
+    """Addresses cut in runs for the tasks of a pool of ``concurrency`` threads: a task
+    per run, not per address, since a stat of a local file costs less than the
+    bookkeeping of a task."""
+    step = max(1, min(STAT_RUN, len(addresses) // concurrency))
+    return [addresses[i:i + step] for i in range(0, len(addresses), step)]
 
 
 class CommitValidator:
@@ -623,9 +677,11 @@ class CommitValidator:
         #: per new range read: its id, entry count and changed rows
         batches: list[tuple[str, int, pa.Table]] = []
         #: a first validation lists the namespace while it reads the ranges
-        sample: list[pa.Table] | None = [] if not bases else None
-        prefetch: _Prefetch | None = None
+        sample: list[pa.Table] | None = [] if not bases and self.store.lists_by_page else None
+        prefetch: _Prefetch | _StatAhead | None = None
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            if not bases and not self.store.lists_by_page:
+                prefetch = _StatAhead(self.store, pool, self.concurrency)
             try:
                 for info in targets:
                     if info.id in known or info.id in self._complete:
@@ -645,6 +701,8 @@ class CommitValidator:
                     # rows the base holds as they are are present with it
                     changed = table if held is None else table.filter(pa.array(~held))
                     batches.append((info.id, table.num_rows, changed))
+                    if isinstance(prefetch, _StatAhead):
+                        prefetch.add(_table_addresses(changed, self.namespace))
                     if sample is not None:
                         sample.append(changed)
                         prefetch = self._prefetch(sample, referenced, pool)
@@ -690,23 +748,24 @@ class CommitValidator:
 
     # ----------------------------------------------------------------- objects
     def check_objects(self, batches: Sequence[tuple[int, ObjectsToCheck]], *,
-                      referenced: int, prefetch: _Prefetch | None = None,
+                      referenced: int, prefetch: _Prefetch | _StatAhead | None = None,
                       pool: ThreadPoolExecutor | None = None) -> list[list[MissingItem]]:
         """Prove objects present, by listing or by stat; what is missing, per batch.
 
         Entries and listings are compared as columns (Arrow and numpy), so a batch of a
         range's rows is never turned into Python objects, but for what is missing.
-        Objects proven by stat are remembered one by one; those proven by a listing
-        only where their batch has something missing (a complete range is remembered
-        whole by :meth:`validate`, and a first validation proves millions).
+        Objects proven by stat here are remembered one by one; those proven in bulk
+        (by a listing, or by ``prefetch``) only where their batch has something
+        missing (a complete range is remembered whole by :meth:`validate`, and a first
+        validation proves millions).
 
         Args:
             batches: per range, its entry count and the entries to prove: a table of
                 rows of the range (the columns of a range file) or (path, entry) pairs.
             referenced: about how many objects the namespace holds (the entries of the
                 commit, say): what a listing of it costs, in keys.
-            prefetch: listings already under way; the objects they cover are judged
-                by them.
+            prefetch: listings (or stats) already under way; the objects they cover
+                are judged by them.
             pool: the threads to use (default: a pool of ``concurrency`` threads).
 
         Returns:
@@ -714,7 +773,7 @@ class CommitValidator:
         """
         rows = _Rows(batches, self.namespace)
         failures: list[tuple[int, MissingItem]] = []
-        by_listing: list[np.ndarray] = []
+        in_bulk: list[np.ndarray] = []
         by_stat: list[np.ndarray] = []
         todo = np.arange(len(rows))
         if len(rows) and len(self._proven_objects):
@@ -725,12 +784,13 @@ class CommitValidator:
             failed, proven = self._judge(rows, judged,
                                          listed.find(rows.addresses.take(judged)), listed)
             failures += failed
-            by_listing.append(proven)
+            in_bulk.append(proven)
             todo = todo[~covered]
-        # dense batches under the namespace are listed, the rest stat'ed
+        # dense batches under the namespace are listed (where a listing saves requests),
+        # the rest stat'ed
         prefix = self.namespace.rstrip("/") + "/"
         under = _numpy(pc.starts_with(rows.addresses.take(todo), prefix)).astype(bool)
-        listing = rows.dense[rows.batch[todo]] & under
+        listing = rows.dense[rows.batch[todo]] & under & self.store.lists_by_page
         to_list, to_stat = todo[listing], todo[~listing]
         wanted = pc.unique(rows.addresses.take(to_list)).to_pylist()
         shards = self._shards(wanted)
@@ -739,14 +799,14 @@ class CommitValidator:
             shards = []
             to_list, to_stat = to_list[:0], todo
 
-        def list_shard(shard: tuple[str, list[str]], objects: Iterator[ObjectStat]
-                       ) -> _Listed | None:
+        def list_shard(shard: tuple[str, list[str]]) -> _Listed | None:
             """What a shard holds of its addresses; None if its listing grew past what
             stats would cost (then they are stat'ed)."""
-            wanted = set(shard[1])
+            shard_prefix, addresses = shard
+            wanted = set(addresses)
             budget = LIST_PAGE * (len(wanted) + 1)
             found: list[ObjectStat] = []
-            for n, obj in enumerate(objects):
+            for n, obj in enumerate(self.store.list(shard_prefix)):
                 if obj.address in wanted:
                     wanted.discard(obj.address)
                     found.append(obj)
@@ -756,20 +816,13 @@ class CommitValidator:
                     return None
             return _Listed.of(found)
 
-        def stat(address: str) -> ObjectStat | None:
-            try:
-                return self.store.stat(address)
-            except ObjectNotFoundError:
-                return None
-
         if len(to_stat) or shards:
             with contextlib.ExitStack() as stack:
                 if pool is None:
                     pool = stack.enter_context(ThreadPoolExecutor(self.concurrency))
                 if shards:
-                    listings = self.store.list_many([p for p, _ in shards])
-                    done = dict(zip([p for p, _ in shards],
-                                    pool.map(list_shard, shards, listings), strict=True))
+                    done = dict(zip([p for p, _ in shards], pool.map(list_shard, shards),
+                                    strict=True))
                     width = len(shards[0][0])
                     keys = pc.utf8_slice_codeunits(rows.addresses.take(to_list), 0, width)
                     finished = [p for p, listed in done.items() if listed is not None]
@@ -780,14 +833,14 @@ class CommitValidator:
                     failed, proven = self._judge(
                         rows, judged, listed.find(rows.addresses.take(judged)), listed)
                     failures += failed
-                    by_listing.append(proven)
+                    in_bulk.append(proven)
                     to_stat = np.concatenate([to_stat, to_list[~listed_here]])
                 if len(to_stat):
-                    stats = list(pool.map(stat, rows.addresses.take(to_stat).to_pylist()))
-                    present = [s for s in stats if s is not None]
-                    at = np.cumsum([s is not None for s in stats], dtype=np.int64) - 1
-                    at[[s is None for s in stats]] = -1
-                    failed, proven = self._judge(rows, to_stat, at, _Listed.of(present))
+                    addresses = rows.addresses.take(to_stat)
+                    runs = _runs(addresses.to_pylist(), self.concurrency)
+                    listed = _Listed.concat(list(pool.map(
+                        lambda run: _stat_run(self.store, run), runs)))
+                    failed, proven = self._judge(rows, to_stat, listed.find(addresses), listed)
                     failures += failed
                     by_stat.append(proven)
         out: list[list[MissingItem]] = [[] for _ in batches]
@@ -795,7 +848,7 @@ class CommitValidator:
         for row, item in failures:
             out[int(rows.batch[row])].append(item)
         incomplete = np.array([bool(m) for m in out], dtype=bool)
-        remember = [*by_stat, *(p[incomplete[rows.batch[p]]] for p in by_listing)]
+        remember = [*by_stat, *(p[incomplete[rows.batch[p]]] for p in in_bulk)]
         for proven in remember:
             for address in rows.addresses.take(proven).to_pylist():
                 self._proven_objects.add(address)

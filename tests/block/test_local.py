@@ -84,29 +84,3 @@ def test_etag_is_cached_with_the_file(tmp_path: Path) -> None:
     assert cached.startswith(md5(b"content") + ":7:")
     os.setxattr(path, "user.lakefs.etag", cached.replace(md5(b"content"), "f" * 32).encode())
     assert store.stat("local://ns/k").etag == "f" * 32
-
-
-def test_listings_that_split_a_directory_read_it_once(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    store = LocalBlockStore(str(tmp_path))
-    for key in ("data/a1/x", "data/a1/y", "data/a2", "data/b1/z", "data/c", "data/ab/w"):
-        store.put(f"local://ns/{key}", key.encode())
-    (tmp_path / "ns" / "data" / ".tmp-in-flight").write_bytes(b"partial")
-    prefixes = ["local://ns/data/a", "local://ns/data/b", "local://ns/data/d",
-                "local://ns/data/.t", "local://ns/other/", "local://ns/data/c"]
-    expected = [list(store.list(p)) for p in prefixes]
-    assert [len(e) for e in expected] == [4, 1, 0, 0, 0, 1]
-
-    read: list[str] = []
-    scandir = os.scandir
-
-    def counting_scandir(path: str) -> object:
-        read.append(str(path))
-        return scandir(path)
-
-    monkeypatch.setattr(os, "scandir", counting_scandir)
-    assert [list(it) for it in store.list_many(prefixes)] == expected
-    # the data directory once for its five listings, then its subdirectories
-    assert read.count(str(tmp_path / "ns" / "data")) == 1
-    with pytest.raises(ValidationError):
-        list(store.list_many(["local://ns/../x", "local://ns/data/a"])[0])
