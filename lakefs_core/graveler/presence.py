@@ -36,6 +36,16 @@ The namespace is listed in shards (one per next character after the prefix the
 addresses share), at once up to the validator's ``concurrency``, and a shard whose
 listing grows past what stat would have cost stops and stats its rest. A first
 validation of a large repository thus costs about one request per thousand objects.
+That holds for object stores, whose listings return a page of keys with their sizes
+and etags per request (``BlockStore.lists_by_page``); the local store lists by
+stat-ing each file it lists, so there every object is proven by stat, which is never
+dearer. A first validation starts the listing (or the stats) while it still reads
+its ranges.
+
+Ranges, the entries to prove and what the store lists are handled as Arrow columns:
+a range is hashed over its record encodings made column-wise, its changes from the
+base are the rows whose encodings no base range covering its keys holds, and sizes
+and etags are compared as arrays. Only what is missing becomes Python objects.
 """
 
 from __future__ import annotations
