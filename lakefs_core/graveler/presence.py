@@ -240,32 +240,31 @@ ObjectsToCheck: TypeAlias = pa.Table | Sequence[tuple[str, Entry]]
 
 def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     """A string column as one array with 64-bit offsets (any number of rows fits)."""
-    if isinstance(column, pa.ChunkedArray):
-        if column.num_chunks == 1:
-            column = column.chunk(0)
-        else:
-            return pa.concat_arrays([c.cast(_LARGE_STRING) for c in column.chunks]) if (
-                column.num_chunks) else pa.array([], _LARGE_STRING)
-    return column.cast(_LARGE_STRING)
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not chunks:
+        return pa.array([], _LARGE_STRING)
+    return pa.concat_arrays([c.cast(_LARGE_STRING) for c in chunks])
 
 
 def _numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(array.to_numpy(zero_copy_only=False))
 
 
-def _object_addresses(address: pa.Array, full: np.ndarray, namespace: str) -> pa.Array:
+def _object_addresses(address: pa.Array | pa.ChunkedArray, full: np.ndarray, namespace: str
+                      ) -> pa.Array:
     """Where the destination must hold the objects of entries with these addresses
     (``full``: of type full), as :meth:`CommitValidator.object_address` tells."""
+    address = _strings(address)
     relative = pc.binary_join_element_wise(  # join_address
         pa.scalar(namespace.rstrip("/") + "/", _LARGE_STRING),
-        pc.utf8_ltrim(_strings(address), characters="/"), pa.scalar("", _LARGE_STRING))
-    return pc.if_else(pa.array(full), _strings(address), relative)
+        pc.utf8_ltrim(address, characters="/"), pa.scalar("", _LARGE_STRING))
+    return pc.if_else(pa.array(full), address, relative)
 
 
 def _table_addresses(table: pa.Table, namespace: str) -> pa.Array:
     """:func:`_object_addresses` of a range table's rows."""
     full = _numpy(pc.equal(table.column("address_type"), "full")).astype(bool)
-    return _object_addresses(_strings(table.column("address")), full, namespace)
+    return _object_addresses(table.column("address"), full, namespace)
 
 
 def _stat_run(store: BlockStore, addresses: Sequence[str]) -> _Listed:
