@@ -832,7 +832,9 @@ class CommitValidator:
                 if shards:
                     done = dict(zip([p for p, _ in shards], pool.map(list_shard, shards),
                                     strict=True))
-                    width = len(shards[0][0])
+                    # a shard is the shared prefix and one more character, or an address
+                    # that is the shared prefix itself
+                    width = max(len(p) for p, _ in shards)
                     keys = pc.utf8_slice_codeunits(rows.addresses.take(to_list), 0, width)
                     finished = [p for p, listed in done.items() if listed is not None]
                     listed_here = _numpy(pc.is_in(

@@ -461,3 +461,14 @@ def test_the_local_store_is_stated_not_listed(mirror: Mirror) -> None:
     result = CommitValidator(log, NS, concurrency=4).validate(mr, None)
     assert reasons(result.missing) == want and result.objects_checked == 121
     assert "list" not in log.calls and log.calls.count("stat") == 121
+
+
+def test_an_address_that_prefixes_others_is_a_shard_of_its_own(mirror: Mirror) -> None:
+    records = []
+    for i, name in enumerate(["data/a", *(f"data/ab{k}" for k in range(4))]):
+        stat = mirror.raw.put(join_address(NS, name), f"object {name}".encode())
+        records.append((f"table/{i:02d}", Entry(address=name, size=stat.size, etag=stat.etag,
+                                                mtime=1_700_000_000.0)))
+    log = CallLog(mirror.raw)
+    found = CommitValidator(log, NS).check_objects([(5, records)], referenced=5)
+    assert found == [[]] and "stat" not in log.calls and log.calls.count("list") == 2
