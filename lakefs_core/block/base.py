@@ -142,6 +142,11 @@ class BlockStore(ABC):
     scheme: str
     #: whether objects of this store may be imported (zero-copy) into repositories
     import_enabled: bool = True
+    #: whether a listing returns a page of objects, with their sizes and etags, per
+    #: request (object stores: listing N objects costs about N / 1,000 requests where
+    #: stat-ing them costs N); False where listing an object costs what stat-ing it
+    #: does (the local store stats each file it lists), so a listing saves nothing
+    lists_by_page: bool = True
 
     @abstractmethod
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:

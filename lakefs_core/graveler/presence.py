@@ -36,27 +36,47 @@ The namespace is listed in shards (one per next character after the prefix the
 addresses share), at once up to the validator's ``concurrency``, and a shard whose
 listing grows past what stat would have cost stops and stats its rest. A first
 validation of a large repository thus costs about one request per thousand objects.
+That holds for object stores, whose listings return a page of keys with their sizes
+and etags per request (``BlockStore.lists_by_page``); the local store lists by
+stat-ing each file it lists, so there every object is proven by stat, which is never
+dearer. A first validation starts the listing (or the stats) while it still reads
+its ranges.
+
+Ranges, the entries to prove and what the store lists are handled as Arrow columns:
+a range is hashed over its record encodings made column-wise, its changes from the
+base are the rows whose encodings no base range covering its keys holds, and sizes
+and etags are compared as arrays. Only what is missing becomes Python objects.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import TypeAlias, TypeVar
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from cachetools import LRUCache
 
 from lakefs_core.block.base import BlockStore, ObjectStat, join_address
 from lakefs_core.errors import ObjectNotFoundError, RangeNotFoundError, StorageError
-from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID, metarange_id, range_id
-from lakefs_core.graveler.model import AddressType, Entry, EntryRecord, RangeInfo
-from lakefs_core.graveler.rangefile import decode_metarange, decode_range
+from lakefs_core.graveler.encoding import (
+    EMPTY_METARANGE_ID,
+    metarange_id,
+    payload_of,
+    range_id_of_payload,
+    table_record_encodings,
+)
+from lakefs_core.graveler.model import AddressType, Entry, RangeInfo
+from lakefs_core.graveler.rangefile import decode_metarange, decode_range_table, records_of_table
 from lakefs_core.graveler.ranges import RangeManager
 
 _T = TypeVar("_T")
@@ -65,6 +85,8 @@ _T = TypeVar("_T")
 LIST_PAGE = 1000
 #: store requests one validation makes at once, unless told otherwise
 DEFAULT_CONCURRENCY = 16
+#: most stats one task of a validation makes in a row
+STAT_RUN = 256
 
 
 class MissingKind(StrEnum):
@@ -106,50 +128,52 @@ class CountingStore(BlockStore):
         self.inner = inner
         self.type = inner.type
         self.scheme = inner.scheme
+        self.lists_by_page = inner.lists_by_page
         self.requests = 0
         self._lock = threading.Lock()
 
-    def _count(self) -> None:
+    def _count(self, kind: str) -> None:
+        """One request of ``kind`` (the method's name: ``get``, ``stat``, ``list``...)."""
         with self._lock:
             self.requests += 1
 
     def put(self, address: str, data: bytes | Iterable[bytes]) -> ObjectStat:
-        self._count()
+        self._count("put")
         return self.inner.put(address, data)
 
     def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        self._count()
+        self._count("get")
         return self.inner.get(address, byte_range)
 
     def get_stream(self, address: str, chunk_size: int = 1 << 20) -> Iterator[bytes]:
-        self._count()
+        self._count("get")
         return self.inner.get_stream(address, chunk_size)
 
     def stat(self, address: str) -> ObjectStat:
-        self._count()
+        self._count("stat")
         return self.inner.stat(address)
 
     def exists(self, address: str) -> bool:
-        self._count()
+        self._count("exists")
         return self.inner.exists(address)
 
     def delete(self, address: str) -> None:
-        self._count()
+        self._count("delete")
         self.inner.delete(address)
 
     def list(self, prefix: str) -> Iterator[ObjectStat]:
         """Counts one request per page of :data:`LIST_PAGE` keys (the first at once)."""
-        self._count()
+        self._count("list")
         return self._pages(self.inner.list(prefix))
 
     def _pages(self, items: Iterator[ObjectStat]) -> Iterator[ObjectStat]:
         for i, item in enumerate(items):
             if i and not i % LIST_PAGE:
-                self._count()
+                self._count("list")
             yield item
 
     def copy(self, src: str, dst: str) -> ObjectStat:
-        self._count()
+        self._count("copy")
         return self.inner.copy(src, dst)
 
 
@@ -171,6 +195,10 @@ class _BoundedSet:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+
+    def members(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
 
     def __len__(self) -> int:
         with self._lock:
@@ -201,49 +229,225 @@ def _same_write_etags(a: str, b: str) -> bool:
     return bool(a) and bool(b) and (("-" in a) == ("-" in b))
 
 
-def _path(record: EntryRecord) -> str:
-    return record.path
+#: a plain MD5 etag (see :func:`etags_comparable`)
+_MD5_PATTERN = "^[0-9a-fA-F]{32}$"
+_LARGE_STRING = pa.large_string()
+
+#: what :meth:`CommitValidator.check_objects` proves, per batch: a range table's rows
+#: (the columns of a range file), or (path, entry) pairs
+ObjectsToCheck: TypeAlias = pa.Table | Sequence[tuple[str, Entry]]
 
 
-class _ForwardLookup:
-    """Entries of a proven metarange, looked up by non-decreasing path.
+def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A string column as one array with 64-bit offsets (any number of rows fits)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not chunks:
+        return pa.array([], _LARGE_STRING)
+    return pa.concat_arrays([c.cast(_LARGE_STRING) for c in chunks])
 
-    Each range is read at most once per lookup object (the one under the cursor is
-    kept), so comparing a run of new ranges against the base costs one read per
-    base range that covers their keys.
+
+def _numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(array.to_numpy(zero_copy_only=False))
+
+
+def _object_addresses(address: pa.Array | pa.ChunkedArray, full: np.ndarray, namespace: str
+                      ) -> pa.Array:
+    """Where the destination must hold the objects of entries with these addresses
+    (``full``: of type full), as :meth:`CommitValidator.object_address` tells."""
+    address = _strings(address)
+    relative = pc.binary_join_element_wise(  # join_address
+        pa.scalar(namespace.rstrip("/") + "/", _LARGE_STRING),
+        pc.utf8_ltrim(address, characters="/"), pa.scalar("", _LARGE_STRING))
+    return pc.if_else(pa.array(full), address, relative)
+
+
+def _table_addresses(table: pa.Table, namespace: str) -> pa.Array:
+    """:func:`_object_addresses` of a range table's rows."""
+    full = _numpy(pc.equal(table.column("address_type"), "full")).astype(bool)
+    return _object_addresses(table.column("address"), full, namespace)
+
+
+def _stat_run(store: BlockStore, addresses: Sequence[str]) -> _Listed:
+    """Stat objects one after the other: those present."""
+    found: list[ObjectStat] = []
+    for address in addresses:
+        with contextlib.suppress(ObjectNotFoundError):
+            found.append(store.stat(address))
+    return _Listed.of(found)
+
+
+class _Rows:
+    """The entries of several batches as columns, in batch order: what to prove."""
+
+    def __init__(self, batches: Sequence[tuple[int, ObjectsToCheck]], namespace: str) -> None:
+        self.tables: list[pa.Table] = []
+        self.pairs: list[Sequence[tuple[str, Entry]] | None] = []
+        counts: list[int] = []
+        for count, objects in batches:
+            counts.append(count)
+            if isinstance(objects, pa.Table):
+                self.tables.append(objects)
+                self.pairs.append(None)
+            else:
+                self.tables.append(pa.table({
+                    "path": pa.array([p for p, _ in objects], pa.string()),
+                    "address": pa.array([e.address for _, e in objects], pa.string()),
+                    "address_type": pa.array([str(e.address_type) for _, e in objects],
+                                             pa.string()),
+                    "size": pa.array([e.size for _, e in objects], pa.int64()),
+                    "etag": pa.array([e.etag for _, e in objects], pa.string())}))
+                self.pairs.append(objects)
+        lengths = np.array([t.num_rows for t in self.tables], dtype=np.int64)
+        #: where each batch's rows start
+        self.starts = np.concatenate(([0], np.cumsum(lengths)))
+        #: per batch: whether it is dense (more changed entries than listing pages)
+        self.dense = lengths * LIST_PAGE >= np.array(counts, dtype=np.int64)
+        self.batch = np.repeat(np.arange(len(self.tables)), lengths)
+
+        def chunks(name: str, type: pa.DataType) -> pa.ChunkedArray:
+            return pa.chunked_array(
+                [c for t in self.tables for c in t.column(name).chunks], type)
+
+        def column(name: str) -> pa.Array:
+            return _strings(chunks(name, pa.string()))
+
+        self.full = _numpy(pc.equal(column("address_type"), "full")).astype(bool)
+        self.addresses = _object_addresses(column("address"), self.full, namespace)
+        self.sizes = _numpy(chunks("size", pa.int64())).astype(np.int64)
+        self.etags = column("etag")
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def where(self, row: int) -> tuple[int, int]:
+        """(batch, index in the batch) of a row."""
+        b = int(self.batch[row])
+        return b, row - int(self.starts[b])
+
+    def entry(self, row: int) -> tuple[str, Entry]:
+        """The path and entry of a row."""
+        b, i = self.where(row)
+        pairs = self.pairs[b]
+        if pairs is not None:
+            return pairs[i]
+        record = records_of_table(self.tables[b].slice(i, 1))[0]
+        assert record.entry is not None
+        return record.path, record.entry
+
+
+@dataclass
+class _Listed:
+    """Objects listed (or stat'ed), as columns."""
+
+    addresses: pa.Array
+    sizes: np.ndarray
+    etags: pa.Array
+
+    @classmethod
+    def of(cls, objects: Iterable[ObjectStat]) -> _Listed:
+        addresses: list[str] = []
+        sizes: list[int] = []
+        etags: list[str] = []
+        for obj in objects:
+            addresses.append(obj.address)
+            sizes.append(obj.size)
+            etags.append(obj.etag)
+        return cls(pa.array(addresses, _LARGE_STRING), np.array(sizes, dtype=np.int64),
+                   pa.array(etags, _LARGE_STRING))
+
+    @classmethod
+    def concat(cls, parts: Sequence[_Listed]) -> _Listed:
+        if not parts:
+            return cls.of(())
+        return cls(pa.concat_arrays([p.addresses for p in parts]),
+                   np.concatenate([p.sizes for p in parts]),
+                   pa.concat_arrays([p.etags for p in parts]))
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+    def find(self, addresses: pa.Array) -> np.ndarray:
+        """Per address, the index of the listed object there, or -1."""
+        if not len(self):
+            return np.full(len(addresses), -1, dtype=np.int64)
+        found = pc.index_in(addresses, value_set=self.addresses)
+        return _numpy(found.fill_null(-1)).astype(np.int64)
+
+
+def _md5s(etags: pa.Array) -> np.ndarray:
+    return _numpy(pc.match_substring_regex(etags, _MD5_PATTERN)).astype(bool)
+
+
+def _multipart(etags: pa.Array) -> np.ndarray:
+    return _numpy(pc.match_substring(etags, "-")).astype(bool)
+
+
+def _nonempty(etags: pa.Array) -> np.ndarray:
+    return _numpy(pc.greater(pc.utf8_length(etags), 0)).astype(bool)
+
+
+class _BaseRanges:
+    """The ranges of a proven metarange, for telling which rows of a new range it holds
+    as they are.
+
+    A base range is read only when a row of the new range falls within its keys, so
+    comparing a run of new ranges against the base costs one read per base range
+    that covers their keys (the range manager keeps the ones read last).
     """
 
-    def __init__(self, ranges: RangeManager, infos: Sequence[RangeInfo]) -> None:
-        self._manager = ranges
+    def __init__(self, manager: RangeManager, infos: Sequence[RangeInfo]) -> None:
+        self._manager = manager
         self._infos = infos
         self._max_keys = [r.max_key for r in infos]
-        self._index = -1
         #: the id of the range read last (or being read)
         self.loading = ""
-        self._records: Sequence[EntryRecord] = ()
-        self._pos = 0
 
-    def get(self, path: str) -> Entry | None:
-        """The entry at ``path`` (not before any path asked before), or None.
+    def unchanged(self, table: pa.Table, encodings: pa.Array) -> np.ndarray | None:
+        """Per row of a new range, whether the base holds the same record; None when no
+        base range holds a row of its keys.
+
+        Equal record encodings are equal records (path and every field of the entry).
 
         Raises:
-            RangeNotFoundError: the range that would hold ``path`` (``loading``) is
-                missing.
+            RangeNotFoundError: a base range (``loading``) is missing.
             StorageError: that range cannot be read.
         """
-        i = bisect.bisect_left(self._max_keys, path, lo=max(self._index, 0))
-        if i == len(self._infos) or self._infos[i].min_key > path:
+        n = table.num_rows
+        if not n or not self._infos:
             return None
-        if i != self._index:
-            self.loading = self._infos[i].id
-            self._records = self._manager.read_range(self.loading)
-            self._index, self._pos = i, 0
-        records = self._records
-        pos = bisect.bisect_left(records, path, lo=self._pos, key=_path)
-        self._pos = pos
-        if pos < len(records) and records[pos].path == path:
-            return records[pos].entry
-        return None
+        paths = _Paths(table)
+        first, last = paths[0], paths[n - 1]
+        covering: list[pa.Array] = []
+        for i in range(bisect.bisect_left(self._max_keys, first), len(self._infos)):
+            info = self._infos[i]
+            if info.min_key > last:
+                break
+            at = bisect.bisect_left(paths, info.min_key)
+            if at == n or paths[at] > info.max_key:
+                continue  # no row of the new range falls within its keys
+            self.loading = info.id
+            base = self._manager.read_range_table(info.id)[1]
+            chunks = base.chunks if isinstance(base, pa.ChunkedArray) else [base]
+            covering += (c.cast(pa.large_binary()) for c in chunks)
+        if not covering:
+            return None
+        held = pc.is_in(encodings.cast(pa.large_binary()),
+                        value_set=pa.concat_arrays(covering))
+        return _numpy(held).astype(bool)
+
+
+class _Paths:
+    """The paths of a range table as a sequence of str, for ``bisect`` (a few lookups)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        paths = table.column("path")
+        self._paths = paths.chunk(0) if paths.num_chunks == 1 else paths.combine_chunks()
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def __getitem__(self, i: int) -> str:
+        return str(self._paths[i].as_py())
 
 
 class _Prefetch:
@@ -256,26 +460,63 @@ class _Prefetch:
         self._futures = {p: pool.submit(self._list, store, p, limit) for p in shards}
 
     @staticmethod
-    def _list(store: BlockStore, prefix: str, limit: int) -> dict[str, ObjectStat] | None:
+    def _list(store: BlockStore, prefix: str, limit: int) -> _Listed | None:
         """The shard's objects; None when it holds more than ``limit`` (given up)."""
-        out: dict[str, ObjectStat] = {}
-        for n, obj in enumerate(store.list(prefix)):
-            if n >= limit:
-                return None
-            out[obj.address] = obj
-        return out
+        listing = store.list(prefix)
+        taken = _Listed.of(itertools.islice(listing, limit))
+        if len(taken) == limit and next(listing, None) is not None:
+            return None
+        return taken
 
-    def lookup(self, address: str) -> tuple[bool, ObjectStat | None]:
-        """(whether a finished listing covers ``address``, what it listed there)."""
-        future = self._futures.get(address[:self.width])
-        listing = None if future is None else future.result()
-        if listing is None:
-            return False, None
-        return True, listing.get(address)
+    def covered(self, addresses: pa.Array) -> tuple[np.ndarray, _Listed]:
+        """Which of ``addresses`` a finished listing covers, and what those listed."""
+        done = {p: f.result() for p, f in self._futures.items()}
+        done_shards = [p for p, listed in done.items() if listed is not None]
+        keys = pc.utf8_slice_codeunits(addresses, 0, self.width)
+        mask = _numpy(pc.is_in(keys, value_set=pa.array(done_shards, _LARGE_STRING)))
+        return mask.astype(bool), _Listed.concat(
+            [listed for listed in done.values() if listed is not None])
 
     def cancel(self) -> None:
         for future in self._futures.values():
             future.cancel()
+
+
+class _StatAhead:
+    """Stats of a first validation's objects, made while it still reads its ranges, on
+    a store whose listing would save nothing (see ``BlockStore.lists_by_page``)."""
+
+    def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, concurrency: int) -> None:
+        self._store = store
+        self._pool = pool
+        self._concurrency = concurrency
+        self._addresses: list[pa.Array] = []
+        self._futures: list[Future[_Listed]] = []
+
+    def add(self, addresses: pa.Array) -> None:
+        """Start stat-ing these objects."""
+        self._addresses.append(addresses)
+        self._futures += (self._pool.submit(_stat_run, self._store, run)
+                          for run in _runs(addresses.to_pylist(), self._concurrency))
+
+    def covered(self, addresses: pa.Array) -> tuple[np.ndarray, _Listed]:
+        """Which of ``addresses`` were stat'ed, and those found present."""
+        stated = (pa.concat_arrays(self._addresses) if self._addresses
+                  else pa.array([], _LARGE_STRING))
+        mask = _numpy(pc.is_in(addresses, value_set=stated)).astype(bool)
+        return mask, _Listed.concat([f.result() for f in self._futures])
+
+    def cancel(self) -> None:
+        for future in self._futures:
+            future.cancel()
+
+
+def _runs(addresses: list[str], concurrency: int) -> list[list[str]]:
+    """Addresses cut in runs for the tasks of a pool of ``concurrency`` threads: a task
+    per run, not per address, since a stat of a local file costs less than the
+    bookkeeping of a task."""
+    step = max(1, min(STAT_RUN, len(addresses) // concurrency))
+    return [addresses[i:i + step] for i in range(0, len(addresses), step)]
 
 
 class CommitValidator:
@@ -374,19 +615,48 @@ class CommitValidator:
                                           self.ranges.range_address(mr_id), None, reason))
         return None
 
-    def _range(self, info: RangeInfo, result: ValidationResult) -> Sequence[EntryRecord] | None:
+    def _range(self, info: RangeInfo, result: ValidationResult
+               ) -> tuple[pa.Table, pa.Array | pa.ChunkedArray] | None:
+        """A range of the commit as columns: its table and its record encodings."""
         if info.id in self._proven_files:
             try:
-                return self.ranges.read_range(info.id)
+                return self.ranges.read_range_table(info.id)
             except (RangeNotFoundError, StorageError):
                 pass  # proven once, gone now: read afresh below and report it
         result.ranges_checked += 1
-        content, reason = self._read_verified(info.id, decode_range, range_id)
+        content, reason = self._read_range(info.id)
         if content is None:
             result.missing.append(MissingItem(MissingKind.RANGE, info.id,
                                               self.ranges.range_address(info.id), None,
                                               reason))
         return content
+
+    def _read_range(self, range_id: str) -> tuple[tuple[pa.Table, pa.Array] | None, str]:
+        """Read a range file and check its hash: ((table, encodings), "") or (None, why).
+
+        The hash is the proof that the file in the destination is the range (not a
+        copy cut short, nor another file under its name). It is taken over the record
+        encodings made column-wise, the bytes the range id was hashed over, and only
+        once per range and process: a range found to hash to its id is remembered
+        (``_proven_files``; files are immutable), and its table kept by the range
+        manager, so reading it again needs no check. Reads go to the store, not
+        through the range manager's cache, so a file that was corrupt when first
+        read is read afresh next time.
+        """
+        try:
+            data = self.store.get(self.ranges.range_address(range_id))
+        except ObjectNotFoundError:
+            return None, "missing"
+        try:
+            table = decode_range_table(data)
+            encodings = table_record_encodings(table)
+        except StorageError as e:
+            return None, f"unreadable: {e}"
+        if range_id_of_payload(payload_of(encodings)) != range_id:
+            return None, "content does not match its id"
+        self._proven_files.add(range_id)
+        self.ranges.keep_range(range_id, table, encodings)
+        return (table, encodings), ""
 
     # -------------------------------------------------------------- validation
     def validate(self, target_mr: str, base_mr: str | None) -> ValidationResult:
@@ -411,42 +681,42 @@ class CommitValidator:
         if bases is None:
             return result
         known = {r.id for r in bases}
-        base_entries = _ForwardLookup(self.ranges, bases)
+        base_ranges = _BaseRanges(self.ranges, bases)
         referenced = sum(r.count for r in targets)
-        #: per new range read: its id, entry count and changed (path, entry) pairs
-        batches: list[tuple[str, int, list[tuple[str, Entry]]]] = []
+        #: per new range read: its id, entry count and changed rows
+        batches: list[tuple[str, int, pa.Table]] = []
         #: a first validation lists the namespace while it reads the ranges
-        sample: list[str] | None = [] if not bases else None
-        prefetch: _Prefetch | None = None
+        sample: list[pa.Table] | None = [] if not bases and self.store.lists_by_page else None
+        prefetch: _Prefetch | _StatAhead | None = None
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for info in targets:
-                if info.id in known or info.id in self._complete:
-                    continue
-                records = self._range(info, result)
-                if records is None:
-                    continue
-                changed: list[tuple[str, Entry]] = []
-                for record in records:
-                    entry = record.entry
-                    if entry is None:
+            if not bases and not self.store.lists_by_page:
+                prefetch = _StatAhead(self.store, pool, self.concurrency)
+            try:
+                for info in targets:
+                    if info.id in known or info.id in self._complete:
                         continue
+                    content = self._range(info, result)
+                    if content is None:
+                        continue
+                    table, encodings = content
                     try:
-                        if base_entries.get(record.path) == entry:
-                            continue  # present with the base
+                        held = base_ranges.unchanged(table, encodings)
                     except (RangeNotFoundError, StorageError):
-                        gone = base_entries.loading
+                        gone = base_ranges.loading
                         result.missing.append(MissingItem(
                             MissingKind.RANGE, gone, self.ranges.range_address(gone), None,
                             "base range disappeared"))
                         return result
-                    changed.append((record.path, entry))
-                batches.append((info.id, len(records), changed))
-                if sample is not None:
-                    sample += (self.object_address(e) for _, e in changed)
-                    prefetch = self._prefetch(sample, referenced, pool)
-                    if prefetch is not None:
-                        sample = None
-            try:
+                    # rows the base holds as they are are present with it
+                    changed = table if held is None else table.filter(pa.array(~held))
+                    batches.append((info.id, table.num_rows, changed))
+                    if isinstance(prefetch, _StatAhead):
+                        prefetch.add(_table_addresses(changed, self.namespace))
+                    if sample is not None:
+                        sample.append(changed)
+                        prefetch = self._prefetch(sample, referenced, pool)
+                        if prefetch is not None:
+                            sample = None
                 found = self.check_objects([(n, c) for _, n, c in batches],
                                            referenced=referenced, prefetch=prefetch,
                                            pool=pool)
@@ -454,7 +724,7 @@ class CommitValidator:
                 if prefetch is not None:
                     prefetch.cancel()
         for (rid, _, changed), missing in zip(batches, found, strict=True):
-            result.objects_checked += len(changed)
+            result.objects_checked += changed.num_rows
             result.missing.extend(missing)
             if not missing:
                 self._complete.add(rid)
@@ -462,19 +732,23 @@ class CommitValidator:
             self._complete.add(target_mr)
         return result
 
-    def _prefetch(self, sample: list[str], referenced: int, pool: ThreadPoolExecutor
+    def _prefetch(self, sample: list[pa.Table], referenced: int, pool: ThreadPoolExecutor
                   ) -> _Prefetch | None:
-        """Start listing the namespace once ``sample`` (addresses of the first ranges
+        """Start listing the namespace once ``sample`` (the entries of the first ranges
         of a first validation) shows its shards, if listing beats stats."""
         prefix = self.namespace.rstrip("/") + "/"
-        under = [a for a in sample if a.startswith(prefix)]
+        addresses = _Rows([(t.num_rows, t) for t in sample], self.namespace).addresses
+        under = addresses.filter(pc.starts_with(addresses, prefix))
         if len(under) < min(256, max(2, referenced // 2)):
             return None  # too few yet to tell the shards
-        common = os.path.commonprefix([min(under), max(under)])
+        bounds = pc.min_max(under)
+        common = os.path.commonprefix([bounds["min"].as_py(), bounds["max"].as_py()])
         common = common[:common.rfind("/") + 1]  # the directory they share
         if len(common) < len(prefix):
             return None
-        shards = sorted({a[:len(common) + 1] for a in under if len(a) > len(common)})
+        longer = under.filter(pc.greater(pc.utf8_length(under), len(common)))
+        shards = sorted(pc.unique(pc.utf8_slice_codeunits(longer, 0, len(common) + 1))
+                        .to_pylist())
         if not shards or len(shards) + referenced // LIST_PAGE >= referenced:
             return None
         # a shard holding far more than its share of the commit is given up
@@ -482,86 +756,157 @@ class CommitValidator:
         return _Prefetch(self.store, pool, shards, limit)
 
     # ----------------------------------------------------------------- objects
-    def check_objects(self, batches: Sequence[tuple[int, Sequence[tuple[str, Entry]]]], *,
-                      referenced: int, prefetch: _Prefetch | None = None,
+    def check_objects(self, batches: Sequence[tuple[int, ObjectsToCheck]], *,
+                      referenced: int, prefetch: _Prefetch | _StatAhead | None = None,
                       pool: ThreadPoolExecutor | None = None) -> list[list[MissingItem]]:
         """Prove objects present, by listing or by stat; what is missing, per batch.
 
+        Entries and listings are compared as columns (Arrow and numpy), so a batch of a
+        range's rows is never turned into Python objects, but for what is missing.
+        Objects proven by stat here are remembered one by one; those proven in bulk
+        (by a listing, or by ``prefetch``) only where their batch has something
+        missing (a complete range is remembered whole by :meth:`validate`, and a first
+        validation proves millions).
+
         Args:
-            batches: per range, its entry count and the (path, entry) pairs to prove.
+            batches: per range, its entry count and the entries to prove: a table of
+                rows of the range (the columns of a range file) or (path, entry) pairs.
             referenced: about how many objects the namespace holds (the entries of the
                 commit, say): what a listing of it costs, in keys.
-            prefetch: listings already under way; the objects they cover are judged
-                by them.
+            prefetch: listings (or stats) already under way; the objects they cover
+                are judged by them.
             pool: the threads to use (default: a pool of ``concurrency`` threads).
 
         Returns:
             per batch, its missing objects in the batch's order.
         """
-        found: list[list[MissingItem | None]] = [[None] * len(c) for _, c in batches]
+        rows = _Rows(batches, self.namespace)
+        failures: list[tuple[int, MissingItem]] = []
+        in_bulk: list[np.ndarray] = []
+        by_stat: list[np.ndarray] = []
+        todo = np.arange(len(rows))
+        if len(rows) and len(self._proven_objects):
+            todo = todo[~self._proven(rows.addresses)]
+        if prefetch is not None and len(todo):
+            covered, listed = prefetch.covered(rows.addresses.take(todo))
+            judged = todo[covered]
+            failed, proven = self._judge(rows, judged,
+                                         listed.find(rows.addresses.take(judged)), listed)
+            failures += failed
+            in_bulk.append(proven)
+            todo = todo[~covered]
+        # dense batches under the namespace are listed (where a listing saves requests),
+        # the rest stat'ed
         prefix = self.namespace.rstrip("/") + "/"
-        #: address -> (batch, index) of the entries to prove by listing
-        listed: dict[str, list[tuple[int, int]]] = {}
-        stats: list[tuple[int, int]] = []
-        for b, (count, changed) in enumerate(batches):
-            dense = len(changed) * LIST_PAGE >= count
-            for i, (_, entry) in enumerate(changed):
-                address = self.object_address(entry)
-                if address in self._proven_objects:
-                    continue
-                if prefetch is not None:
-                    covered, listed_stat = prefetch.lookup(address)
-                    if covered:
-                        path = changed[i][0]
-                        found[b][i] = (
-                            MissingItem(MissingKind.OBJECT, path, address, entry)
-                            if listed_stat is None else self._compare(path, entry, listed_stat))
-                        continue
-                if dense and address.startswith(prefix):
-                    listed.setdefault(address, []).append((b, i))
-                else:
-                    stats.append((b, i))
-        shards = self._shards(listed)
+        under = _numpy(pc.starts_with(rows.addresses.take(todo), prefix)).astype(bool)
+        listing = rows.dense[rows.batch[todo]] & under & self.store.lists_by_page
+        to_list, to_stat = todo[listing], todo[~listing]
+        wanted = pc.unique(rows.addresses.take(to_list)).to_pylist()
+        shards = self._shards(wanted)
         # a listing costs a request per shard and per page of what the namespace holds
-        if len(shards) + referenced // LIST_PAGE >= len(listed):
+        if len(shards) + referenced // LIST_PAGE >= len(wanted):
             shards = []
-            stats.extend(where for places in listed.values() for where in places)
-            listed = {}
+            to_list, to_stat = to_list[:0], todo
 
-        def stat(where: tuple[int, int]) -> None:
-            b, i = where
-            path, entry = batches[b][1][i]
-            found[b][i] = self.check_object(path, entry)
-
-        def list_shard(shard: tuple[str, list[str]]) -> list[tuple[int, int]]:
-            """Prove a shard's addresses by listing; the places still to stat."""
+        def list_shard(shard: tuple[str, list[str]]) -> _Listed | None:
+            """What a shard holds of its addresses; None if its listing grew past what
+            stats would cost (then they are stat'ed)."""
             shard_prefix, addresses = shard
             wanted = set(addresses)
-            budget = LIST_PAGE * (len(wanted) + 1)  # past it, stats are cheaper
+            budget = LIST_PAGE * (len(wanted) + 1)
+            found: list[ObjectStat] = []
             for n, obj in enumerate(self.store.list(shard_prefix)):
                 if obj.address in wanted:
                     wanted.discard(obj.address)
-                    for b, i in listed[obj.address]:
-                        path, entry = batches[b][1][i]
-                        found[b][i] = self._compare(path, entry, obj)
+                    found.append(obj)
                     if not wanted:
                         break
                 elif n >= budget:
-                    return [w for a in wanted for w in listed[a]]
-            for address in wanted:
-                for b, i in listed[address]:
-                    path, entry = batches[b][1][i]
-                    found[b][i] = MissingItem(MissingKind.OBJECT, path, address, entry)
-            return []
+                    return None
+            return _Listed.of(found)
 
-        if stats or shards:
+        if len(to_stat) or shards:
             with contextlib.ExitStack() as stack:
                 if pool is None:
                     pool = stack.enter_context(ThreadPoolExecutor(self.concurrency))
-                rest = [w for more in pool.map(list_shard, shards) for w in more]
-                for _ in pool.map(stat, stats + rest):
-                    pass
-        return [[m for m in batch if m is not None] for batch in found]
+                if shards:
+                    done = dict(zip([p for p, _ in shards], pool.map(list_shard, shards),
+                                    strict=True))
+                    # a shard is the shared prefix and one more character, or an address
+                    # that is the shared prefix itself
+                    width = max(len(p) for p, _ in shards)
+                    keys = pc.utf8_slice_codeunits(rows.addresses.take(to_list), 0, width)
+                    finished = [p for p, listed in done.items() if listed is not None]
+                    listed_here = _numpy(pc.is_in(
+                        keys, value_set=pa.array(finished, _LARGE_STRING))).astype(bool)
+                    judged = to_list[listed_here]
+                    listed = _Listed.concat([x for x in done.values() if x is not None])
+                    failed, proven = self._judge(
+                        rows, judged, listed.find(rows.addresses.take(judged)), listed)
+                    failures += failed
+                    in_bulk.append(proven)
+                    to_stat = np.concatenate([to_stat, to_list[~listed_here]])
+                if len(to_stat):
+                    addresses = rows.addresses.take(to_stat)
+                    runs = _runs(addresses.to_pylist(), self.concurrency)
+                    listed = _Listed.concat(list(pool.map(
+                        lambda run: _stat_run(self.store, run), runs)))
+                    failed, proven = self._judge(rows, to_stat, listed.find(addresses), listed)
+                    failures += failed
+                    by_stat.append(proven)
+        out: list[list[MissingItem]] = [[] for _ in batches]
+        failures.sort(key=lambda f: f[0])
+        for row, item in failures:
+            out[int(rows.batch[row])].append(item)
+        incomplete = np.array([bool(m) for m in out], dtype=bool)
+        remember = [*by_stat, *(p[incomplete[rows.batch[p]]] for p in in_bulk)]
+        for proven in remember:
+            for address in rows.addresses.take(proven).to_pylist():
+                self._proven_objects.add(address)
+        return out
+
+    def _proven(self, addresses: pa.Array) -> np.ndarray:
+        """Per address, whether it is remembered as proven."""
+        if len(addresses) < len(self._proven_objects):
+            return np.fromiter((a in self._proven_objects for a in addresses.to_pylist()),
+                               dtype=bool, count=len(addresses))
+        members = pa.array(self._proven_objects.members(), _LARGE_STRING)
+        return _numpy(pc.is_in(addresses, value_set=members)).astype(bool)
+
+    def _judge(self, rows: _Rows, judged: np.ndarray, at: np.ndarray, listed: _Listed
+               ) -> tuple[list[tuple[int, MissingItem]], np.ndarray]:
+        """Compare rows with the objects a listing or stats found at their addresses
+        (``at``: per row, its object's index in ``listed``, or -1 for none), as
+        :meth:`_compare` does one: (failed rows and why, rows proven)."""
+        failures: list[tuple[int, MissingItem]] = []
+        for row in judged[at < 0].tolist():
+            path, entry = rows.entry(row)
+            failures.append((row, MissingItem(MissingKind.OBJECT, path,
+                                              str(rows.addresses[row].as_py()), entry)))
+        found = judged[at >= 0]
+        index = pa.array(at[at >= 0])
+        sizes = listed.sizes[at[at >= 0]]
+        etags = listed.etags.take(index)
+        want = rows.etags.take(pa.array(found, pa.int64()))
+        bad_size = sizes != rows.sizes[found]
+        # an imported object keeps its address, where the destination may hold its own
+        # data: there the etag the source saw must be the very one; under the mirror's
+        # namespace any writer's copy will do, as long as its content digest agrees
+        comparable = np.where(
+            rows.full[found],
+            _nonempty(etags) & _nonempty(want) & (_multipart(etags) == _multipart(want)),
+            _md5s(etags) & _md5s(want))
+        differ = _numpy(pc.not_equal(etags, want)).astype(bool)
+        bad = bad_size | (comparable & differ)
+        for k in np.flatnonzero(bad).tolist():
+            row = int(found[k])
+            path, entry = rows.entry(row)
+            reason = (f"size {int(sizes[k])} != {entry.size}" if bad_size[k]
+                      else f"etag {etags[k].as_py()} != {entry.etag}")
+            failures.append((row, MissingItem(MissingKind.OBJECT, path,
+                                              str(rows.addresses[row].as_py()), entry,
+                                              reason)))
+        return failures, found[~bad]
 
     def _shards(self, addresses: Iterable[str]) -> list[tuple[str, list[str]]]:
         """Listing prefixes covering ``addresses``: the prefix they share plus one more
@@ -626,4 +971,4 @@ class CommitValidator:
     def _file_present(self, item: MissingItem) -> bool:
         if item.kind is MissingKind.METARANGE:
             return self._read_verified(item.key, decode_metarange, metarange_id)[0] is not None
-        return self._read_verified(item.key, decode_range, range_id)[0] is not None
+        return self._read_range(item.key)[0] is not None

@@ -436,6 +436,24 @@ class RangeManager:
         """
         return list(self._records(range_id))
 
+    def read_range_table(self, range_id: str) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+        """A range as columns: its Arrow table (the columns of the range file, sorted by
+        path) and its record encodings (one binary item per row, what its id hashes).
+
+        Raises:
+            RangeNotFoundError: no range file with this id.
+            StorageError: the file is not a range file.
+        """
+        rng = self._range(range_id)
+        return rng.table, rng.encodings()
+
+    def keep_range(self, range_id: str, table: pa.Table, encodings: pa.Array) -> None:
+        """Cache a range read and checked elsewhere (``encodings`` hash to ``range_id``),
+        so that the next read of it needs no request."""
+        key = (self.namespace, range_id)
+        if self._ranges.get(key) is None:
+            self._ranges.put(key, _Range(table, encodings), table.num_rows)
+
     # --- metaranges ---------------------------------------------------------------
     def _write_metarange(self, ranges: Sequence[RangeInfo]) -> str:
         mr_id = metarange_id(ranges)

@@ -11,7 +11,8 @@ full pass this job spreads the work over Spark tasks, one group of ranges each:
   (:meth:`~lakefs_core.graveler.presence.CommitValidator.check_objects`): when the
   task's objects under the namespace outnumber what listing the namespace costs
   (about one request per 1,000 objects of the commit), by listing it, else (and for
-  imported objects elsewhere) by one stat each;
+  imported objects elsewhere, and on the local store, whose listing stats each file)
+  by one stat each;
 - with ``copy=True`` it copies whatever is missing or different from the source
   store (store to store, streamed) and checks it again;
 - the driver then checks (and copies) the metarange last, so a metarange never

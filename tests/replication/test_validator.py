@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from lakefs_core.block.base import ObjectStat, join_address
+from lakefs_core.block.base import join_address
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import AddressType, Entry, EntryRecord, RangeManager
 from lakefs_core.graveler.encoding import EMPTY_METARANGE_ID
@@ -25,27 +25,28 @@ from lakefs_core.graveler.rangefile import encode_range
 NS = "local://mirror"
 
 
+def object_store_view(inner: LocalBlockStore) -> CountingStore:
+    """A counting view of the local store that lists as an object store does (a page
+    of keys per request), so that the validator's choice between listing and stat is
+    what is looked at. The local store itself stats, which its listing does anyway
+    (see ``test_the_local_store_is_stated_not_listed``)."""
+    view = CountingStore(inner)
+    view.lists_by_page = True
+    return view
+
+
 class CallLog(CountingStore):
-    """A counting store that also names each request (a listing: one per page)."""
+    """A counting store that also names each request (a listing: one per page), and
+    lists as an object store does (see :func:`object_store_view`)."""
 
     def __init__(self, inner: LocalBlockStore) -> None:
         super().__init__(inner)
+        self.lists_by_page = True
         self.calls: list[str] = []
 
-    def stat(self, address: str) -> ObjectStat:
-        self.calls.append("stat")
-        return super().stat(address)
-
-    def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
-        self.calls.append("get")
-        return super().get(address, byte_range)
-
-    def list(self, prefix: str) -> Iterator[ObjectStat]:
-        self.calls.append("list")
-        for i, item in enumerate(super().list(prefix)):
-            if i and not i % LIST_PAGE:
-                self.calls.append("list")
-            yield item
+    def _count(self, kind: str) -> None:
+        self.calls.append(kind)
+        super()._count(kind)
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Mirror:
 def mirror(tmp_path: Path) -> Mirror:
     raw = LocalBlockStore(str(tmp_path / "store"))
     # small ranges, so a few dozen entries span several of them
-    return Mirror(raw, RangeManager(raw, NS, raggedness=4), CountingStore(raw))
+    return Mirror(raw, RangeManager(raw, NS, raggedness=4), object_store_view(raw))
 
 
 def paths(n: int) -> list[str]:
@@ -440,3 +441,40 @@ def test_sparse_ranges_are_stated_while_dense_ones_are_listed(mirror: Mirror) ->
     assert [reasons(batch) for batch in found] == [
         {dense[5].path: "missing", dense[30].path: "etag"}, {sparse[1].path: "size"}]
     assert log.calls.count("stat") == 2 and 1 <= log.calls.count("list") <= 16
+
+
+def test_the_local_store_is_stated_not_listed(mirror: Mirror) -> None:
+    """Listing a local directory stats every file it lists: stats of the objects alone
+    prove them at no more cost, with the same checks."""
+    records = [mirror.put_object(p) for p in paths(120)]
+    imported = mirror.raw.put("local://imports/file.csv", b"row\n")
+    records.append(EntryRecord("table/zz-import.csv", Entry(
+        address="local://imports/file.csv", size=imported.size, etag=imported.etag,
+        mtime=1_700_000_000.0, address_type=AddressType.FULL)))
+    mr = mirror.commit(EMPTY_METARANGE_ID, records)
+    want = damage(mirror, [records[3], records[50], records[119]])
+    mirror.raw.put("local://imports/file.csv", b"other row\n")
+    want["table/zz-import.csv"] = "size"
+    log = CallLog(mirror.raw)
+    log.lists_by_page = mirror.raw.lists_by_page
+    assert not log.lists_by_page
+    result = CommitValidator(log, NS, concurrency=4).validate(mr, None)
+    assert reasons(result.missing) == want and result.objects_checked == 121
+    assert "list" not in log.calls and log.calls.count("stat") == 121
+
+
+def test_an_address_that_prefixes_others_is_a_shard_of_its_own(mirror: Mirror) -> None:
+    """Shards ``data/a`` (that object alone) and ``data/ab``: the second gives up (other
+    objects crowd it) and its objects are stat'ed, not judged by the first's listing."""
+    records = []
+    for i, name in enumerate(["data/a", "data/aby", "data/abz"]):
+        stat = mirror.raw.put(join_address(NS, name), f"object {name}".encode())
+        records.append((f"table/{i:02d}", Entry(address=name, size=stat.size, etag=stat.etag,
+                                                mtime=1_700_000_000.0)))
+    crowd = Path(mirror.raw.root, "mirror", "data")
+    for j in range(3 * LIST_PAGE + 50):
+        (crowd / f"ab-{j:05d}").write_bytes(b"other")
+    log = CallLog(mirror.raw)
+    found = CommitValidator(log, NS).check_objects([(3, records)], referenced=3)
+    assert found == [[]]
+    assert log.calls.count("stat") == 2
