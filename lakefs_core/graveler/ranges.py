@@ -452,7 +452,7 @@ class RangeManager:
         so that the next read of it needs no request."""
         key = (self.namespace, range_id)
         if self._ranges.get(key) is None:
-            self._ranges.put(key, _Range(table, encodings), table.num_rows)
+            self._ranges.put_range(key, _Range(table, encodings))
 
     # --- metaranges ---------------------------------------------------------------
     def _write_metarange(self, ranges: Sequence[RangeInfo]) -> str:
