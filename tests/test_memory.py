@@ -38,13 +38,23 @@ def libc(monkeypatch: pytest.MonkeyPatch) -> _RecordingLibc:
 
 def test_the_allocator_is_tuned_unless_the_environment_says_otherwise(
         libc: _RecordingLibc, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert memory.tune_allocator()
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    try:
+        assert memory.tune_allocator()
+        assert pa.default_memory_pool().backend_name == "system"  # Arrow on the tuned malloc
+    finally:
+        pa.set_memory_pool(before)
     assert libc.calls == [(-8, memory.ARENA_MAX), (-3, memory.MMAP_THRESHOLD),
                           (-1, memory.TRIM_THRESHOLD)]
     libc.calls.clear()
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
     assert memory.tune_allocator()
     assert [p for p, _ in libc.calls] == [-3, -1]  # the operator's arena cap stays
+    assert pa.default_memory_pool().backend_name == before.backend_name  # and Arrow's pool
 
 
 def test_the_releaser_trims_until_stopped(libc: _RecordingLibc) -> None:
@@ -70,7 +80,13 @@ def test_on_glibc_the_real_calls_are_accepted() -> None:
     assert platform.libc_ver()[0] == "glibc"
     libc: Any = memory._glibc()
     assert libc is not None
-    assert memory.tune_allocator()
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    try:
+        assert memory.tune_allocator()
+    finally:
+        pa.set_memory_pool(before)
     blocks = [bytearray(1 << 20) for _ in range(32)]
     del blocks
     assert isinstance(memory.release_free_memory(), bool)
