@@ -77,7 +77,7 @@ from lakefs_core.graveler.encoding import (
 )
 from lakefs_core.graveler.model import AddressType, Entry, RangeInfo
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range_table, records_of_table
-from lakefs_core.graveler.ranges import RangeManager
+from lakefs_core.graveler.ranges import RangeManager, TablePaths
 
 _T = TypeVar("_T")
 
@@ -415,7 +415,7 @@ class _BaseRanges:
         n = table.num_rows
         if not n or not self._infos:
             return None
-        paths = _Paths(table)
+        paths = TablePaths(table)
         first, last = paths[0], paths[n - 1]
         covering: list[pa.Array] = []
         for i in range(bisect.bisect_left(self._max_keys, first), len(self._infos)):
@@ -434,20 +434,6 @@ class _BaseRanges:
         held = pc.is_in(encodings.cast(pa.large_binary()),
                         value_set=pa.concat_arrays(covering))
         return _numpy(held).astype(bool)
-
-
-class _Paths:
-    """The paths of a range table as a sequence of str, for ``bisect`` (a few lookups)."""
-
-    def __init__(self, table: pa.Table) -> None:
-        paths = table.column("path")
-        self._paths = paths.chunk(0) if paths.num_chunks == 1 else paths.combine_chunks()
-
-    def __len__(self) -> int:
-        return len(self._paths)
-
-    def __getitem__(self, i: int) -> str:
-        return str(self._paths[i].as_py())
 
 
 class _Prefetch:

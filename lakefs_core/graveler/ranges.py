@@ -266,7 +266,7 @@ class _Range:
         return records_of_table(self.table.slice(i, 1))[0].entry
 
 
-class _Paths:
+class TablePaths:
     """The paths of a range table as a sequence of str, for ``bisect``, read one by one
     (cheaper than converting the column when only a few lookups are made)."""
 
@@ -837,9 +837,9 @@ class _Apply:
         while change is not None and change.path <= info.max_key:
             batch, change = self._take(change, pending, info.max_key, inclusive=True)
             if len(batch) * 16 >= n - pos:  # many lookups: convert the column once
-                paths: list[str] | _Paths = table.column("path").to_pylist()
+                paths: list[str] | TablePaths = table.column("path").to_pylist()
             else:
-                paths = _Paths(table)
+                paths = TablePaths(table)
             # where each change goes among the old rows, and which old row it replaces;
             # runs: old rows [start, end), then the added rows up to `present[upto]`
             present: list[EntryRecord] = []
