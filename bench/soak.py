@@ -26,6 +26,12 @@ metric series. At the end it prints a verdict (:func:`verdict`): whether lag dri
 memory growth after the warm-up (goal at most 10 %), and whether any rows, files or
 series grew beyond what the history needs (``commits`` and ``present_commits`` grow
 with the commits made; nothing else may).
+
+Every commit writes new ranges, which the server and the sidecar keep in memory up to
+their range cache bound: a process grows until that bound is full and stays there.
+The soak bounds them at ``--range-cache-mb`` (16 MB), which its commits fill within
+the warm-up, so that growth after it is what nothing bounds; with the defaults
+(200 MB, ``--range-cache-mb 0``) small commits take hours to fill them.
 """
 
 from __future__ import annotations
@@ -264,6 +270,8 @@ class SoakOptions:
     sample_every: float = 30.0
     interval: str = "5s"
     seed: int = 0
+    #: the servers' and sidecars' bound on parsed ranges in memory (None: the default)
+    range_cache_mb: float | None = 16.0
 
 
 @dataclass
@@ -281,7 +289,9 @@ def run_soak(opts: SoakOptions, root: Path, *, out: Any = print) -> SoakResult:
     """Run the soak in ``root``; prints a report per window and the verdict."""
     spec = ClusterSpec(mirrors_db="dynamodb", storage="s3", replication="native",
                        policy="narrow", interval=opts.interval, log_level="WARNING",
-                       source_repository=SOURCE_REPO, mirror_repository=MIRROR_REPO)
+                       source_repository=SOURCE_REPO, mirror_repository=MIRROR_REPO,
+                       range_cache_bytes=None if opts.range_cache_mb is None
+                       else int(opts.range_cache_mb * 1_000_000))
     rng = random.Random(opts.seed)
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(start_cluster(root, spec))
@@ -300,7 +310,9 @@ def run_soak(opts: SoakOptions, root: Path, *, out: Any = print) -> SoakResult:
         pool = stack.enter_context(ThreadPoolExecutor(4, thread_name_prefix="upload"))
         out(f"soak: {opts.minutes:g} min, {opts.objects} objects per commit every "
             f"{opts.commit_interval:g} s, windows of {opts.window:g} s; {spec.describe()}; "
-            f"data in {root}")
+            "range caches "
+            + ("at their defaults" if opts.range_cache_mb is None
+               else f"bounded at {opts.range_cache_mb:g} MB") + f"; data in {root}")
         started = time.monotonic()
         end = started + opts.minutes * 60
         windows: list[Window] = []
@@ -522,6 +534,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="seconds between looks at memory, files and rows")
     ap.add_argument("--interval", default="5s", help="the sidecars' sensing interval")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--range-cache-mb", type=float, default=16.0,
+                    help="bound on the parsed ranges each server and replication service "
+                         "keeps in memory (committed.sstable.memory.cache_size_bytes, "
+                         "validator.range_cache_size_bytes); 0: their defaults (200 MB), "
+                         "which a soak of small commits fills only after hours")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep the data, configs and logs in this directory")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
@@ -530,7 +547,8 @@ def main(argv: list[str] | None = None) -> None:
                        commit_interval=args.commit_interval, objects=args.objects,
                        paths=args.paths, branch_every=args.branch_every,
                        max_copy_delay=args.max_copy_delay, sample_every=args.sample_every,
-                       interval=args.interval, seed=args.seed)
+                       interval=args.interval, seed=args.seed,
+                       range_cache_mb=args.range_cache_mb or None)
     with scratch_dir(args.keep, prefix="lakefs-soak-") as root:
         result = run_soak(opts, root, out=lambda text: print(text, flush=True))
     if args.json is not None:

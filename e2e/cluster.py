@@ -92,6 +92,9 @@ class ClusterSpec:
         policy: the replication user's policy (``admin``: the sidecars act as the admin).
         source_repository: the source repository the ``narrow`` policy names.
         mirror_repository: the mirror (repository name) the ``narrow`` policy names.
+        range_cache_bytes: the bound on the parsed ranges kept in memory by each server
+            (``committed.sstable.memory.cache_size_bytes``) and each replication
+            service (``validator.range_cache_size_bytes``); None: their defaults.
     """
 
     mirrors_db: MirrorsDb = "sqlite"
@@ -105,6 +108,7 @@ class ClusterSpec:
     policy: Policy = "narrow"
     source_repository: str = "src"
     mirror_repository: str = "src-mirror"
+    range_cache_bytes: int | None = None
 
     def __post_init__(self) -> None:
         for storage in (self.storage, self.west_storage):
@@ -322,8 +326,11 @@ def _database(refstore: Refstore, root: Path, *, postgres_url: str | None,
 
 def server_config(*, port: int, root: Path, database: dict[str, Any],
                   blockstore: dict[str, Any], sidecar_port: int, secret_key: str,
-                  log_level: str = "INFO") -> dict[str, Any]:
+                  log_level: str = "INFO",
+                  range_cache_bytes: int | None = None) -> dict[str, Any]:
     """The YAML settings of one region's ``lakefs_core`` server."""
+    committed = ({} if range_cache_bytes is None else {"committed": {"sstable": {
+        "memory": {"cache_size_bytes": range_cache_bytes}}}})
     return {
         "listen_address": f"127.0.0.1:{port}",
         "data_dir": str(root),
@@ -334,6 +341,7 @@ def server_config(*, port: int, root: Path, database: dict[str, Any],
                          "secret_access_key": SECRET_ACCESS_KEY},
         "replication": {"endpoint": f"http://127.0.0.1:{sidecar_port}"},
         "logging": {"level": log_level},
+        **committed,
     }
 
 
@@ -341,7 +349,8 @@ def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
                    database: dict[str, Any], blockstore: dict[str, Any],
                    mirrors_database: dict[str, Any], secret_key: str, mode: Replication,
                    other_blockstore: dict[str, Any], interval: str,
-                   credentials: tuple[str, str], log_level: str = "INFO") -> dict[str, Any]:
+                   credentials: tuple[str, str], log_level: str = "INFO",
+                   range_cache_bytes: int | None = None) -> dict[str, Any]:
     """The YAML settings of one ``replication`` replica of ``region``."""
     other = next(r for r in endpoints if r != region)
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
@@ -362,7 +371,9 @@ def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
         "commit_sensor": {"process_branches_duration": interval},
         "mirrors_manager": {"process_mirrors_interval_duration": interval},
         "validator": {"run_interval": interval, "cooldown_on_error": "1s",
-                      "cooldown_on_missing": "5s", "missing_recheck_interval": "200ms"},
+                      "cooldown_on_missing": "5s", "missing_recheck_interval": "200ms",
+                      **({} if range_cache_bytes is None else {
+                          "range_cache_size_bytes": range_cache_bytes})},
         "object_replication": {"mode": "native" if mode == "native" else "builtin",
                                "builtin": builtin},
         "logging": {"level": log_level, "format": "text"},
@@ -549,7 +560,8 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
             server_path = _write_yaml(region_root / "lakefs.yaml", server_config(
                 port=server_ports[name], root=region_root, database=database,
                 blockstore=blockstores[name], sidecar_port=sidecar_ports[name][0],
-                secret_key=secret_key, log_level=spec.log_level))
+                secret_key=secret_key, log_level=spec.log_level,
+                range_cache_bytes=spec.range_cache_bytes))
             server = ManagedProcess(
                 f"{name}-server", ["python", "-m", "lakefs_core", "run", "--config",
                                    str(server_path)],
@@ -562,7 +574,8 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                     blockstore=blockstores[name], mirrors_database=mirrors,
                     secret_key=secret_key, mode=spec.replication,
                     other_blockstore=blockstores[other], interval=spec.interval,
-                    credentials=credentials, log_level=spec.log_level))
+                    credentials=credentials, log_level=spec.log_level,
+                    range_cache_bytes=spec.range_cache_bytes))
                 sidecars.append(ManagedProcess(
                     f"{name}-sidecar-{i}", ["python", "-m", "replication", "run", "--config",
                                             str(path)],

@@ -36,6 +36,7 @@ from lakefs_core.config import (
     LoggingConfig,
     load_server_config,
 )
+from lakefs_core.graveler.ranges import DEFAULT_RANGE_CACHE_BYTES
 from lakefs_core.settings import (
     ConfigError,
     ConfigFieldError,
@@ -188,6 +189,9 @@ class ValidatorConfig(ConfigModel):
             all have arrived, whatever its cooldown. ``0`` turns the rechecks off.
         request_concurrency: extension; store requests (object stats, listings of
             the namespace) one validation makes at once.
+        range_cache_size_bytes: extension; most memory that the parsed ranges the
+            validations read take, all mirrors together (like the server's
+            ``committed.sstable.memory.cache_size_bytes``).
     """
 
     run_interval: Interval = timedelta(minutes=1)
@@ -196,6 +200,8 @@ class ValidatorConfig(ConfigModel):
     cooldown_on_error: Duration = timedelta(minutes=1)
     missing_recheck_interval: Duration = timedelta(milliseconds=500)
     request_concurrency: int = Field(default=16, ge=1)
+    range_cache_size_bytes: int = Field(default=DEFAULT_RANGE_CACHE_BYTES, ge=1_000_000,
+                                        le=1 << 40)
 
 
 def _blockstore_shape(value: Any) -> str:

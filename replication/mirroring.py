@@ -42,6 +42,7 @@ from lakefs_core.graveler.presence import (
     MissingItem,
     MissingKind,
 )
+from lakefs_core.graveler.ranges import RangeCache
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
     MirrorsDatabaseError,
@@ -125,6 +126,8 @@ class MirrorContext:
     mirror_tags: bool = True
     #: store requests one validation makes at once
     validation_concurrency: int = DEFAULT_CONCURRENCY
+    #: the parsed ranges every mirror's validator keeps, under one bound
+    range_cache: RangeCache = field(default_factory=RangeCache)
 
     def validation_run_at(self, t: float) -> float:
         """The first validation run at or after ``t``."""
@@ -141,7 +144,8 @@ class MirrorFollower:
         #: the store of the mirror repository (its storage id in this region)
         self.store = ctx.store_for(mirror.storage_id)
         self.validator = CommitValidator(self.store, mirror.storage_namespace,
-                                         concurrency=ctx.validation_concurrency)
+                                         concurrency=ctx.validation_concurrency,
+                                         range_cache=ctx.range_cache)
         self.refs: dict[str, RefProgress] = {}
         #: what keeps the mirror from following all of its source, for its status
         #: (e.g. tags the replication user may not list); "" when nothing does

@@ -45,6 +45,7 @@ from lakefs_core.errors import (
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore
+from lakefs_core.graveler.ranges import RangeCache
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import (
     LeaseHeldError,
@@ -154,6 +155,7 @@ class Sidecar:
                 config.commit_sensor.branches_scanner_concurrency_limit),
             validation_slots=threading.BoundedSemaphore(validator.num_workers),
             validation_concurrency=validator.request_concurrency,
+            range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
         )
         #: rounds run at once: enough for every scan and every validation allowed
         self.workers = max(validator.num_workers,

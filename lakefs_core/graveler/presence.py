@@ -77,7 +77,7 @@ from lakefs_core.graveler.encoding import (
 )
 from lakefs_core.graveler.model import AddressType, Entry, RangeInfo
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range_table, records_of_table
-from lakefs_core.graveler.ranges import RangeManager, TablePaths
+from lakefs_core.graveler.ranges import RangeCache, RangeManager, TablePaths
 
 _T = TypeVar("_T")
 
@@ -513,16 +513,19 @@ class CommitValidator:
         namespace: the mirror repository's storage namespace in the destination.
         cache_limit: most ids and addresses remembered per cache.
         concurrency: object requests (stats, listings) made at once.
+        range_cache: parsed ranges kept in memory, shared with other validators (one
+            bound for all of a process's mirrors); by default a cache of its own.
     """
 
     def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000,
-                 concurrency: int = DEFAULT_CONCURRENCY) -> None:
+                 concurrency: int = DEFAULT_CONCURRENCY,
+                 range_cache: RangeCache | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
         self.namespace = namespace
         self.concurrency = concurrency
-        self.ranges = RangeManager(store, namespace)
+        self.ranges = RangeManager(store, namespace, cache=range_cache)
         #: range and metarange files read and found to hash to their ids
         self._proven_files = _BoundedSet(cache_limit)
         #: object addresses found with the right size and etag

@@ -176,6 +176,12 @@ class _LRU(Generic[_K, _V]):
         with self._lock:
             self._cache.clear()
 
+    def discard_where(self, drop: Callable[[_K], bool]) -> None:
+        """Drop every item whose key ``drop`` accepts."""
+        with self._lock:
+            for key in [k for k in self._cache if drop(k)]:
+                self._cache.pop(key, None)
+
 
 class RangeCache(_LRU[tuple[str, str], "_Range"]):
     """Parsed ranges kept in memory, keyed by (namespace, range id): one bound for every
@@ -199,6 +205,10 @@ class RangeCache(_LRU[tuple[str, str], "_Range"]):
         """Keep a range, weighed again whenever it makes its records or encodings."""
         rng.on_growth(lambda: self.reweigh(key, rng, rng.nbytes()))
         self.put(key, rng, rng.nbytes())
+
+    def forget_namespace(self, namespace: str) -> None:
+        """Drop the ranges of one storage namespace (the others stay)."""
+        self.discard_where(lambda key: key[0] == namespace)
 
 
 @dataclass
@@ -385,12 +395,17 @@ class RangeManager:
         self.namespace = namespace
         self.raggedness = raggedness
         self.max_range_entries = max_range_entries
+        self._shared_cache = cache is not None
         self._ranges = cache if cache is not None else RangeCache(cache_size, cache_size_bytes)
         self._metaranges: _LRU[str, _Index] = _LRU(max(cache_size, 16))
 
     def forget_cached(self) -> None:
-        """Drop the parsed ranges and metaranges kept in memory (all of a shared cache)."""
-        self._ranges.clear()
+        """Drop the parsed ranges and metaranges of this namespace kept in memory (of a
+        shared cache, only this namespace's)."""
+        if self._shared_cache:
+            self._ranges.forget_namespace(self.namespace)
+        else:
+            self._ranges.clear()
         self._metaranges.clear()
 
     # --- files ------------------------------------------------------------------

@@ -249,10 +249,13 @@ def test_one_range_cache_bounds_every_namespace_sharing_it(rm: RangeManager,
     with pytest.raises(RangeNotFoundError):
         first.read_range(a.id)
     assert records
-    first.forget_cached()
+    b_records = second.read_range(b.id)
     rm.store.delete(second.range_address(b.id))
+    first.forget_cached()  # drops the first namespace's ranges only
+    assert second.read_range(b.id) == b_records  # still served from the shared cache
+    second.forget_cached()
     with pytest.raises(RangeNotFoundError):
-        second.read_range(b.id)  # the shared cache was dropped
+        second.read_range(b.id)  # its own namespace's ranges were dropped
 
 
 # --- file format --------------------------------------------------------------------

@@ -97,6 +97,13 @@ def test_state_stays_bounded_while_branches_come_and_go(
             # caught up: nothing pending, and nothing proven kept for promoted commits
             wait_for(lambda: not follower.refs and follower.validator.proven_count == 0, 30,
                      what="the validator's memory dropped once caught up")
+            # the ranges it read sit in the replica's one range cache, and went with it
+            shared = sidecar.ctx.range_cache
+            assert follower.validator.ranges._ranges is shared
+            assert shared._cache.maxsize == sidecar.config.validator.range_cache_size_bytes
+            ns = follower.mirror.storage_namespace
+            wait_for(lambda: not any(key[0] == ns for key in list(shared._cache)), 30,
+                     what="the mirror's ranges dropped from the shared cache")
             # series of the mirror: those of main only, whatever branches came and went
             branches = {b for _, b in _series(sidecar, "src-mirror") if b}
             assert branches == {"main"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from lakefs_core.graveler.presence import (
     MissingKind,
 )
 from lakefs_core.graveler.rangefile import encode_range
+from lakefs_core.graveler.ranges import RangeCache
 
 NS = "local://mirror"
 
@@ -478,3 +480,30 @@ def test_an_address_that_prefixes_others_is_a_shard_of_its_own(mirror: Mirror) -
     found = CommitValidator(log, NS).check_objects([(3, records)], referenced=3)
     assert found == [[]]
     assert log.calls.count("stat") == 2
+
+
+def test_validators_share_one_range_cache_and_each_forgets_its_own(mirror: Mirror) -> None:
+    """The validators of a replica's mirrors keep the ranges they read in one cache
+    under one bound (``validator.range_cache_size_bytes``); a mirror that caught up
+    drops its own namespace's ranges, not those of the others."""
+    records = [mirror.put_object(p) for p in paths(40)]
+    mr = mirror.commit(EMPTY_METARANGE_ID, records)
+    n_ranges = len(mirror.writer.get_metarange(mr).ranges)
+    other_ns = "local://mirror-two"
+    shutil.copytree(Path(mirror.raw.root) / "mirror", Path(mirror.raw.root) / "mirror-two")
+    cache = RangeCache(max_bytes=50_000_000)
+    first = CommitValidator(mirror.counting, NS, range_cache=cache)
+    second = CommitValidator(mirror.counting, other_ns, range_cache=cache)
+    assert first.validate(mr, None).complete and second.validate(mr, None).complete
+
+    def cached(ns: str) -> int:
+        return sum(1 for key in list(cache._cache) if key[0] == ns)
+
+    assert cached(NS) == n_ranges and cached(other_ns) == n_ranges
+    first.forget_proven()
+    assert cached(NS) == 0 and cached(other_ns) == n_ranges
+    # the bound is one for both: a cache that holds one range's weight keeps one range
+    small = RangeCache(max_ranges=1, max_bytes=50_000_000)
+    for ns in (NS, other_ns):
+        assert CommitValidator(mirror.counting, ns, range_cache=small).validate(mr, None).complete
+    assert len(list(small._cache)) == 1
