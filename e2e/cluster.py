@@ -397,8 +397,8 @@ def _libpq(url: str) -> str:
 
 def _moto(name: str, root: Path) -> tuple[ManagedProcess, str]:
     port = free_port()
-    proc = ManagedProcess(name, ["python", "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                 str(port)], root / f"{name}.log",
+    proc = ManagedProcess(name, ["python", "-m", "lakefs_testing.moto_server", "-H",
+                                 "127.0.0.1", "-p", str(port)], root / f"{name}.log",
                           ready_url=f"http://127.0.0.1:{port}/moto-api/", env=AWS_ENV)
     return proc, f"http://127.0.0.1:{port}"
 

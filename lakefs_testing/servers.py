@@ -145,10 +145,12 @@ class MotoServer:
 
 
 def start_moto() -> MotoServer:
-    from moto.server import ThreadedMotoServer
+    """moto in a thread of this process, its DynamoDB requests one at a time (see
+    :mod:`lakefs_testing.moto_server`)."""
+    from lakefs_testing.moto_server import MotoThread
 
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = MotoThread("127.0.0.1", port)
     server.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -1,5 +1,8 @@
 """The session's real servers start and answer."""
 
+import contextlib
+import threading
+
 import boto3
 import sqlalchemy as sa
 
@@ -26,3 +29,46 @@ def test_local_blockstore_roundtrip(tmp_path) -> None:  # type: ignore[no-untype
     assert st.size == 5
     assert store.get("local://ns/a/b.txt", (1, 3)) == b"ell"
     assert [o.address for o in store.list("local://ns/a/")] == ["local://ns/a/b.txt"]
+
+
+def test_moto_dynamodb_keeps_writes_made_while_a_transaction_fails(
+        moto_endpoint: str, unique_name: str) -> None:
+    """A transaction whose condition fails leaves other clients' writes alone, as in
+    DynamoDB. (moto by itself puts back a copy of its tables taken when the transaction
+    began, undoing what others wrote meanwhile; ``lakefs_testing.moto_server`` takes
+    DynamoDB requests one at a time so that it cannot.)"""
+    ddb = boto3.client("dynamodb", endpoint_url=moto_endpoint, region_name="us-east-1")
+    ddb.create_table(TableName=unique_name, BillingMode="PAY_PER_REQUEST",
+                     AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                     KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}])
+    try:
+        n = 60
+        for i in range(n):
+            ddb.put_item(TableName=unique_name, Item={"k": {"S": f"old-{i}"}})
+        writing = threading.Event()
+
+        def failing_transactions() -> None:
+            while not writing.is_set():
+                with contextlib.suppress(ddb.exceptions.TransactionCanceledException):
+                    ddb.transact_write_items(TransactItems=[
+                        {"ConditionCheck": {"TableName": unique_name,
+                                            "Key": {"k": {"S": "never"}},
+                                            "ConditionExpression": "attribute_exists(k)"}},
+                        {"Put": {"TableName": unique_name, "Item": {"k": {"S": "x"}}}}])
+
+        threads = [threading.Thread(target=failing_transactions) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(n):
+                ddb.delete_item(TableName=unique_name, Key={"k": {"S": f"old-{i}"}})
+                ddb.put_item(TableName=unique_name, Item={"k": {"S": f"new-{i}"}})
+        finally:
+            writing.set()
+            for t in threads:
+                t.join()
+        keys = {item["k"]["S"] for page in ddb.get_paginator("scan").paginate(
+            TableName=unique_name, ConsistentRead=True) for item in page["Items"]}
+        assert keys == {f"new-{i}" for i in range(n)}
+    finally:
+        ddb.delete_table(TableName=unique_name)

@@ -38,6 +38,7 @@ import itertools
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -112,6 +113,23 @@ def _group_pk(name: str) -> str:
 
 def _policy_pk(name: str) -> str:
     return "auth#policy#" + name
+
+
+_PARTITION_OF = {USERS: _user_pk, GROUPS: _group_pk, POLICIES: _policy_pk}
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One end of a link: the entity (its kind's partition, e.g. :data:`USERS`, and its
+    name) and the link item's sort key in the entity's own partition."""
+
+    kind: str
+    name: str
+    sort_key: str
+
+    @property
+    def partition(self) -> str:
+        return _PARTITION_OF[self.kind](self.name)
 
 
 def _fits(name: str) -> bool:
@@ -503,16 +521,13 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         self._delete_entity(GROUPS, name, other)
 
     def add_user_to_group(self, username: str, group: str) -> None:
-        self._in_transaction([(USERS, username), (GROUPS, group)], [
-            self._put(key(_user_pk(username), "group#" + group)),
-            self._put(key(_group_pk(group), "member#" + username))])
+        self._link(_Side(USERS, username, "group#" + group),
+                   _Side(GROUPS, group, "member#" + username))
 
     def remove_user_from_group(self, username: str, group: str) -> None:
-        failed = self._in_transaction([(USERS, username), (GROUPS, group)], [
-            self._delete(_user_pk(username), "group#" + group, PRESENT),
-            self._delete(_group_pk(group), "member#" + username)])
-        if failed[0]:
-            raise NotFoundError(f"user {username} is not a member of group {group}")
+        self._unlink(_Side(USERS, username, "group#" + group),
+                     _Side(GROUPS, group, "member#" + username),
+                     f"user {username} is not a member of group {group}")
 
     def list_group_members(self, group: str, after: str = "",
                            amount: int = 1000) -> list[User]:
@@ -564,28 +579,37 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         self._delete_entity(POLICIES, name, other)
 
     def attach_policy_to_user(self, username: str, policy: str) -> None:
-        self._in_transaction([(USERS, username), (POLICIES, policy)], [
-            self._put(key(_user_pk(username), "policy#" + policy)),
-            self._put(key(_policy_pk(policy), "user#" + username))])
+        self._link(_Side(USERS, username, "policy#" + policy),
+                   _Side(POLICIES, policy, "user#" + username))
 
     def detach_policy_from_user(self, username: str, policy: str) -> None:
-        failed = self._in_transaction([(USERS, username), (POLICIES, policy)], [
-            self._delete(_user_pk(username), "policy#" + policy, PRESENT),
-            self._delete(_policy_pk(policy), "user#" + username)])
-        if failed[0]:
-            raise NotFoundError(f"policy {policy} is not attached to user {username}")
+        self._unlink(_Side(USERS, username, "policy#" + policy),
+                     _Side(POLICIES, policy, "user#" + username),
+                     f"policy {policy} is not attached to user {username}")
 
     def attach_policy_to_group(self, group: str, policy: str) -> None:
-        self._in_transaction([(GROUPS, group), (POLICIES, policy)], [
-            self._put(key(_group_pk(group), "policy#" + policy)),
-            self._put(key(_policy_pk(policy), "group#" + group))])
+        self._link(_Side(GROUPS, group, "policy#" + policy),
+                   _Side(POLICIES, policy, "group#" + group))
 
     def detach_policy_from_group(self, group: str, policy: str) -> None:
-        failed = self._in_transaction([(GROUPS, group), (POLICIES, policy)], [
-            self._delete(_group_pk(group), "policy#" + policy, PRESENT),
-            self._delete(_policy_pk(policy), "group#" + group)])
+        self._unlink(_Side(GROUPS, group, "policy#" + policy),
+                     _Side(POLICIES, policy, "group#" + group),
+                     f"policy {policy} is not attached to group {group}")
+
+    # --- two-sided links (a membership, an attachment) ---------------------------------
+    def _link(self, a: _Side, b: _Side) -> None:
+        """Write a link on both of its ends, in one transaction that checks both exist."""
+        self._in_transaction([(a.kind, a.name), (b.kind, b.name)], [
+            self._put(key(a.partition, a.sort_key)), self._put(key(b.partition, b.sort_key))])
+
+    def _unlink(self, a: _Side, b: _Side, missing: str) -> None:
+        """Remove a link from both of its ends; NotFoundError(``missing``) if there was
+        none."""
+        failed = self._in_transaction([(a.kind, a.name), (b.kind, b.name)], [
+            self._delete(a.partition, a.sort_key, PRESENT),
+            self._delete(b.partition, b.sort_key)])
         if failed[0]:
-            raise NotFoundError(f"policy {policy} is not attached to group {group}")
+            raise NotFoundError(missing)
 
     def list_user_policies(self, username: str) -> list[Policy]:
         self._require(USERS, username)
