@@ -145,7 +145,8 @@ class MirrorFollower:
         self.store = ctx.store_for(mirror.storage_id)
         self.validator = CommitValidator(self.store, mirror.storage_namespace,
                                          concurrency=ctx.validation_concurrency,
-                                         range_cache=ctx.range_cache)
+                                         range_cache=ctx.range_cache,
+                                         request_times=self.store.times)
         self.refs: dict[str, RefProgress] = {}
         #: what keeps the mirror from following all of its source, for its status
         #: (e.g. tags the replication user may not list); "" when nothing does

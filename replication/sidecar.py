@@ -44,7 +44,7 @@ from lakefs_core.errors import (
 )
 from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
-from lakefs_core.graveler.presence import CountingStore
+from lakefs_core.graveler.presence import CountingStore, RequestTimes
 from lakefs_core.graveler.ranges import RangeCache
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import (
@@ -206,7 +206,9 @@ class Sidecar:
     def _counting_store(self, storage_id: str) -> CountingStore:
         store = self._counting.get(storage_id)
         if store is None:
-            store = CountingStore(self.blockstores.for_storage_id(storage_id))
+            # listing pages and stats are timed per store, to weigh one against the other
+            store = CountingStore(self.blockstores.for_storage_id(storage_id),
+                                  times=RequestTimes())
             self._counting[storage_id] = store
         return store
 

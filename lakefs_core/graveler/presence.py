@@ -34,7 +34,9 @@ listing (about one request per :data:`LIST_PAGE` objects the commit references),
 the others (sparse ranges, imported objects with full addresses elsewhere) by stat.
 The namespace is listed in shards (one per next character after the prefix the
 addresses share), at once up to the validator's ``concurrency``, and a shard whose
-listing grows past what stat would have cost stops and stats its rest. A first
+listing grows past what stat would have cost stops and stats its rest. Given the
+store's :class:`RequestTimes` (the replication service gives them), a listing page
+counts as the stats that take as long as it does on that store, in both choices. A first
 validation of a large repository thus costs about one request per thousand objects.
 That holds for object stores, whose listings return a page of keys with their sizes
 and etags per request (``BlockStore.lists_by_page``); the local store lists by
@@ -55,6 +57,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -121,11 +124,70 @@ class ValidationResult:
         return not self.missing
 
 
-class CountingStore(BlockStore):
-    """A blockstore wrapper that counts requests (for status, metrics and benchmarks)."""
+class RequestTimes:
+    """How long a listing page and a stat take on one store, as the validations that use
+    it measured them (moving averages). Thread-safe.
 
-    def __init__(self, inner: BlockStore) -> None:
+    Object stores answer a page of a listing in time that follows the page; a store
+    that scans a whole bucket for each page (moto does) makes a page cost as much as
+    hundreds of stats once the bucket is large. A validator given these times weighs a
+    listing page as that many stats. Both kinds run at the validator's concurrency, so
+    both times include the same waiting. A page time older than :attr:`STALE_AFTER` no
+    longer counts, so that a store whose listings became cheap is listed again.
+    """
+
+    #: weight of the newest measurement in the averages
+    ALPHA = 0.3
+    #: seconds after which the page time is measured again (by listing)
+    STALE_AFTER = 600.0
+    #: bounds of the ratio page / stat
+    RATIO_RANGE = (0.25, 10_000.0)
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._page: float | None = None
+        self._page_at = 0.0
+        self._stat: float | None = None
+
+    def _average(self, old: float | None, new: float) -> float:
+        return new if old is None else old + self.ALPHA * (new - old)
+
+    def add_pages(self, seconds: float, pages: int) -> None:
+        """A listing of ``pages`` pages took ``seconds``."""
+        if pages > 0:
+            with self._lock:
+                self._page = self._average(self._page, seconds / pages)
+                self._page_at = self._clock()
+
+    def add_stats(self, seconds: float, stats: int) -> None:
+        """``stats`` stats one after the other took ``seconds``."""
+        if stats > 0:
+            with self._lock:
+                self._stat = self._average(self._stat, seconds / stats)
+
+    def page_cost(self) -> float:
+        """A listing page in stats: 1 until both were measured (requests count alike)."""
+        with self._lock:
+            if (self._page is None or not self._stat
+                    or self._clock() - self._page_at > self.STALE_AFTER):
+                return 1.0
+            low, high = self.RATIO_RANGE
+            return min(max(self._page / self._stat, low), high)
+
+
+class CountingStore(BlockStore):
+    """A blockstore wrapper that counts requests (for status, metrics and benchmarks).
+
+    Args:
+        inner: the store.
+        times: where validations through it record how long listing pages and stats
+            take, to weigh one against the other (None: they count requests alike).
+    """
+
+    def __init__(self, inner: BlockStore, times: RequestTimes | None = None) -> None:
         self.inner = inner
+        self.times = times
         self.type = inner.type
         self.scheme = inner.scheme
         self.lists_by_page = inner.lists_by_page
@@ -267,12 +329,16 @@ def _table_addresses(table: pa.Table, namespace: str) -> pa.Array:
     return _object_addresses(table.column("address"), full, namespace)
 
 
-def _stat_run(store: BlockStore, addresses: Sequence[str]) -> _Listed:
-    """Stat objects one after the other: those present."""
+def _stat_run(store: BlockStore, addresses: Sequence[str],
+              times: RequestTimes | None = None) -> _Listed:
+    """Stat objects one after the other: those present (their time goes to ``times``)."""
     found: list[ObjectStat] = []
+    started = time.monotonic()
     for address in addresses:
         with contextlib.suppress(ObjectNotFoundError):
             found.append(store.stat(address))
+    if times is not None:
+        times.add_stats(time.monotonic() - started, len(addresses))
     return _Listed.of(found)
 
 
@@ -441,15 +507,19 @@ class _Prefetch:
     still reading its ranges (the addresses of the first ones tell the shards)."""
 
     def __init__(self, store: BlockStore, pool: ThreadPoolExecutor, shards: Sequence[str],
-                 limit: int) -> None:
+                 limit: int, times: RequestTimes | None = None) -> None:
         self.width = len(shards[0])  # every shard is the shared prefix + one character
-        self._futures = {p: pool.submit(self._list, store, p, limit) for p in shards}
+        self._futures = {p: pool.submit(self._list, store, p, limit, times) for p in shards}
 
     @staticmethod
-    def _list(store: BlockStore, prefix: str, limit: int) -> _Listed | None:
+    def _list(store: BlockStore, prefix: str, limit: int,
+              times: RequestTimes | None) -> _Listed | None:
         """The shard's objects; None when it holds more than ``limit`` (given up)."""
+        started = time.monotonic()
         listing = store.list(prefix)
         taken = _Listed.of(itertools.islice(listing, limit))
+        if times is not None:
+            times.add_pages(time.monotonic() - started, len(taken) // LIST_PAGE + 1)
         if len(taken) == limit and next(listing, None) is not None:
             return None
         return taken
@@ -515,17 +585,21 @@ class CommitValidator:
         concurrency: object requests (stats, listings) made at once.
         range_cache: parsed ranges kept in memory, shared with other validators (one
             bound for all of a process's mirrors); by default a cache of its own.
+        request_times: the store's listing-page and stat times, measured and used to
+            choose between listing and stat (None: the choice counts requests alike).
     """
 
     def __init__(self, store: BlockStore, namespace: str, *, cache_limit: int = 1_000_000,
                  concurrency: int = DEFAULT_CONCURRENCY,
-                 range_cache: RangeCache | None = None) -> None:
+                 range_cache: RangeCache | None = None,
+                 request_times: RequestTimes | None = None) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.store = store
         self.namespace = namespace
         self.concurrency = concurrency
         self.ranges = RangeManager(store, namespace, cache=range_cache)
+        self.request_times = request_times
         #: range and metarange files read and found to hash to their ids
         self._proven_files = _BoundedSet(cache_limit)
         #: object addresses found with the right size and etag
@@ -738,11 +812,13 @@ class CommitValidator:
         longer = under.filter(pc.greater(pc.utf8_length(under), len(common)))
         shards = sorted(pc.unique(pc.utf8_slice_codeunits(longer, 0, len(common) + 1))
                         .to_pylist())
-        if not shards or len(shards) + referenced // LIST_PAGE >= referenced:
+        times = self.request_times
+        page_cost = 1.0 if times is None else times.page_cost()
+        if not shards or (len(shards) + referenced // LIST_PAGE) * page_cost >= referenced:
             return None
         # a shard holding far more than its share of the commit is given up
         limit = 2 * referenced // len(shards) + LIST_PAGE
-        return _Prefetch(self.store, pool, shards, limit)
+        return _Prefetch(self.store, pool, shards, limit, times)
 
     # ----------------------------------------------------------------- objects
     def check_objects(self, batches: Sequence[tuple[int, ObjectsToCheck]], *,
@@ -792,8 +868,11 @@ class CommitValidator:
         to_list, to_stat = todo[listing], todo[~listing]
         wanted = pc.unique(rows.addresses.take(to_list)).to_pylist()
         shards = self._shards(wanted)
-        # a listing costs a request per shard and per page of what the namespace holds
-        if len(shards) + referenced // LIST_PAGE >= len(wanted):
+        # a listing costs a request per shard and per page of what the namespace holds,
+        # each page weighed as the stats it takes as long as (see RequestTimes)
+        times = self.request_times
+        page_cost = 1.0 if times is None else times.page_cost()
+        if (len(shards) + referenced // LIST_PAGE) * page_cost >= len(wanted):
             shards = []
             to_list, to_stat = to_list[:0], todo
 
@@ -802,16 +881,22 @@ class CommitValidator:
             stats would cost (then they are stat'ed)."""
             shard_prefix, addresses = shard
             wanted = set(addresses)
-            budget = LIST_PAGE * (len(wanted) + 1)
+            budget = max(1, int(LIST_PAGE * (len(wanted) + 1) / page_cost))
             found: list[ObjectStat] = []
-            for n, obj in enumerate(self.store.list(shard_prefix)):
-                if obj.address in wanted:
-                    wanted.discard(obj.address)
-                    found.append(obj)
-                    if not wanted:
-                        break
-                elif n >= budget:
-                    return None
+            started = time.monotonic()
+            n = 0
+            try:
+                for n, obj in enumerate(self.store.list(shard_prefix)):
+                    if obj.address in wanted:
+                        wanted.discard(obj.address)
+                        found.append(obj)
+                        if not wanted:
+                            break
+                    elif n >= budget:
+                        return None
+            finally:
+                if times is not None:
+                    times.add_pages(time.monotonic() - started, n // LIST_PAGE + 1)
             return _Listed.of(found)
 
         if len(to_stat) or shards:
@@ -839,7 +924,7 @@ class CommitValidator:
                     addresses = rows.addresses.take(to_stat)
                     runs = _runs(addresses.to_pylist(), self.concurrency)
                     listed = _Listed.concat(list(pool.map(
-                        lambda run: _stat_run(self.store, run), runs)))
+                        lambda run: _stat_run(self.store, run, times), runs)))
                     failed, proven = self._judge(rows, to_stat, listed.find(addresses), listed)
                     failures += failed
                     by_stat.append(proven)

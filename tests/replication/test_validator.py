@@ -20,6 +20,7 @@ from lakefs_core.graveler.presence import (
     CountingStore,
     MissingItem,
     MissingKind,
+    RequestTimes,
 )
 from lakefs_core.graveler.rangefile import encode_range
 from lakefs_core.graveler.ranges import RangeCache
@@ -507,3 +508,48 @@ def test_validators_share_one_range_cache_and_each_forgets_its_own(mirror: Mirro
     for ns in (NS, other_ns):
         assert CommitValidator(mirror.counting, ns, range_cache=small).validate(mr, None).complete
     assert len(list(small._cache)) == 1
+
+
+def test_request_times_weigh_a_listing_page_as_the_stats_it_lasts() -> None:
+    now = [0.0]
+    times = RequestTimes(clock=lambda: now[0])
+    assert times.page_cost() == 1.0  # nothing measured: requests count alike
+    times.add_pages(2.0, 1)
+    assert times.page_cost() == 1.0  # stats not measured yet
+    times.add_stats(0.2, 10)
+    assert times.page_cost() == pytest.approx(100.0)  # a page lasts 100 stats
+    times.add_pages(0.0, 1)  # a moving average: one fast page moves it part way
+    assert 1.0 < times.page_cost() < 100.0
+    for _ in range(60):
+        times.add_pages(0.001, 1)
+    assert times.page_cost() == RequestTimes.RATIO_RANGE[0]  # bounded below
+    times.add_pages(1e6, 1)
+    assert times.page_cost() <= RequestTimes.RATIO_RANGE[1]  # and above
+    now[0] += RequestTimes.STALE_AFTER + 1
+    assert times.page_cost() == 1.0  # an old page time no longer counts
+
+
+def test_a_store_whose_listing_pages_are_slow_is_stated(mirror: Mirror) -> None:
+    """A dense change is listed where a page costs about a stat (see the test above),
+    and stat'ed where the store's measured times make a page cost a hundred stats, with
+    the same findings."""
+    records = [mirror.put_object(p) for p in paths(120)]
+    mr = mirror.commit(EMPTY_METARANGE_ID, records)
+    want = damage(mirror, [records[3], records[50], records[119]])
+    times = RequestTimes()
+    times.add_pages(1.0, 1)
+    times.add_stats(0.01, 1)
+    log = CallLog(mirror.raw)
+    v = CommitValidator(log, NS, concurrency=4, request_times=times)
+    result = v.validate(mr, None)
+    assert reasons(result.missing) == want and result.objects_checked == 120
+    assert "list" not in log.calls and log.calls.count("stat") == 120
+    assert times.page_cost() > 10  # the stats were timed too, and did not undo it
+    # where pages cost about what stats do, the same store is listed
+    even = RequestTimes()
+    even.add_pages(0.01, 1)
+    even.add_stats(0.01, 1)
+    log = CallLog(mirror.raw)
+    result = CommitValidator(log, NS, concurrency=4, request_times=even).validate(mr, None)
+    assert reasons(result.missing) == want
+    assert "stat" not in log.calls and 1 <= log.calls.count("list") <= 16
