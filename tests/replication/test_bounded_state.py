@@ -100,6 +100,9 @@ def test_state_stays_bounded_while_branches_come_and_go(
             # the ranges it read sit in the replica's one range cache, and went with it
             shared = sidecar.ctx.range_cache
             assert follower.validator.ranges._ranges is shared
+            # and it weighs listing against stat by the times measured on its store
+            assert follower.store.times is not None
+            assert follower.validator.request_times is follower.store.times
             assert shared._cache.maxsize == sidecar.config.validator.range_cache_size_bytes
             ns = follower.mirror.storage_namespace
             wait_for(lambda: not any(key[0] == ns for key in list(shared._cache)), 30,
