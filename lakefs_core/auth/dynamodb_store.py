@@ -316,7 +316,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
 
     @staticmethod
     def _partition_of(pk: str, name: str) -> str:
-        return {USERS: _user_pk, GROUPS: _group_pk, POLICIES: _policy_pk}[pk](name)
+        return _PARTITION_OF[pk](name)
 
     def _delete_entity(self, pk: str, name: str,
                        other: Callable[[str], tuple[str, str] | None]) -> None:

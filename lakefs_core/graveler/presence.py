@@ -795,6 +795,10 @@ class CommitValidator:
             self._complete.add(target_mr)
         return result
 
+    def _page_cost(self) -> float:
+        """How many stats one listing page weighs on this store (1 until measured)."""
+        return 1.0 if self.request_times is None else self.request_times.page_cost()
+
     def _prefetch(self, sample: list[pa.Table], referenced: int, pool: ThreadPoolExecutor
                   ) -> _Prefetch | None:
         """Start listing the namespace once ``sample`` (the entries of the first ranges
@@ -813,7 +817,7 @@ class CommitValidator:
         shards = sorted(pc.unique(pc.utf8_slice_codeunits(longer, 0, len(common) + 1))
                         .to_pylist())
         times = self.request_times
-        page_cost = 1.0 if times is None else times.page_cost()
+        page_cost = self._page_cost()
         if not shards or (len(shards) + referenced // LIST_PAGE) * page_cost >= referenced:
             return None
         # a shard holding far more than its share of the commit is given up
@@ -871,7 +875,7 @@ class CommitValidator:
         # a listing costs a request per shard and per page of what the namespace holds,
         # each page weighed as the stats it takes as long as (see RequestTimes)
         times = self.request_times
-        page_cost = 1.0 if times is None else times.page_cost()
+        page_cost = self._page_cost()
         if (len(shards) + referenced // LIST_PAGE) * page_cost >= len(wanted):
             shards = []
             to_list, to_stat = to_list[:0], todo
