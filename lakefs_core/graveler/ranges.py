@@ -44,6 +44,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from cachetools import LRUCache
 
 from lakefs_core.block.base import BlockStore, join_address
@@ -70,6 +71,7 @@ from lakefs_core.graveler.model import (
     RangeInfo,
 )
 from lakefs_core.graveler.rangefile import (
+    RANGE_SCHEMA,
     decode_metarange,
     decode_range_table,
     encode_metarange,
@@ -314,6 +316,11 @@ class _KeyFilter:
             return bisect.bisect_right(records, self.after, key=_path)
         return bisect.bisect_left(records, self.prefix, key=_path)
 
+    def admits(self, path: str) -> bool:
+        """Whether ``path`` is at or after where scanning starts (see
+        :meth:`first_record`); :meth:`past` tells where it stops."""
+        return path > self.after if self.after >= self.prefix else path >= self.prefix
+
     def past(self, path: str) -> bool:
         """True if ``path`` and every path after it are beyond the prefix."""
         return bool(self.prefix) and path > self.prefix and not path.startswith(self.prefix)
@@ -352,6 +359,10 @@ class _Cursor:
 
     def skip_range(self) -> None:
         self.i += 1
+
+    def range(self, info: RangeInfo) -> _Range:
+        """A range of this cursor's metarange, read (or cached)."""
+        return self._manager._range(info.id)
 
     def open(self) -> None:
         self.records = self._manager._records(self.ranges[self.i].id)
@@ -620,6 +631,19 @@ class RangeManager:
                 left.skip_range()
                 right.skip_range()
                 continue
+            if (lh is not None and rh is not None and lh.min_key == rh.min_key
+                    and lh.max_key == rh.max_key):
+                # two versions of one range (same first and last path): compared
+                # column-wise, with records made of the rows that differ only
+                left.skip_range()
+                right.skip_range()
+                for difference in _range_differences(left.range(lh), right.range(rh)):
+                    if not keys.admits(difference.path):
+                        continue
+                    if past(difference.path):
+                        return
+                    yield difference
+                continue
             lk, rk = left.key, right.key
             if lk is None and rk is None:
                 return
@@ -885,6 +909,68 @@ class _Apply:
                     done = upto
         old_rows(pos, n)
         return changed, change
+
+
+def _numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(array.to_numpy(zero_copy_only=False))
+
+
+#: the columns of a range that make an entry (all but the path)
+_ENTRY_COLUMNS = tuple(name for name in RANGE_SCHEMA.names if name != "path")
+
+
+def _may_differ(left: pa.Table, right: pa.Table) -> np.ndarray:
+    """Row i of ``left`` against row i of ``right``: True where any entry column
+    differs. Equal columns mean equal entries; unequal ones may still be (metadata
+    written in another key order, a NaN mtime), so True rows are compared as entries."""
+    differs = np.zeros(left.num_rows, dtype=bool)
+    for name in _ENTRY_COLUMNS:
+        differs |= _numpy_of(pc.not_equal(left.column(name), right.column(name)))
+    return differs
+
+
+def _range_differences(left: _Range, right: _Range) -> Iterator[Difference]:
+    """The differences from ``left`` to ``right``, two ranges over the same span of
+    paths, in path order.
+
+    Rows are matched by path and compared column-wise; only the rows that may differ
+    become records (and are compared as entries, as records elsewhere are).
+    """
+    ltable, rtable = left.table, right.table
+    lpaths, rpaths = ltable.column("path"), rtable.column("path")
+    if len(lpaths) == len(rpaths) and lpaths.equals(rpaths):
+        # the same paths (the usual case: objects overwritten): row i against row i
+        rows = np.flatnonzero(_may_differ(ltable, rtable))
+        for lrec, rrec in zip(records_of_table(ltable.take(rows)),
+                              records_of_table(rtable.take(rows)), strict=True):
+            if lrec.entry != rrec.entry:
+                yield Difference(lrec.path, DiffType.CHANGED, lrec.entry, rrec.entry)
+        return
+    # where each left path is on the right (-1: removed), and each right path on the left
+    at = _numpy_of(pc.fill_null(pc.index_in(lpaths, value_set=rpaths), -1))
+    added = np.flatnonzero(_numpy_of(pc.is_null(pc.index_in(rpaths, value_set=lpaths))))
+    kept = np.flatnonzero(at >= 0)
+    kept = kept[_may_differ(ltable.take(kept), rtable.take(at[kept]))]
+    lrows = np.sort(np.concatenate([np.flatnonzero(at < 0), kept]))
+    rrows = at[lrows]  # -1 where removed
+    lrecs = records_of_table(ltable.take(lrows))
+    rrecs = records_of_table(rtable.take(np.concatenate([rrows[rrows >= 0], added])))
+    matched = iter(rrecs[:len(rrecs) - len(added)])
+    added_recs = rrecs[len(rrecs) - len(added):]
+    # both are in path order: merged
+    j = 0
+    for lrec, r in zip(lrecs, rrows, strict=True):
+        while j < len(added_recs) and added_recs[j].path < lrec.path:
+            yield Difference(added_recs[j].path, DiffType.ADDED, None, added_recs[j].entry)
+            j += 1
+        if r < 0:
+            yield Difference(lrec.path, DiffType.REMOVED, lrec.entry, None)
+        else:
+            rrec = next(matched)
+            if lrec.entry != rrec.entry:
+                yield Difference(lrec.path, DiffType.CHANGED, lrec.entry, rrec.entry)
+    for rec in added_recs[j:]:
+        yield Difference(rec.path, DiffType.ADDED, None, rec.entry)
 
 
 def same_object(a: Entry | None, b: Entry | None) -> bool:

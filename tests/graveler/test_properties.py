@@ -158,6 +158,41 @@ def test_diff_then_apply_reproduces_the_target(new_manager: Managers, a: Model, 
     assert list(rm.diff(b_id, build(new_manager(), b))) == []
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.sets(st.integers(0, 999), min_size=40, max_size=300), st.data())
+def test_diff_of_rewritten_ranges_is_made_column_wise(
+    new_manager: Managers, numbers: set[int], data: st.DataObject
+) -> None:
+    """A diff compares two versions of a range (the same first and last path) by
+    columns: right for updates, inserts and removals, and without making the records
+    of the rows that did not change."""
+    rm = new_manager(raggedness=16, max_range_entries=10**9)
+    keys = sorted(f"k{n:04d}" for n in numbers)
+    model = {k: entry(k) for k in keys}
+    base = build(rm, model)
+    versions = st.integers(1, 3)
+    changes: Changes = {
+        k: entry(k, v) for k, v in data.draw(st.dictionaries(
+            st.sampled_from(keys), versions, min_size=1, max_size=20)).items()}
+    updates_only = data.draw(st.booleans())
+    if not updates_only:
+        changes.update(dict.fromkeys(data.draw(st.sets(st.sampled_from(keys), max_size=10))))
+        changes.update({k: entry(k) for k in data.draw(st.sets(
+            st.integers(0, 999).map(lambda n: f"k{n:04d}x"), max_size=10))})
+    target = applied(model, changes)
+    new = rm.apply(base, as_changes(changes)).metarange_id
+    cold = RangeManager(rm.store, rm.namespace)
+    diff = list(cold.diff(base, new))
+    assert [d.path for d in diff] == sorted(
+        p for p in set(model) | set(target) if model.get(p) != target.get(p))
+    for d in diff:
+        assert (d.left, d.right) == (model.get(d.path), target.get(d.path))
+        assert d.type == (DiffType.ADDED if d.left is None else
+                          DiffType.REMOVED if d.right is None else DiffType.CHANGED)
+    if updates_only:  # every range keeps its span: no range became records
+        assert all(rng._records is None for rng, _ in cold._ranges._cache.values())
+
+
 @SETTINGS
 @given(models, changesets, st.text(alphabet="ab/", max_size=3), st.text(alphabet="ab/", max_size=4))
 def test_diff_and_iterate_honour_prefix_and_after(
