@@ -32,9 +32,10 @@ $(AZURITE): | $(STAMP)
 
 azurite: $(AZURITE)
 
-# the lint step (style, types, layers) runs first: CI runs `make test`
+# the lint step (style, types, layers) runs first: CI runs `make test`; the slowest
+# tests are listed at the end, to keep the suite within its time
 test: lint browser $(AZURITE)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=30
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser
 screenshots: $(STAMP) browser
