@@ -121,8 +121,11 @@ def encode_range_table(table: pa.Table) -> bytes:
     The columns are made contiguous first: the bytes depend on the rows only, not on
     how the table was put together from slices of others.
     """
+    def whole(column: pa.ChunkedArray) -> pa.Array:
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
     return _to_bytes(pa.Table.from_arrays(
-        [table.column(f.name).combine_chunks() for f in RANGE_SCHEMA], schema=RANGE_SCHEMA))
+        [whole(table.column(f.name)) for f in RANGE_SCHEMA], schema=RANGE_SCHEMA))
 
 
 def decode_range_table(data: bytes) -> pa.Table:
