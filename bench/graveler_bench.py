@@ -19,6 +19,10 @@ on a shared machine the wall clock includes waiting for a core), with the ranges
 written and reused, the entries in the written ranges ("rewritten") of the median
 run by those counts, and the rows rewritten per second of the median time.
 
+``--store s3`` runs the same against S3 (moto in server mode on loopback, in a child
+process), where every range read and write is a request: there the diff's reads
+ahead and the apply's overlap of reads and writes show.
+
 It prints one line per case and the ratio of the partition apply time at the
 largest size to that at the smallest: with content-defined ranges the cost
 follows the change, not the repository, so that ratio stays small.
@@ -35,10 +39,12 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TypeVar
 
+from lakefs_core.block.base import BlockStore
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import Entry, EntryRecord, RangeManager
 from lakefs_core.graveler.ranges import DEFAULT_RAGGEDNESS
@@ -96,12 +102,10 @@ class Case:
                 f"{self.cpu:>7.3f} {counts}")
 
 
-def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
+def run_size(n: int, k: int, raggedness: int, batch: int, store: BlockStore, namespace: str,
              rng: random.Random, repeat: int) -> list[Case]:
-    store = LocalBlockStore(os.path.join(workdir, f"n{n}"))
-
     def manager() -> RangeManager:
-        return RangeManager(store, NAMESPACE, raggedness=raggedness)
+        return RangeManager(store, namespace, raggedness=raggedness)
 
     builder = manager()
     mr = builder.empty_metarange()
@@ -189,6 +193,30 @@ def run_size(n: int, k: int, raggedness: int, batch: int, workdir: str,
     return cases
 
 
+def s3_stores(stack: ExitStack) -> Callable[[int], tuple[BlockStore, str]]:
+    """Stores on one moto server (a child process, stopped with ``stack``): a bucket
+    per repository size."""
+    import boto3
+    from botocore.config import Config
+
+    from bench.gateway_bench import _run_moto, child_process
+    from lakefs_core.block.s3 import S3BlockStore
+    from lakefs_core.block.config import S3Config, S3Credentials
+
+    endpoint = stack.enter_context(child_process(_run_moto))
+    keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}), **keys)
+    store = S3BlockStore(S3Config(
+        endpoint=endpoint, force_path_style=True, region="us-east-1",
+        credentials=S3Credentials(access_key_id="testing", secret_access_key="testing")))
+
+    def store_for(n: int) -> tuple[BlockStore, str]:
+        client.create_bucket(Bucket=f"bench-{n}")
+        return store, f"s3://bench-{n}/repo"
+    return store_for
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", default="10000,100000,1000000",
@@ -202,19 +230,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5,
                         help="runs per case; the median is printed (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--store", choices=("local", "s3"), default="local",
+                        help="where the ranges are: files, or S3 on moto (default: %(default)s)")
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     rng = random.Random(args.seed)
     workdir = tempfile.mkdtemp(prefix="graveler-bench-")
-    try:
-        print(f"raggedness={args.raggedness} k={args.k} repeat={args.repeat} (median seconds, "
-              "each run with cold caches)")
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, workdir, ignore_errors=True)
+        store_for = (s3_stores(stack) if args.store == "s3"
+                     else lambda n: (LocalBlockStore(os.path.join(workdir, f"n{n}")), NAMESPACE))
+        print(f"store={args.store} raggedness={args.raggedness} k={args.k} "
+              f"repeat={args.repeat} (median seconds, each run with cold caches)")
         print(f"{'N':>9} {'k':>6} {'kind':<18} {'seconds':>9} {'cpu':>7} {'written':>8} "
               f"{'reused':>8} {'rewritten':>10} {'rows/s':>11}")
-        results = {n: run_size(n, args.k, args.raggedness, args.batch, workdir, rng,
+        results = {n: run_size(n, args.k, args.raggedness, args.batch, *store_for(n), rng,
                                args.repeat) for n in sizes}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     if len(sizes) > 1:
         def partition_time(n: int) -> float:
             return next(c.seconds for c in results[n] if c.kind == "apply/partition")

@@ -96,6 +96,10 @@ CHANGE_BATCH = 65_536
 COLUMNAR_CHANGES = 64
 #: threads of one ``apply`` that hash and write completed ranges (one more reads ahead)
 WRITE_THREADS = 2
+#: ranges a diff reads ahead of the one it compares, so that store latency overlaps the
+#: comparing; and the threads that read them, shared by every diff of the process
+DIFF_READ_AHEAD = 4
+DIFF_READ_THREADS = 4
 #: default bound on the memory of the parsed ranges a server keeps (lakeFS's default
 #: for ``committed.sstable.memory.cache_size_bytes``)
 DEFAULT_RANGE_CACHE_BYTES = 200_000_000
@@ -326,11 +330,68 @@ class _KeyFilter:
         return bool(self.prefix) and path > self.prefix and not path.startswith(self.prefix)
 
 
+_diff_readers: ThreadPoolExecutor | None = None
+_diff_readers_lock = threading.Lock()
+
+
+def _diff_reader_pool() -> ThreadPoolExecutor:
+    global _diff_readers
+    with _diff_readers_lock:
+        if _diff_readers is None:
+            _diff_readers = ThreadPoolExecutor(DIFF_READ_THREADS,
+                                               thread_name_prefix="diff-read-ahead")
+        return _diff_readers
+
+
+class _ReadAhead:
+    """Reads the ranges that a diff of two metaranges will open, a few ahead of it.
+
+    Those are the ranges of each side whose id the other side lacks (twins are skipped
+    unread), opened in order of their first path, up to where the diff's prefix ends.
+    Once the diff opens one of them, the
+    next :data:`DIFF_READ_AHEAD` are read on other threads into the range cache; a
+    range still being read is waited for rather than read twice. A diff that stops
+    early leaves at most that many reads behind (:meth:`close` cancels those queued).
+    """
+
+    def __init__(self, manager: RangeManager, left: Sequence[RangeInfo],
+                 right: Sequence[RangeInfo], past: Callable[[str], bool]) -> None:
+        left_ids, right_ids = {r.id for r in left}, {r.id for r in right}
+        todo = sorted([r for r in left if r.id not in right_ids and not past(r.min_key)]
+                      + [r for r in right if r.id not in left_ids and not past(r.min_key)],
+                      key=lambda r: r.min_key)
+        self._manager = manager
+        self._todo = [r.id for r in todo]
+        self._at = {range_id: i for i, range_id in enumerate(self._todo)}
+        self._submitted = 0
+        self._loading: dict[str, Future[_Range]] = {}
+
+    def range(self, range_id: str) -> _Range:
+        """A range, read ahead or now; the next ones are started."""
+        loading = self._loading.pop(range_id, None)
+        at = self._at.get(range_id)
+        if at is not None:
+            upto = min(len(self._todo), at + 1 + DIFF_READ_AHEAD)
+            start = max(self._submitted, at + 1)
+            if start < upto:
+                pool = _diff_reader_pool()
+                for next_id in self._todo[start:upto]:
+                    if next_id not in self._loading:
+                        self._loading[next_id] = pool.submit(self._manager._range, next_id)
+                self._submitted = upto
+        return self._manager._range(range_id) if loading is None else loading.result()
+
+    def close(self) -> None:
+        for loading in self._loading.values():
+            loading.cancel()
+        self._loading.clear()
+
+
 class _Cursor:
     """Walks one metarange for a diff: either at a range header or inside a range."""
 
-    def __init__(self, manager: RangeManager, index: _Index, keys: _KeyFilter) -> None:
-        self._manager = manager
+    def __init__(self, reader: _ReadAhead, index: _Index, keys: _KeyFilter) -> None:
+        self._reader = reader
         self._keys = keys
         self.ranges = index.metarange.ranges
         self.i = keys.first_range(index)
@@ -362,10 +423,10 @@ class _Cursor:
 
     def range(self, info: RangeInfo) -> _Range:
         """A range of this cursor's metarange, read (or cached)."""
-        return self._manager._range(info.id)
+        return self._reader.range(info.id)
 
     def open(self) -> None:
-        self.records = self._manager._records(self.ranges[self.i].id)
+        self.records = self._reader.range(self.ranges[self.i].id).records()
         self.pos = self._keys.first_record(self.records)
         self.i += 1
 
@@ -620,10 +681,22 @@ class RangeManager:
         if left_id == right_id:
             return iter(())
         keys = _KeyFilter(prefix, after)
-        return self._diff(_Cursor(self, left, keys), _Cursor(self, right, keys), keys)
+        first_left, first_right = keys.first_range(left), keys.first_range(right)
+        reader = _ReadAhead(self, left.metarange.ranges[first_left:],
+                            right.metarange.ranges[first_right:], keys.past)
+        return self._diff(reader, _Cursor(reader, left, keys), _Cursor(reader, right, keys),
+                          keys)
 
     @staticmethod
-    def _diff(left: _Cursor, right: _Cursor, keys: _KeyFilter) -> Iterator[Difference]:
+    def _diff(reader: _ReadAhead, left: _Cursor, right: _Cursor, keys: _KeyFilter
+              ) -> Iterator[Difference]:
+        try:
+            yield from RangeManager._differences(left, right, keys)
+        finally:
+            reader.close()
+
+    @staticmethod
+    def _differences(left: _Cursor, right: _Cursor, keys: _KeyFilter) -> Iterator[Difference]:
         past = keys.past
         while True:
             lh, rh = left.header, right.header

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -27,7 +31,7 @@ from lakefs_core.graveler import (
 )
 from lakefs_core.graveler.chunking import is_boundary
 from lakefs_core.graveler.rangefile import encode_range
-from lakefs_core.graveler.ranges import RangeCache
+from lakefs_core.graveler.ranges import DIFF_READ_AHEAD, RangeCache
 from tests.graveler.support import build, contents, entry, record
 
 
@@ -153,6 +157,77 @@ def test_apply_and_diff_never_read_untouched_ranges(rm: RangeManager, repo: str)
     diff = list(fresh(rm).diff(repo, result.metarange_id))
     assert [(d.path, d.type) for d in diff] == [(key, DiffType.CHANGED)]
     assert diff[0].left == entry(key) and diff[0].right == entry(key, 1)
+
+
+class SlowGets:
+    """A blockstore whose reads take ``delay`` seconds, counting reads per address and
+    the most that ran at once."""
+
+    def __init__(self, inner: BlockStore, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+        self.gets: Counter[str] = Counter()
+        self.active = self.most = 0
+        self._lock = threading.Lock()
+
+    def get(self, address: str, byte_range: tuple[int, int] | None = None) -> bytes:
+        with self._lock:
+            self.gets[address] += 1
+            self.active += 1
+            self.most = max(self.most, self.active)
+        try:
+            time.sleep(self.delay)
+            return self.inner.get(address, byte_range)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+    def idle(self) -> None:
+        """Wait until no read has run for a while (bounded)."""
+        quiet_since = time.monotonic()
+        deadline = quiet_since + 10
+        while time.monotonic() < deadline:
+            if self.active:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since > 5 * self.delay:
+                return
+            time.sleep(self.delay / 4)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_diff_reads_the_ranges_it_opens_ahead_and_once_each(rm: RangeManager, repo: str) -> None:
+    ranges = rm.get_metarange(repo).ranges
+    assert len(ranges) > 2 * DIFF_READ_AHEAD
+    other = rm.apply(repo, [record(r.max_key, 1) for r in ranges]).metarange_id
+
+    def slow_manager() -> tuple[RangeManager, SlowGets]:
+        slow = SlowGets(rm.store, 0.02)
+        return RangeManager(cast(BlockStore, slow), rm.namespace,
+                            raggedness=rm.raggedness), slow
+
+    cold, slow = slow_manager()
+    diff = list(cold.diff(repo, other))
+    assert [(d.path, d.type) for d in diff] == [(r.max_key, DiffType.CHANGED) for r in ranges]
+    assert set(slow.gets.values()) == {1}  # nothing read twice
+    assert len(slow.gets) == 2 + 2 * len(ranges)  # two metaranges, every range of both
+    assert slow.most >= 2  # the reads overlapped
+    # a diff given up after its first difference reads only a few ranges more
+    cold, slow = slow_manager()
+    differences = cold.diff(repo, other)
+    assert next(differences).path == ranges[0].max_key
+    differences.close()
+    slow.idle()
+    assert len(slow.gets) <= 2 + 2 + DIFF_READ_AHEAD
+    # a diff under a prefix reads no range that starts past it
+    cold, slow = slow_manager()
+    prefix = "data/part=b/"
+    assert [d.path for d in cold.diff(repo, other, prefix=prefix)] == [
+        r.max_key for r in ranges if r.max_key.startswith(prefix)]
+    slow.idle()
+    past = [r for r in (*ranges, *rm.get_metarange(other).ranges)
+            if r.min_key > prefix and not r.min_key.startswith(prefix)]
+    assert past and not {rm.range_address(r.id) for r in past} & set(slow.gets)
 
 
 def test_new_ranges_lists_what_a_mirror_must_check(rm: RangeManager, repo: str) -> None:
