@@ -18,6 +18,11 @@ per ``apply`` read the next touched range ahead and hash and write completed one
 (Arrow, Parquet and hashlib release the GIL), so storage latency and that work
 overlap the merging.
 
+:meth:`RangeManager.diff` compares two versions of a range (the same first and last
+path, as after updates in place) column-wise and makes records of the rows that
+differ only; other ranges it walks record by record. It reads the ranges it will
+open a few ahead (:data:`DIFF_READ_AHEAD`) on threads shared by every diff.
+
 Where the new ranges are cut depends on which rows are hash boundaries. Hashing
 every row of every opened range costs about as much as the rest of the rewrite, so
 ``apply`` hashes only the changed rows and the last row of each range it opens, and
