@@ -200,8 +200,8 @@ def s3_stores(stack: ExitStack) -> Callable[[int], tuple[BlockStore, str]]:
     from botocore.config import Config
 
     from bench.gateway_bench import _run_moto, child_process
-    from lakefs_core.block.s3 import S3BlockStore
     from lakefs_core.block.config import S3Config, S3Credentials
+    from lakefs_core.block.s3 import S3BlockStore
 
     endpoint = stack.enter_context(child_process(_run_moto))
     keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}

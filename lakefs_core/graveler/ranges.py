@@ -41,6 +41,7 @@ opens, as a rewrite from scratch would, and builds the same ranges as before.
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -346,6 +347,16 @@ def _diff_reader_pool() -> ThreadPoolExecutor:
             _diff_readers = ThreadPoolExecutor(DIFF_READ_THREADS,
                                                thread_name_prefix="diff-read-ahead")
         return _diff_readers
+
+
+def _forget_diff_readers() -> None:
+    """In a forked child: the parent's threads are not there, so a pool made before
+    the fork would queue reads that never run; the child makes its own."""
+    global _diff_readers, _diff_readers_lock
+    _diff_readers, _diff_readers_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_diff_readers)
 
 
 class _ReadAhead:

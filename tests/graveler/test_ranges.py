@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import threading
 import time
 from collections import Counter
@@ -14,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakefs_core.block.base import BlockStore
+from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.errors import (
     MergeConflictError,
     RangeNotFoundError,
@@ -228,6 +231,27 @@ def test_diff_reads_the_ranges_it_opens_ahead_and_once_each(rm: RangeManager, re
     past = [r for r in (*ranges, *rm.get_metarange(other).ranges)
             if r.min_key > prefix and not r.min_key.startswith(prefix)]
     assert past and not {rm.range_address(r.id) for r in past} & set(slow.gets)
+
+
+def _diff_count(root: str, left: str, right: str) -> None:
+    """In a child process: a cold diff with reads ahead; exit status 0 if it is whole."""
+    rm = RangeManager(LocalBlockStore(root), "local://fork", raggedness=8)
+    os._exit(0 if len(list(rm.diff(left, right))) == len(KEYS) else 1)
+
+
+def test_a_forked_process_reads_ahead_on_threads_of_its_own(tmp_path: Any) -> None:
+    rm = RangeManager(LocalBlockStore(str(tmp_path)), "local://fork", raggedness=8)
+    base = build(rm, {k: entry(k) for k in KEYS})
+    other = rm.apply(base, [record(k, 1) for k in KEYS]).metarange_id
+    assert len(list(fresh(rm).diff(base, other))) == len(KEYS)  # the pool runs here
+    child = multiprocessing.get_context("fork").Process(
+        target=_diff_count, args=(str(tmp_path), base, other))
+    child.start()
+    child.join(60)
+    if child.is_alive():  # stuck on reads queued to threads that the fork left behind
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
 
 
 def test_new_ranges_lists_what_a_mirror_must_check(rm: RangeManager, repo: str) -> None:
