@@ -85,6 +85,10 @@ def test_expired_branches_are_deleted_with_their_hooks(server: LiveServer,
                  what="the branch that expires soon to be deleted")
         assert time.time() >= now + 2
         assert {"main", "keep-me", "stay"} <= _branches(http, "eph")
+    # a post-delete hook runs once the branch is gone: its call may come a little later
+    wait_for(lambda: all(webhook.payloads(branch_id=name, event_type="post-delete-branch")
+                         for name in ("tmp-past", "tmp-soon")),
+             timeout=10, what="the post-delete hooks of both branches")
     for name in ("tmp-past", "tmp-soon"):
         events = [p["event_type"] for p in webhook.payloads(branch_id=name)]
         assert events == ["pre-delete-branch", "post-delete-branch"], name
@@ -120,6 +124,9 @@ def test_a_refusing_pre_delete_hook_keeps_the_branch_until_it_passes(
         gated.commit("allow deletes")  # post-delete reads the action files of its commit
         wait_for(lambda: "gated" not in _branches(http, "eph-gate"), timeout=10,
                  what="the branch to be deleted once its hook passes")
+    # the post-delete hook runs once the branch is gone: its call may come a little later
+    wait_for(lambda: webhook.payloads(branch_id="gated", event_type="post-delete-branch"),
+             timeout=10, what="the post-delete hook")
     assert len(webhook.payloads(branch_id="gated", event_type="post-delete-branch")) == 1
 
 
