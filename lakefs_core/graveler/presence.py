@@ -81,6 +81,7 @@ from lakefs_core.graveler.encoding import (
 from lakefs_core.graveler.model import AddressType, Entry, RangeInfo
 from lakefs_core.graveler.rangefile import decode_metarange, decode_range_table, records_of_table
 from lakefs_core.graveler.ranges import RangeCache, RangeManager, TablePaths
+from lakefs_core.graveler.ranges import numpy_of as _numpy
 
 _T = TypeVar("_T")
 
@@ -306,10 +307,6 @@ def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not chunks:
         return pa.array([], _LARGE_STRING)
     return pa.concat_arrays([c.cast(_LARGE_STRING) for c in chunks])
-
-
-def _numpy(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(array.to_numpy(zero_copy_only=False))
 
 
 def _object_addresses(address: pa.Array | pa.ChunkedArray, full: np.ndarray, namespace: str

@@ -364,10 +364,10 @@ class _ReadAhead:
 
     Those are the ranges of each side whose id the other side lacks (twins are skipped
     unread), opened in order of their first path, up to where the diff's prefix ends.
-    Once the diff opens one of them, the
-    next :data:`DIFF_READ_AHEAD` are read on other threads into the range cache; a
-    range still being read is waited for rather than read twice. A diff that stops
-    early leaves at most that many reads behind (:meth:`close` cancels those queued).
+    Once the diff opens one of them, the next :data:`DIFF_READ_AHEAD` are read on other
+    threads into the range cache; a range still being read is waited for rather than
+    read twice. A diff that stops early leaves at most that many reads behind
+    (:meth:`close` cancels those queued).
     """
 
     def __init__(self, manager: RangeManager, left: Sequence[RangeInfo],
@@ -1000,7 +1000,8 @@ class _Apply:
         return changed, change
 
 
-def _numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def numpy_of(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """An Arrow array's values as a NumPy array (copied where Arrow must)."""
     return np.asarray(array.to_numpy(zero_copy_only=False))
 
 
@@ -1014,7 +1015,7 @@ def _may_differ(left: pa.Table, right: pa.Table) -> np.ndarray:
     written in another key order, a NaN mtime), so True rows are compared as entries."""
     differs = np.zeros(left.num_rows, dtype=bool)
     for name in _ENTRY_COLUMNS:
-        differs |= _numpy_of(pc.not_equal(left.column(name), right.column(name)))
+        differs |= numpy_of(pc.not_equal(left.column(name), right.column(name)))
     return differs
 
 
@@ -1036,8 +1037,8 @@ def _range_differences(left: _Range, right: _Range) -> Iterator[Difference]:
                 yield Difference(lrec.path, DiffType.CHANGED, lrec.entry, rrec.entry)
         return
     # where each left path is on the right (-1: removed), and each right path on the left
-    at = _numpy_of(pc.fill_null(pc.index_in(lpaths, value_set=rpaths), -1))
-    added = np.flatnonzero(_numpy_of(pc.is_null(pc.index_in(rpaths, value_set=lpaths))))
+    at = numpy_of(pc.fill_null(pc.index_in(lpaths, value_set=rpaths), -1))
+    added = np.flatnonzero(numpy_of(pc.is_null(pc.index_in(rpaths, value_set=lpaths))))
     kept = np.flatnonzero(at >= 0)
     kept = kept[_may_differ(ltable.take(kept), rtable.take(at[kept]))]
     lrows = np.sort(np.concatenate([np.flatnonzero(at < 0), kept]))
