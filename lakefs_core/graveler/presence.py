@@ -1026,11 +1026,13 @@ class CommitValidator:
     def recheck(self, missing: list[MissingItem]) -> list[MissingItem]:
         """Re-check missing items in order, stopping at the first still missing.
 
-        Arrival order is not assumed: an item found present is dropped wherever it is
-        in the list; the stop only bounds the requests per round while replication
-        is behind (about one request per round when nothing arrived).
+        The stop bounds the requests per round while replication is behind (about one
+        request per round when nothing arrived). The items after the stop are not
+        looked at in this round, so they come first in the list returned and the stop
+        comes last: the next round starts where this one stopped. Arrival order is not
+        assumed: an item that arrived is dropped within a few rounds wherever it is in
+        the list, and the count of what is still missing comes down with it.
         """
-        still: list[MissingItem] = []
         for i, item in enumerate(missing):
             if item.kind is MissingKind.OBJECT:
                 assert item.entry is not None
@@ -1038,10 +1040,8 @@ class CommitValidator:
             else:
                 again = item if not self._file_present(item) else None
             if again is not None:
-                still.append(again)
-                still.extend(missing[i + 1:])
-                break
-        return still
+                return [*missing[i + 1:], again]
+        return []
 
     def _file_present(self, item: MissingItem) -> bool:
         if item.kind is MissingKind.METARANGE:

@@ -213,43 +213,48 @@ def test_base_that_disappeared_is_reported(mirror: Mirror) -> None:
         (MissingKind.METARANGE, base, "base metarange disappeared")]
 
 
-def test_recheck_stops_at_the_first_still_missing(mirror: Mirror) -> None:
+def test_recheck_stops_at_the_first_still_missing_and_goes_on_from_there(
+        mirror: Mirror) -> None:
     records = [mirror.put_object(p) for p in paths(12)]
     mr = mirror.commit(EMPTY_METARANGE_ID, records)
-    held = [records[2], records[5], records[9]]
+    held = {n: records[n] for n in (2, 5, 9)}
     saved = {}
-    for r in held:
+    for n, r in held.items():
         assert r.entry is not None
         f = Path(mirror.raw.root, "mirror", r.entry.address)
-        saved[r.path] = (f, f.read_bytes())
+        saved[n] = (f, f.read_bytes())
         f.unlink()
     v = mirror.validator()
     missing = v.validate(mr, None).missing
-    assert [m.key for m in missing] == [r.path for r in held]
+    assert [m.key for m in missing] == [held[n].path for n in (2, 5, 9)]
 
-    def recheck() -> tuple[list[MissingItem], int]:
+    def arrives(n: int) -> None:
+        f, data = saved[n]
+        f.write_bytes(data)
+
+    def recheck(items: list[MissingItem]) -> tuple[list[int], int]:
+        """One round, as the service runs them: the numbers of the items still missing
+        (in the order returned) and the requests it took."""
         out: list[MissingItem] = []
-        n = mirror.requests(lambda: out.extend(v.recheck(missing)))
-        return out, n
+        n = mirror.requests(lambda: out.extend(v.recheck(items)))
+        missing[:] = out
+        by_path = {r.path: k for k, r in held.items()}
+        return [by_path[m.key] for m in out], n
 
-    # nothing arrived: one request, everything still missing, in order
-    still, n = recheck()
-    assert n == 1 and still == missing
-    # a later item arrived first: still one request (stops at the first)
-    f, data = saved[held[2].path]
-    f.write_bytes(data)
-    still, n = recheck()
-    assert n == 1 and [m.key for m in still] == [r.path for r in held]
-    # the first arrives: it is dropped, the second is the new stop
-    f, data = saved[held[0].path]
-    f.write_bytes(data)
-    still, n = recheck()
-    assert n == 2 and [m.key for m in still] == [held[1].path, held[2].path]
-    missing = still
-    f, data = saved[held[1].path]
-    f.write_bytes(data)
-    still, n = recheck()
-    assert n == 2 and still == []
+    # nothing arrived: one request, everything still missing; the item it stopped at
+    # goes last, so that the next round starts with the next one
+    assert recheck(missing) == ([5, 9, 2], 1)
+    # a later item arrives first: still one request a round, and it is dropped (and
+    # no longer counted) in the round that reaches it
+    arrives(9)
+    assert recheck(missing) == ([9, 2, 5], 1)
+    assert recheck(missing) == ([5, 2], 2)
+    # the first arrives: dropped in the round that reaches it; then the last one
+    arrives(2)
+    assert recheck(missing) == ([2, 5], 1)
+    assert recheck(missing) == ([5], 2)
+    arrives(5)
+    assert recheck(missing) == ([], 1)
 
 
 def test_incremental_validation_requests_and_caches(mirror: Mirror) -> None:
