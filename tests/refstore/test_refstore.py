@@ -532,7 +532,7 @@ def run_in_threads(count: int, work: Callable[[], T]) -> list[T]:
 
 
 def test_concurrent_compare_and_swap_loses_no_update(store: RefStore) -> None:
-    threads, increments = 16, 20
+    threads, increments = 8, 25
     new_repo(store, "r1")
     store.update_branch("r1", store.get_branch("r1", "main"), Branch("main", "0", "t0"))
 
