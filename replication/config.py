@@ -185,8 +185,10 @@ class ValidatorConfig(ConfigModel):
             with an error), the least time before it is tried again.
         missing_recheck_interval: extension; while pieces are missing, they are
             rechecked this often, in order, stopping at the first still missing
-            (about one request each time), and the commit is validated at once when
-            all have arrived, whatever its cooldown. ``0`` turns the rechecks off.
+            (about one request each time; the next time goes on after it, so the
+            count in the status comes down as pieces arrive in any order), and the
+            commit is validated at once when all have arrived, whatever its
+            cooldown. ``0`` turns the rechecks off.
         request_concurrency: extension; store requests (object stats, listings of
             the namespace) one validation makes at once.
         range_cache_size_bytes: extension; most memory that the parsed ranges the
