@@ -20,8 +20,11 @@ same run:
   on a sample of 2,000 objects at the same concurrency and scaled to N.
 
 It prints one line per store with the ratio ``validate / list`` (the goal is at most
-1.5). The S3 store is moto in server mode on loopback, in a child process; moto lists
-slowly (a few hundred to a few thousand keys a second), so N stays modest there.
+1.5). The S3 store is moto in server mode on loopback, in a child process. moto walks
+and sorts the whole bucket for every listing page, so listing N keys costs N**2 / 1,000
+key visits (about an hour for a million keys, for the validator and for boto3 alike);
+by default its listings bisect a sorted index instead (:mod:`bench.moto_index`, the
+same answers), and ``--moto-listing plain`` keeps moto's own.
 """
 
 from __future__ import annotations
@@ -36,11 +39,14 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.synchronize import Event
+from typing import Any
 
 import boto3
 from botocore.config import Config
 
 from bench.gateway_bench import _run_moto, child_process
+from bench.moto_index import index_listings
 from lakefs_core.block.base import BlockStore, join_address
 from lakefs_core.block.config import S3Config, S3Credentials
 from lakefs_core.block.local import LocalBlockStore
@@ -164,8 +170,14 @@ def run_local(n: int, concurrency: int, workdir: str) -> Row:
     return Row("local", n, validate_s, requests, list_s, stat_requests, stat_s)
 
 
-def run_s3(n: int, concurrency: int) -> Row:
-    with child_process(_run_moto) as endpoint:
+def _run_indexed_moto(queue: Any, stop: Event) -> None:
+    index_listings()
+    _run_moto(queue, stop)
+
+
+def run_s3(n: int, concurrency: int, moto_listing: str) -> Row:
+    with child_process(_run_moto if moto_listing == "plain" else _run_indexed_moto
+                       ) as endpoint:
         config = S3Config(endpoint=endpoint, force_path_style=True,
                           region=MOTO_ENV["AWS_DEFAULT_REGION"],
                           credentials=S3Credentials(access_key_id="testing",
@@ -198,6 +210,8 @@ def main() -> None:
     parser.add_argument("--local", type=int, default=1_000_000, help="objects (0: skip)")
     parser.add_argument("--s3", type=int, default=20_000, help="objects on moto (0: skip)")
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--moto-listing", choices=("indexed", "plain"), default="indexed",
+                        help="moto's listings: from a sorted index (default) or its own")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -208,14 +222,15 @@ def main() -> None:
             rows.append(run_local(args.local, args.concurrency, workdir))
             print(rows[-1].line(), flush=True)
         if args.s3:
-            rows.append(run_s3(args.s3, args.concurrency))
+            rows.append(run_s3(args.s3, args.concurrency, args.moto_listing))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(HEADER)
     for row in rows:
         print(row.line())
     print("validate: first validation (no base); list: the same objects listed directly; "
-          "stat: one request per object (requests; seconds of the stats alone, sampled)")
+          "stat: one request per object (requests; seconds of the stats alone, sampled); "
+          f"moto's listings: {args.moto_listing}")
 
 
 if __name__ == "__main__":
