@@ -231,6 +231,12 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
 @pytest.fixture(autouse=True, scope="module")
 def _collect_garbage_after_each_module() -> Iterator[None]:
     """A socket or file a module's tests leave to the garbage collector shows here, in
-    that module's teardown, instead of in whichever later test a collection falls on."""
+    that module's teardown, instead of in whichever later test a collection falls on.
+
+    What outlives the collection is frozen (``gc.freeze``): the session's servers,
+    caches and imports. The next module's collection looks only at what was made since,
+    not at the whole heap again (which took over a second a module late in the suite).
+    """
     yield
     gc.collect()
+    gc.freeze()
