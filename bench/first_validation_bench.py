@@ -24,12 +24,16 @@ It prints one line per store with the ratio ``validate / list`` (the goal is at 
 and sorts the whole bucket for every listing page, so listing N keys costs N**2 / 1,000
 key visits (about an hour for a million keys, for the validator and for boto3 alike);
 by default its listings bisect a sorted index instead (:mod:`bench.moto_index`, the
-same answers), and ``--moto-listing plain`` keeps moto's own.
+same answers), and ``--moto-listing plain`` keeps moto's own. moto also takes a few
+milliseconds a PUT, so the S3 objects are put into its memory directly, in its process
+(``--s3-load put`` writes them with a request each); the metarange, the validation,
+the listing and the stats go over HTTP as always.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import random
@@ -87,21 +91,31 @@ def addresses(n: int, rng: random.Random) -> Iterator[tuple[str, bytes]]:
                f"object {i}".encode())
 
 
-def build(store: BlockStore, namespace: str, n: int, threads: int) -> str:
-    """Write N objects and the metarange naming them; its id."""
+def _record(i: int, address: str, size: int, etag: str) -> EntryRecord:
+    return EntryRecord(f"table/part={i % 100:03d}/file-{i:09d}.parquet",
+                       Entry(address=address, size=size, etag=etag, mtime=1_700_000_000.0))
+
+
+def build(store: BlockStore, namespace: str, n: int, threads: int, *,
+          loaded: bool = False) -> str:
+    """Write N objects (unless ``loaded``: already there, see :func:`_run_moto_with`)
+    and the metarange naming them; its id."""
     rng = random.Random(n)
     records: list[EntryRecord] = []
 
     def put(item: tuple[int, tuple[str, bytes]]) -> EntryRecord:
         i, (address, data) = item
+        if loaded:  # the etag moto gives a single-part object: its MD5
+            return _record(i, address, len(data), hashlib.md5(data).hexdigest())
         stat = store.put(join_address(namespace, address), data)
-        return EntryRecord(f"table/part={i % 100:03d}/file-{i:09d}.parquet",
-                           Entry(address=address, size=stat.size, etag=stat.etag,
-                                 mtime=1_700_000_000.0))
+        return _record(i, address, stat.size, stat.etag)
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        records = list(pool.map(put, enumerate(addresses(n, rng)), chunksize=256))
+    if loaded:
+        records = [put(item) for item in enumerate(addresses(n, rng))]
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            records = list(pool.map(put, enumerate(addresses(n, rng)), chunksize=256))
     records.sort(key=lambda r: r.path)
     ranges = RangeManager(store, namespace)
     mr = ranges.empty_metarange()
@@ -170,14 +184,30 @@ def run_local(n: int, concurrency: int, workdir: str) -> Row:
     return Row("local", n, validate_s, requests, list_s, stat_requests, stat_s)
 
 
-def _run_indexed_moto(queue: Any, stop: Event) -> None:
-    index_listings()
+def _run_moto_with(listing: str, load: int, queue: Any, stop: Event) -> None:
+    """moto (in a child process), its listings indexed unless ``listing`` is "plain";
+    with ``load`` objects (:func:`addresses`) already in ``s3://mirror/ns/``, put into
+    moto's memory directly (without a request each: moto takes milliseconds a put)."""
+    if listing != "plain":
+        index_listings()
+    if load:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+        backend.create_bucket("mirror", MOTO_ENV["AWS_DEFAULT_REGION"])
+        for address, data in addresses(load, random.Random(load)):
+            backend.put_object("mirror", f"ns/{address}", data, disable_notification=True)
     _run_moto(queue, stop)
 
 
-def run_s3(n: int, concurrency: int, moto_listing: str) -> Row:
-    with child_process(_run_moto if moto_listing == "plain" else _run_indexed_moto
-                       ) as endpoint:
+def run_s3(n: int, concurrency: int, moto_listing: str, load: str) -> Row:
+    loaded = load == "direct"
+    started = time.monotonic()
+    with child_process(_run_moto_with, moto_listing, n if loaded else 0,
+                       ready_timeout=120 + n / 1000) as endpoint:
+        if loaded:
+            logging.info("loaded %d objects into moto in %.1fs", n, time.monotonic() - started)
         config = S3Config(endpoint=endpoint, force_path_style=True,
                           region=MOTO_ENV["AWS_DEFAULT_REGION"],
                           credentials=S3Credentials(access_key_id="testing",
@@ -187,10 +217,11 @@ def run_s3(n: int, concurrency: int, moto_listing: str) -> Row:
                               aws_secret_access_key="testing",
                               region_name=MOTO_ENV["AWS_DEFAULT_REGION"],
                               config=Config(s3={"addressing_style": "path"}))
-        client.create_bucket(Bucket="mirror")
+        if not loaded:
+            client.create_bucket(Bucket="mirror")
         namespace = "s3://mirror/ns"
         try:
-            mr = build(store, namespace, n, 8)
+            mr = build(store, namespace, n, 8, loaded=loaded)
             validate_s, requests = validate(store, namespace, mr, concurrency)
             started = time.monotonic()
             listed = 0
@@ -212,6 +243,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--moto-listing", choices=("indexed", "plain"), default="indexed",
                         help="moto's listings: from a sorted index (default) or its own")
+    parser.add_argument("--s3-load", choices=("direct", "put"), default="direct",
+                        help="the S3 objects: put into moto's memory directly (default) "
+                             "or with a PUT request each")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -222,7 +256,7 @@ def main() -> None:
             rows.append(run_local(args.local, args.concurrency, workdir))
             print(rows[-1].line(), flush=True)
         if args.s3:
-            rows.append(run_s3(args.s3, args.concurrency, args.moto_listing))
+            rows.append(run_s3(args.s3, args.concurrency, args.moto_listing, args.s3_load))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(HEADER)
@@ -230,7 +264,7 @@ def main() -> None:
         print(row.line())
     print("validate: first validation (no base); list: the same objects listed directly; "
           "stat: one request per object (requests; seconds of the stats alone, sampled); "
-          f"moto's listings: {args.moto_listing}")
+          f"moto's listings: {args.moto_listing}; S3 objects loaded: {args.s3_load}")
 
 
 if __name__ == "__main__":

@@ -66,15 +66,17 @@ def _run_server(data_dir: str, env: Mapping[str, str], namespace: str, queue: An
 
 
 @contextlib.contextmanager
-def child_process(target: Callable[..., None], *args: Any) -> Iterator[str]:
-    """Run ``target(*args, queue, stop)`` in a spawned process; yield what it reports."""
+def child_process(target: Callable[..., None], *args: Any,
+                  ready_timeout: float = 120) -> Iterator[str]:
+    """Run ``target(*args, queue, stop)`` in a spawned process; yield what it reports
+    (within ``ready_timeout`` seconds)."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     stop = ctx.Event()
     process = ctx.Process(target=target, args=(*args, queue, stop), daemon=True)
     process.start()
     try:
-        yield str(queue.get(timeout=120))
+        yield str(queue.get(timeout=ready_timeout))
     finally:
         stop.set()
         process.join(timeout=60)
