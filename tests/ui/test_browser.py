@@ -93,6 +93,7 @@ def test_sign_in_is_required_and_sign_out_ends_the_session(
         kept = page.context.cookies()
         assert [c["name"] for c in kept] == ["lakefs_ui_session"]
         page.click("text=Sign out")
+        page.wait_for_load_state()  # the login page it leads to, before leaving it
         assert "/ui/login" in page.url
         page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
         assert "/ui/login" in page.url
