@@ -89,10 +89,14 @@ class PostgresServer:
         subprocess.run(cmd, check=True, capture_output=True, timeout=120)
 
     def stop(self) -> None:
+        """Stop the server; its files are removed by a process of their own, not waited
+        for (a test session's hundreds of databases are some 90,000 files, which took
+        13 s to remove)."""
         with contextlib.suppress(Exception):
             self._run([os.path.join(self.bindir, "pg_ctl"), "-D", self.datadir, "-m", "immediate",
                        "-w", "stop"])
-        shutil.rmtree(os.path.dirname(self.datadir), ignore_errors=True)
+        subprocess.run(["sh", "-c", 'rm -rf -- "$1" </dev/null >/dev/null 2>&1 &', "sh",
+                        os.path.dirname(self.datadir)], check=False, timeout=30)
 
 
 def start_postgres() -> PostgresServer:
