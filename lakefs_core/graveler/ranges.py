@@ -184,6 +184,17 @@ class _LRU(Generic[_K, _V]):
             else:
                 self._cache[key] = (value, w)
 
+    @property
+    def weight(self) -> int:
+        """The total weight of the items kept (their count when not weighted)."""
+        with self._lock:
+            return int(self._cache.currsize)
+
+    @property
+    def max_weight(self) -> int:
+        """The bound on :attr:`weight`."""
+        return int(self._cache.maxsize)
+
     def clear(self) -> None:
         with self._lock:
             self._cache.clear()
@@ -214,8 +225,14 @@ class RangeCache(_LRU[tuple[str, str], "_Range"]):
         super().__init__(max_ranges, max(1, max_bytes))
 
     def put_range(self, key: tuple[str, str], rng: _Range) -> None:
-        """Keep a range, weighed again whenever it makes its records or encodings."""
-        rng.on_growth(lambda: self.reweigh(key, rng, rng.nbytes()))
+        """Keep a range, weighed again whenever it makes its records or encodings.
+
+        The callback is handed the range rather than holding it: a range that held
+        itself (through a closure) would be a reference cycle, and its Arrow buffers
+        would outlive their eviction until a full garbage collection, which their
+        bytes do not bring on (Python counts objects, not the memory behind them).
+        """
+        rng.on_growth(lambda grown: self.reweigh(key, grown, grown.nbytes()))
         self.put(key, rng, rng.nbytes())
 
     def forget_namespace(self, namespace: str) -> None:
@@ -241,20 +258,20 @@ class _Range:
     threads race for them, with the same result.
     """
 
-    __slots__ = ("_encodings", "_grown", "_records", "table")
+    __slots__ = ("__weakref__", "_encodings", "_grown", "_records", "table")
 
     def __init__(self, table: pa.Table,
                  encodings: pa.Array | pa.ChunkedArray | None = None) -> None:
         self.table = table
         self._encodings = encodings
         self._records: tuple[EntryRecord, ...] | None = None
-        self._grown: Callable[[], None] | None = None
+        self._grown: Callable[[_Range], None] | None = None
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
 
-    def on_growth(self, grown: Callable[[], None]) -> None:
-        """Call ``grown`` after the range makes its records or encodings."""
+    def on_growth(self, grown: Callable[[_Range], None]) -> None:
+        """Call ``grown`` with the range after it makes its records or encodings."""
         self._grown = grown
 
     def nbytes(self) -> int:
@@ -270,7 +287,7 @@ class _Range:
         if self._records is None:
             self._records = tuple(records_of_table(self.table))
             if self._grown is not None:
-                self._grown()
+                self._grown(self)
         return self._records
 
     def encodings(self) -> pa.Array | pa.ChunkedArray:
@@ -278,7 +295,7 @@ class _Range:
         if self._encodings is None:
             self._encodings = table_record_encodings(self.table)
             if self._grown is not None:
-                self._grown()
+                self._grown(self)
         return self._encodings
 
     def entry(self, i: int) -> Entry | None:

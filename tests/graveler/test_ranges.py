@@ -541,3 +541,41 @@ def test_range_cache_bounds_memory_also_after_ranges_make_their_records() -> Non
     huge.encodings()
     cache.put_range(("ns", "c"), huge)
     assert cache.get(("ns", "c")) is None
+
+
+def test_a_range_the_cache_lets_go_is_freed_at_once() -> None:
+    """A range pushed out of the cache (or dropped with it) goes with its last reference,
+    not at some later garbage collection: no reference cycle holds its Arrow buffers,
+    whose megabytes would not bring that collection on."""
+    import gc
+    import weakref
+
+    from lakefs_core.graveler.rangefile import range_table
+    from lakefs_core.graveler.ranges import _Range
+
+    def a_range(tag: str) -> _Range:
+        return _Range(range_table([record(f"{tag}/{i:05d}") for i in range(200)]))
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        cache = RangeCache(max_ranges=1, max_bytes=50_000_000)
+        first = a_range("a")
+        cache.put_range(("ns", "a"), first)
+        first.encodings()  # grows: the cache weighs it again
+        first.records()
+        gone = weakref.ref(first)
+        del first
+        assert gone() is not None  # still kept
+        cache.put_range(("ns", "b"), a_range("b"))  # pushes it out
+        assert gone() is None
+        second = cache.get(("ns", "b"))
+        assert second is not None
+        second.encodings()
+        gone = weakref.ref(second)
+        del second
+        cache.clear()
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()
