@@ -87,6 +87,8 @@ class Sample:
     series: dict[str, int]  #: sidecar -> metric series it exports
     load: float  #: the machine's 1-minute load average
     copies_waiting: int = 0  #: object copies the stand-in for S3 replication owes
+    #: sidecar -> bytes its validators' range cache holds (-1: not read)
+    range_cache: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,13 +151,18 @@ def _mirrors_rows(cluster: Cluster) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def _series(endpoint: str) -> int:
-    """How many metric series a sidecar exports (grows with label sets)."""
+def _metrics(endpoint: str) -> tuple[int, int]:
+    """How many metric series a sidecar exports (grows with label sets), and the bytes
+    its range cache holds (``replication_range_cache_bytes``); -1 for what it did not
+    answer."""
     try:
         text = httpx.get(f"{endpoint}/metrics", timeout=5).text
     except httpx.HTTPError:
-        return -1
-    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        return -1, -1
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    cached = next((int(float(line.split()[1])) for line in lines
+                   if line.startswith("replication_range_cache_bytes ")), -1)
+    return len(lines), cached
 
 
 def take_sample(cluster: Cluster, started: float, commits: int) -> Sample:
@@ -168,11 +175,13 @@ def take_sample(cluster: Cluster, started: float, commits: int) -> Sample:
         except psutil.Error:
             rss[name] = fds[name] = -1
     rows = {r.name: _refstore_rows(r.root / "metadata.db") for r in cluster.regions.values()}
-    series = {f"{r.name}-sidecar-0": _series(r.sidecar_endpoint()) for r in
-              cluster.regions.values()}
+    metrics = {f"{r.name}-sidecar-0": _metrics(r.sidecar_endpoint()) for r in
+               cluster.regions.values()}
     return Sample(at=time.monotonic() - started, commits=commits, rss=rss, fds=fds, rows=rows,
-                  mirrors_rows=_mirrors_rows(cluster), series=series,
-                  load=os.getloadavg()[0])
+                  mirrors_rows=_mirrors_rows(cluster),
+                  series={p: m[0] for p, m in metrics.items()},
+                  load=os.getloadavg()[0],
+                  range_cache={p: m[1] for p, m in metrics.items()})
 
 
 # ------------------------------------------------------------------------ workload
@@ -432,6 +441,10 @@ def verdict(windows: list[Window], warmup: float) -> dict[str, Any]:
     memory_growth = {p: max(s.rss.get(p, 0) for s in after) / base.rss[p] - 1
                      for p in last.rss if base.rss.get(p, 0) > 0}
     memory_ok = all(g <= MEMORY_GOAL for g in memory_growth.values())
+    # the sidecars' range caches (bounded): what they held at the baseline and at most
+    # after it, for telling a cache still filling from memory that nothing bounds
+    range_cache = {p: (n, max(s.range_cache.get(p, -1) for s in after))
+                   for p, n in base.range_cache.items()}
     # lag: the median of the last window with lags against the first after the warm-up
     lagged = [w for w in windows if w.lags]
     steady = [w for w in lagged if w.start >= warmup] or lagged
@@ -456,6 +469,7 @@ def verdict(windows: list[Window], warmup: float) -> dict[str, Any]:
         "mirrors_row_growth": mirrors_growth, "mirrors_rows_ok": mirrors_ok,
         "fd_growth": fd_growth, "fds_ok": fds_ok,
         "series_growth": series_growth, "series_ok": series_ok,
+        "range_cache_base_and_peak": range_cache,
     }
 
 
@@ -478,6 +492,9 @@ def report_window(w: Window) -> str:
             f"{t} {n}" for t, n in tables.items() if n))
     lines.append("  mirrors table: " + ", ".join(f"{k} {n}" for k, n in s.mirrors_rows.items()))
     lines.append("  metric series: " + ", ".join(f"{p} {n}" for p, n in s.series.items()))
+    lines.append("  range cache MB (most in the window): " + ", ".join(
+        f"{p} {max(x.range_cache.get(p, -1) for x in w.samples) / 1e6:.1f}"
+        for p in s.range_cache))
     return "\n".join(lines)
 
 
@@ -501,6 +518,9 @@ def report_verdict(r: SoakResult) -> str:
         "  memory growth after warm-up: " + ", ".join(
             f"{p} {g:+.1%}" for p, g in v["memory_growth"].items())
         + f" (goal <= {MEMORY_GOAL:.0%}): {ok(v['memory_ok'])}",
+        "  range caches, MB at the warm-up's end -> most after it: " + ", ".join(
+            f"{p} {a / 1e6:.1f} -> {b / 1e6:.1f}"
+            for p, (a, b) in v["range_cache_base_and_peak"].items()),
         f"  refstore rows grown ({v['commits_after_warmup']} commits after warm-up; only "
         f"{', '.join(sorted(HISTORY_TABLES))} may follow the commits): "
         + (", ".join(f"{k} {g:+d}" for k, g in grown.items()) or "none")

@@ -41,6 +41,14 @@ class ReplicationMetrics:
             "replication_permission_errors",
             "Source requests refused to the replication user (401/403), by the permission "
             "they need", ("mirror", "action"), registry=self.registry)
+        self.range_cache_bytes = Gauge(
+            "replication_range_cache_bytes",
+            "Memory the parsed ranges kept by the validators hold (as they are weighed "
+            "against validator.range_cache_size_bytes)", registry=self.registry)
+        self.range_cache_max_bytes = Gauge(
+            "replication_range_cache_max_bytes",
+            "The bound on replication_range_cache_bytes (validator.range_cache_size_bytes)",
+            registry=self.registry)
         self._branch_gauges = (self.lag_seconds, self.pending_commits, self.missing_objects)
         self._mirror_counters = (self.validation_requests, self.promotions,
                                  self.copied_objects, self.errors)

@@ -157,6 +157,9 @@ class Sidecar:
             validation_concurrency=validator.request_concurrency,
             range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
         )
+        ranges = self.ctx.range_cache
+        self.metrics.range_cache_bytes.set_function(lambda: ranges.weight)
+        self.metrics.range_cache_max_bytes.set(ranges.max_weight)
         #: rounds run at once: enough for every scan and every validation allowed
         self.workers = max(validator.num_workers,
                            config.commit_sensor.branches_scanner_concurrency_limit)

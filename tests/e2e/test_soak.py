@@ -31,3 +31,12 @@ def test_one_minute_of_mirroring_grows_nothing_but_history(tmp_path: Path) -> No
     grown = {k for k, g in v["row_growth"].items() if g > 2}
     assert {k.split(".", 1)[1] for k in grown} <= HISTORY_TABLES, report
     assert "verdict:" in report and "[window 2:" in report
+    # the sidecars' range caches were read (-1: not exported) and stayed under their
+    # bound (the west one's empties whenever its mirror catches up); the east one
+    # mirrors nothing
+    caches = v["range_cache_base_and_peak"]
+    assert set(caches) == {"east-sidecar-0", "west-sidecar-0"}, report
+    assert caches["east-sidecar-0"] == (0, 0), report
+    assert opts.range_cache_mb is not None
+    assert min(caches["west-sidecar-0"]) >= 0, report
+    assert max(caches["west-sidecar-0"]) <= opts.range_cache_mb * 1e6, report

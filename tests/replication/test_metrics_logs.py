@@ -18,6 +18,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from lakefs_core.graveler.ranges import DEFAULT_RANGE_CACHE_BYTES
 from lakefs_core.logs import JsonFormatter, configure_logging
 from lakefs_testing.regions import (
     Region,
@@ -91,6 +92,10 @@ def test_metrics_while_waiting_and_after_promotion(
 
             wait_for(waiting, 30, what="metrics of a waiting commit", check=checker.check)
             before = scrape(west)
+            # the ranges the validation read are kept, under their bound
+            cached = before[("replication_range_cache_bytes", ())]
+            bound = before[("replication_range_cache_max_bytes", ())]
+            assert 0 < cached < bound == DEFAULT_RANGE_CACHE_BYTES
             assert (mirror_metric(before, "replication_promotions_total", "src-mirror")
                     or 0) == 0
             assert mirror_metric(before, "replication_validation_requests_total",
@@ -107,6 +112,8 @@ def test_metrics_while_waiting_and_after_promotion(
                     "replication_mirror_branch_missing_objects",
                     "replication_mirror_branch_pending_commits",
                     "replication_mirror_branch_lag_seconds"))
+                # a caught-up mirror drops the ranges it kept
+                done = done and m[("replication_range_cache_bytes", ())] == 0
                 return m if done else None
 
             after = wait_for(caught_up, 30, what="metrics caught up", check=checker.check)
