@@ -193,7 +193,9 @@ class ValidatorConfig(ConfigModel):
             the namespace) one validation makes at once.
         range_cache_size_bytes: extension; most memory that the parsed ranges the
             validations read take, all mirrors together (like the server's
-            ``committed.sstable.memory.cache_size_bytes``).
+            ``committed.sstable.memory.cache_size_bytes``). A mirror that catches up
+            drops its own; ``/metrics`` shows what they hold
+            (``replication_range_cache_bytes``).
     """
 
     run_interval: Interval = timedelta(minutes=1)
