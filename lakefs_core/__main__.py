@@ -60,10 +60,12 @@ def setup_first_admin(auth: BaseAuthStore, username: str, access_key_id: str | N
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lakefs_core.memory import tune_allocator
+
+    # before any thread starts and before Arrow loads (each worker process tunes its own)
+    tune_allocator()
     from lakefs_core.server import serve, serve_workers
     from lakefs_core.services import build_services
 
-    tune_allocator()  # before any thread starts (each worker process tunes its own)
     config = _load(args)
     configure_logging(config.logging.level, config.logging.format)
     _say_where_the_key_is(config, quickstart=args.quickstart)

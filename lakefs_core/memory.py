@@ -13,7 +13,11 @@ back to the system:
 
 Arrow's own default allocator (mimalloc, in a 1 GiB reserved region) keeps freed pages
 too: in the replication service it held over 100 MiB resident while Arrow had about
-1 MiB allocated. Arrow therefore allocates through the same tuned C allocator.
+1 MiB allocated. Arrow therefore allocates through the same tuned C allocator. Arrow
+chooses its allocator once, when it loads (``ARROW_DEFAULT_MEMORY_POOL``): a pool set
+from Python later covers only what Python asks of it, and Parquet decoding kept
+going to mimalloc, whose resident pages grew by about 1 MiB a minute in a mirroring
+soak. :func:`tune_allocator` therefore runs before anything loads Arrow.
 
 A soak of mirroring showed it: the replication service's resident memory grew by about
 40 MiB every 5 minutes while the memory it used stayed flat. :func:`tune_allocator`
@@ -30,6 +34,7 @@ import ctypes
 import ctypes.util
 import logging
 import os
+import sys
 import threading
 import time
 from functools import cache
@@ -70,7 +75,8 @@ def _glibc() -> ctypes.CDLL | None:
 def tune_allocator() -> bool:
     """Cap the arenas and pin the mapping and trim thresholds (see the module docs).
 
-    Call it early in a long-running process, before it starts its threads. Returns
+    Call it early in a long-running process, before it starts its threads and before
+    it imports anything that loads Arrow (``pyarrow``). Returns
     whether the allocator is glibc's (and so was tuned where the environment leaves
     it to us).
     """
@@ -84,9 +90,16 @@ def tune_allocator() -> bool:
         if libc.mallopt(param, value) != 1:
             log.warning("mallopt(%d, %d) refused", param, value)
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
+        # Arrow reads this once, when it loads, for every buffer it allocates; the
+        # processes this one starts inherit it
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+        if "pyarrow" in sys.modules:
+            import pyarrow as pa
 
-        pa.set_memory_pool(pa.system_memory_pool())
+            # covers what Python asks of Arrow, not Arrow's own buffers (Parquet's)
+            pa.set_memory_pool(pa.system_memory_pool())
+            log.warning("Arrow was loaded before the allocator was tuned: part of its "
+                        "memory stays on its own allocator")
     return True
 
 

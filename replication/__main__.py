@@ -11,14 +11,16 @@ from lakefs_core.logs import configure_logging
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from lakefs_core.memory import MemoryReleaser, tune_allocator
+
+    # before any thread starts and before Arrow loads: weeks of rounds must not grow memory
+    tune_allocator()
     import uvicorn
 
-    from lakefs_core.memory import MemoryReleaser, tune_allocator
     from replication.api import create_app
     from replication.config import load_replication_config
     from replication.sidecar import Sidecar
 
-    tune_allocator()  # before any thread starts: weeks of rounds must not grow memory
     config = load_replication_config(args.config)
     configure_logging(config.logging.level, config.logging.format)
     sidecar = Sidecar(config)

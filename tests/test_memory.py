@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -41,10 +44,12 @@ def test_the_allocator_is_tuned_unless_the_environment_says_otherwise(
     import pyarrow as pa
 
     before = pa.default_memory_pool()
-    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "unset")  # restored after the test
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
     try:
         assert memory.tune_allocator()
         assert pa.default_memory_pool().backend_name == "system"  # Arrow on the tuned malloc
+        assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"  # for processes it starts
     finally:
         pa.set_memory_pool(before)
     assert libc.calls == [(-8, memory.ARENA_MAX), (-3, memory.MMAP_THRESHOLD),
@@ -52,6 +57,7 @@ def test_the_allocator_is_tuned_unless_the_environment_says_otherwise(
     libc.calls.clear()
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+    pa.set_memory_pool(before)
     assert memory.tune_allocator()
     assert [p for p, _ in libc.calls] == [-3, -1]  # the operator's arena cap stays
     assert pa.default_memory_pool().backend_name == before.backend_name  # and Arrow's pool
@@ -90,3 +96,35 @@ def test_on_glibc_the_real_calls_are_accepted() -> None:
     blocks = [bytearray(1 << 20) for _ in range(32)]
     del blocks
     assert isinstance(memory.release_free_memory(), bool)
+
+
+#: reads a Parquet file after the entry point ran, and tells how much of it mimalloc
+#: (Arrow's own default allocator) held at most
+_ARROW_AFTER = """
+import io, sys
+{call}
+import pyarrow as pa, pyarrow.parquet as pq
+table = pa.table({{"path": [f"data/{{i:08d}}" for i in range(50_000)]}})
+buf = io.BytesIO()
+pq.write_table(table, buf, compression="zstd")
+assert pq.ParquetFile(pa.BufferReader(buf.getvalue())).read().equals(table)
+print(pa.mimalloc_memory_pool().max_memory())
+"""
+
+
+@pytest.mark.parametrize("call", [
+    "from lakefs_core import memory; memory.tune_allocator()",
+    # the entry points tune before they load Arrow (here they stop at the missing file)
+    "from lakefs_core.__main__ import main\n"
+    "try: main(['run', '--config', '/nonexistent/lakefs.yaml'])\nexcept SystemExit: pass",
+    "from replication.__main__ import main\n"
+    "try: main(['run', '--config', '/nonexistent/replication.yaml'])\nexcept SystemExit: pass",
+])
+def test_arrow_allocates_nothing_on_its_own_allocator_once_tuned(call: str) -> None:
+    """Arrow picks its allocator when it loads: Parquet decoding went to mimalloc, whose
+    freed pages stayed resident, though a system pool was set from Python afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARROW_", "MALLOC_"))}
+    out = subprocess.run([sys.executable, "-c", _ARROW_AFTER.format(call=call)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "0", out.stdout + out.stderr
