@@ -233,6 +233,32 @@ def test_diff_reads_the_ranges_it_opens_ahead_and_once_each(rm: RangeManager, re
     assert past and not {rm.range_address(r.id) for r in past} & set(slow.gets)
 
 
+def test_apply_reads_the_ranges_it_rewrites_once_and_no_other(
+        rm: RangeManager, repo: str) -> None:
+    ranges = rm.get_metarange(repo).ranges
+    assert len(ranges) > 6
+    # every third range gets an update; some changes fall between two ranges (new paths
+    # after a range's last one), before ranges that are also touched or not
+    updated = ranges[::3]
+    changes = [record(r.max_key, 1) for r in updated]
+    changes += [record(r.max_key + "~", 2) for r in ranges[1:-1:4]]
+    changes.sort(key=lambda c: c.path)
+    model = contents(rm, repo) | {c.path: c.entry for c in changes if c.entry is not None}
+    slow = SlowGets(rm.store, 0.02)
+    cold = RangeManager(cast(BlockStore, slow), rm.namespace, raggedness=rm.raggedness)
+    result = cold.apply(repo, changes)
+    assert result.metarange_id == build(fresh(rm), model)  # as if written from scratch
+    slow.idle()
+    assert set(slow.gets.values()) == {1}  # nothing read twice
+    kept = {r.id for r in rm.get_metarange(result.metarange_id).ranges}
+    rewritten = {r.id for r in ranges} - kept
+    assert {r.id for r in updated} <= rewritten
+    # the ranges it rewrote (those changes fall in, and those after new rows that do
+    # not end where the builder cuts), and no range it took over unread
+    assert set(slow.gets) == {rm.range_address(repo)} | {
+        rm.range_address(i) for i in rewritten}
+
+
 def _diff_count(root: str, left: str, right: str) -> None:
     """In a child process: a cold diff with reads ahead; exit status 0 if it is whole."""
     rm = RangeManager(LocalBlockStore(root), "local://fork", raggedness=8)
@@ -579,3 +605,4 @@ def test_a_range_the_cache_lets_go_is_freed_at_once() -> None:
     finally:
         if was_enabled:
             gc.enable()
+
