@@ -61,7 +61,10 @@ def _to_bytes(table: pa.Table) -> bytes:
 
 def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
     try:
-        table = pq.ParquetFile(pa.BufferReader(data)).read()
+        # one thread: the callers read ranges on threads of their own, and a process
+        # that leaves Arrow's thread pool running may abort at exit on a tuned
+        # allocator ("terminate called without an active exception")
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except (pa.ArrowException, OSError) as e:
         raise StorageError(f"corrupt {what} file: {e}") from e
     missing = [name for name in schema.names if name not in table.column_names]
