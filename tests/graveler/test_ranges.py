@@ -605,4 +605,3 @@ def test_a_range_the_cache_lets_go_is_freed_at_once() -> None:
     finally:
         if was_enabled:
             gc.enable()
-
