@@ -11,21 +11,28 @@ back to the system:
   rises to the largest block freed so far, so after a while buffers of a few MiB come
   from the arenas, and the holes they leave behind are kept.
 
-Arrow's own default allocator (mimalloc, in a 1 GiB reserved region) keeps freed pages
-too: in the replication service it held over 100 MiB resident while Arrow had about
-1 MiB allocated. Arrow therefore allocates through the same tuned C allocator. Arrow
-chooses its allocator once, when it loads (``ARROW_DEFAULT_MEMORY_POOL``): a pool set
-from Python later covers only what Python asks of it, and Parquet decoding kept
-going to mimalloc, whose resident pages grew by about 1 MiB a minute in a mirroring
-soak. :func:`tune_allocator` therefore runs before anything loads Arrow.
+Arrow's allocator matters as much. Its default (mimalloc, in a 1 GiB reserved region)
+keeps freed pages: in the replication service it held over 100 MiB resident while
+Arrow had about 1 MiB allocated, and its resident pages grew by about 1 MiB a minute
+in a mirroring soak. The tuned C allocator gives them back at once, but at a price: a
+buffer of 128 KiB or more is a mapping of its own, mapped, faulted in and unmapped
+each time, and a commit rewriting a million rows spent about 1 s of CPU on that
+(2.0 s instead of 1.2 s). Arrow therefore allocates through jemalloc, which Arrow
+builds configured to give freed pages back after about a second: reused while a burst
+of work lasts, returned when it ends. Arrow chooses its allocator once, when it loads
+(``ARROW_DEFAULT_MEMORY_POOL``): a pool set from Python later covers only what Python
+asks of it, not Parquet's buffers. :func:`tune_allocator` therefore runs before
+anything loads Arrow.
 
-A soak of mirroring showed it: the replication service's resident memory grew by about
-40 MiB every 5 minutes while the memory it used stayed flat. :func:`tune_allocator`
-caps the arenas, pins the mapping threshold and moves Arrow onto the system allocator;
-:func:`release_free_memory` hands free pages back now and then. Elsewhere than glibc
-both do nothing. An operator's own ``MALLOC_ARENA_MAX`` / ``MALLOC_MMAP_THRESHOLD_`` /
-``MALLOC_TRIM_THRESHOLD_`` / ``ARROW_DEFAULT_MEMORY_POOL`` environment settings win
-over ours.
+A soak of mirroring showed why all this matters: the replication service's resident
+memory grew by about 40 MiB every 5 minutes while the memory it used stayed flat.
+:func:`tune_allocator` caps the arenas, pins the mapping threshold and chooses
+Arrow's allocator; :func:`release_free_memory` hands free pages back now and then.
+Elsewhere than glibc both do nothing. An operator's own ``MALLOC_ARENA_MAX`` /
+``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` / ``ARROW_DEFAULT_MEMORY_POOL``
+environment settings win over ours (``ARROW_DEFAULT_MEMORY_POOL=system`` puts Arrow on
+the tuned C allocator; where Arrow is built without jemalloc, it warns when it loads
+and uses its own default).
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ ARENA_MAX = 2
 MMAP_THRESHOLD = 128 * 1024
 #: free memory at the top of an arena beyond this is given back at once
 TRIM_THRESHOLD = 4 * 1024 * 1024
+#: Arrow's allocator (``ARROW_DEFAULT_MEMORY_POOL``)
+ARROW_POOL = "jemalloc"
 
 _ENV = {_M_ARENA_MAX: "MALLOC_ARENA_MAX", _M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
         _M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_"}
@@ -92,12 +101,15 @@ def tune_allocator() -> bool:
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         # Arrow reads this once, when it loads, for every buffer it allocates; the
         # processes this one starts inherit it
-        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = ARROW_POOL
         if "pyarrow" in sys.modules:
             import pyarrow as pa
 
             # covers what Python asks of Arrow, not Arrow's own buffers (Parquet's)
-            pa.set_memory_pool(pa.system_memory_pool())
+            try:
+                pa.set_memory_pool(pa.jemalloc_memory_pool())
+            except NotImplementedError:  # an Arrow built without jemalloc
+                pa.set_memory_pool(pa.system_memory_pool())
             log.warning("Arrow was loaded before the allocator was tuned: part of its "
                         "memory stays on its own allocator")
     return True
