@@ -15,7 +15,8 @@ the commit record and the branch compare-and-swap), each with cold range caches:
   rows rewritten (reported with rows rewritten per second).
 
 Each commit is timed by the wall clock and by the CPU time of the process (all
-threads): on a shared machine the wall clock includes waiting for a core.
+threads): on a shared machine the wall clock includes waiting for a core. The process
+runs with the server's allocator settings (``bench._allocator``).
 
 It prints one line per size and case and the ratio commit(N max) / commit(N min)
 of the partition case.
@@ -30,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 
+import bench._allocator  # noqa: F401 - first: the server's allocator settings
 from bench.graveler_bench import ENTRIES_PER_PARTITION, base_records, batched, entry, key
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler.encoding import commit_id

@@ -17,7 +17,8 @@ lands in, whose sizes vary. The files a run wrote are deleted before the next. T
 median time is printed (wall clock, and the CPU time of the process, all threads:
 on a shared machine the wall clock includes waiting for a core), with the ranges
 written and reused, the entries in the written ranges ("rewritten") of the median
-run by those counts, and the rows rewritten per second of the median time.
+run by those counts, and the rows rewritten per second of the median time. The
+process runs with the server's allocator settings (``bench._allocator``).
 
 ``--store s3`` runs the same against S3 (moto in server mode on loopback, in a child
 process), where every range read and write is a request: there the diff's reads
@@ -44,6 +45,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TypeVar
 
+import bench._allocator  # noqa: F401 - first: the server's allocator settings
 from lakefs_core.block.base import BlockStore
 from lakefs_core.block.local import LocalBlockStore
 from lakefs_core.graveler import Entry, EntryRecord, RangeManager

@@ -302,7 +302,8 @@ def table_record_encodings(table: pa.Table) -> pa.Array:
     binary = pa.large_binary() if large else pa.binary()
 
     def column(name: str) -> pa.Array:
-        return table.column(name).combine_chunks()
+        chunks = table.column(name)
+        return chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
 
     strings = {name: column(name).cast(binary)
                for name in ("path", "address", "address_type", "etag", "content_type")}

@@ -145,7 +145,9 @@ def decode_range_table(data: bytes) -> pa.Table:
         if column.null_count:
             raise StorageError(f"corrupt range file: nulls in {f.name}")
         try:
-            columns.append(column.cast(f.type).combine_chunks())
+            column = column.cast(f.type)
+            columns.append(column.chunk(0) if column.num_chunks == 1
+                           else column.combine_chunks())
         except (pa.ArrowException, ValueError) as e:
             raise StorageError(f"corrupt range file: column {f.name}: {e}") from None
     known = pc.is_in(columns[2], value_set=pa.array(list(_ADDRESS_TYPES), pa.string()))
