@@ -130,3 +130,36 @@ def test_arrow_allocates_nothing_on_its_own_allocator_once_tuned(call: str) -> N
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-2:] == ["jemalloc", "0"], out.stdout + out.stderr
+
+
+#: writes 200 MiB through Arrow's allocator, frees it, and tells how much of it was
+#: resident at most and how much still is once given back (or after 20 s)
+_ARROW_FREED = """
+import time
+from lakefs_core import memory
+memory.tune_allocator()
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+def rss(): return int(open("/proc/self/statm").read().split()[1]) * 4096
+base = pa.array(np.arange(1 << 17, dtype=np.int64))  # 1 MiB
+before = rss()
+arrays = [pc.add(base, i) for i in range(200)]
+grown = rss() - before
+del arrays
+deadline = time.monotonic() + 20
+while rss() - before > grown / 4 and time.monotonic() < deadline:
+    time.sleep(0.1)
+print(pa.default_memory_pool().backend_name, grown, rss() - before)
+"""
+
+
+def test_what_arrow_frees_goes_back_to_the_system_within_seconds() -> None:
+    """Arrow's own default allocator kept what it freed resident; the one chosen for it
+    gives it back shortly after the work ends, with no further allocation."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARROW_", "MALLOC_"))}
+    out = subprocess.run([sys.executable, "-c", _ARROW_FREED], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    backend, grown, left = out.stdout.split()
+    assert backend == "jemalloc"
+    assert int(grown) >= 150 << 20  # the work was resident
+    assert int(left) <= int(grown) / 4, out.stdout
