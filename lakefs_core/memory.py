@@ -19,10 +19,10 @@ buffer of 128 KiB or more is a mapping of its own, mapped, faulted in and unmapp
 each time, and a commit rewriting a million rows spent over 1 s of CPU on that (it
 took 2.0 s instead of 1.2 s, with 3.2 s of CPU instead of 2.0 s). Arrow therefore
 allocates through jemalloc, which gives freed pages back within a second or two of
-their last use: reused while a burst of work lasts, returned when it ends. Arrow chooses its allocator once, when it loads
-(``ARROW_DEFAULT_MEMORY_POOL``): a pool set from Python later covers only what Python
-asks of it, not Parquet's buffers. :func:`tune_allocator` therefore runs before
-anything loads Arrow.
+their last use: reused while a burst of work lasts, returned when it ends. Arrow
+chooses its allocator once, when it loads (``ARROW_DEFAULT_MEMORY_POOL``): a pool set
+from Python later covers only what Python asks of it, not Parquet's buffers.
+:func:`tune_allocator` therefore runs before anything loads Arrow.
 
 A soak of mirroring showed why all this matters: the replication service's resident
 memory grew by about 40 MiB every 5 minutes while the memory it used stayed flat.
