@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from lakefs_core.errors import StorageError, ValidationError
 from lakefs_core.graveler.model import Commit, Entry, EntryRecord, RangeInfo
+from lakefs_core.graveler.rangefile import whole
 
 _LEN = struct.Struct(">Q")
 _INT = struct.Struct(">q")
@@ -302,8 +303,7 @@ def table_record_encodings(table: pa.Table) -> pa.Array:
     binary = pa.large_binary() if large else pa.binary()
 
     def column(name: str) -> pa.Array:
-        chunks = table.column(name)
-        return chunks.chunk(0) if chunks.num_chunks == 1 else chunks.combine_chunks()
+        return whole(table.column(name))
 
     strings = {name: column(name).cast(binary)
                for name in ("path", "address", "address_type", "etag", "content_type")}

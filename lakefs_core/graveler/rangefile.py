@@ -53,6 +53,11 @@ METARANGE_SCHEMA = pa.schema(
 _ADDRESS_TYPES = {str(t): t for t in AddressType}
 
 
+def whole(column: pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its only chunk as it is, or its chunks joined (copied)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def _to_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
@@ -124,9 +129,6 @@ def encode_range_table(table: pa.Table) -> bytes:
     The columns are made contiguous first: the bytes depend on the rows only, not on
     how the table was put together from slices of others.
     """
-    def whole(column: pa.ChunkedArray) -> pa.Array:
-        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-
     return _to_bytes(pa.Table.from_arrays(
         [whole(table.column(f.name)) for f in RANGE_SCHEMA], schema=RANGE_SCHEMA))
 
@@ -145,9 +147,7 @@ def decode_range_table(data: bytes) -> pa.Table:
         if column.null_count:
             raise StorageError(f"corrupt range file: nulls in {f.name}")
         try:
-            column = column.cast(f.type)
-            columns.append(column.chunk(0) if column.num_chunks == 1
-                           else column.combine_chunks())
+            columns.append(whole(column.cast(f.type)))
         except (pa.ArrowException, ValueError) as e:
             raise StorageError(f"corrupt range file: column {f.name}: {e}") from None
     known = pc.is_in(columns[2], value_set=pa.array(list(_ADDRESS_TYPES), pa.string()))

@@ -84,6 +84,7 @@ from lakefs_core.graveler.rangefile import (
     encode_range_table,
     range_table,
     records_of_table,
+    whole,
 )
 
 #: default mean entries per range: ~8k entries make a range file of a few hundred KiB
@@ -310,8 +311,7 @@ class TablePaths:
     (cheaper than converting the column when only a few lookups are made)."""
 
     def __init__(self, table: pa.Table) -> None:
-        paths = table.column("path")
-        self._paths = paths.chunk(0) if paths.num_chunks == 1 else paths.combine_chunks()
+        self._paths = whole(table.column("path"))
 
     def __len__(self) -> int:
         return len(self._paths)
