@@ -63,6 +63,26 @@ def test_the_allocator_is_tuned_unless_the_environment_says_otherwise(
     assert pa.default_memory_pool().backend_name == before.backend_name  # and Arrow's pool
 
 
+def test_an_arrow_without_jemalloc_is_put_on_the_system_allocator(
+        libc: _RecordingLibc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrow already loaded, and built without jemalloc: its Python pool goes to the
+    tuned C allocator rather than staying on Arrow's own default."""
+    import pyarrow as pa
+
+    def no_jemalloc() -> pa.MemoryPool:
+        raise pa.ArrowNotImplementedError("This Arrow C++ build does not include jemalloc")
+
+    before = pa.default_memory_pool()
+    monkeypatch.setattr(pa, "jemalloc_memory_pool", no_jemalloc)
+    monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "unset")  # restored after the test
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL")
+    try:
+        assert memory.tune_allocator()
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)
+
+
 def test_the_releaser_trims_until_stopped(libc: _RecordingLibc) -> None:
     releaser = memory.MemoryReleaser(interval=0.01).start()
     assert libc.trimmed.wait(5)
