@@ -32,6 +32,7 @@ from lakefs_core.graveler.encoding import (
     range_id_of_encodings,
     range_id_of_payload,
     record_encoding,
+    table_record_encodings,
 )
 from lakefs_core.graveler.model import EntryRecord, RangeInfo
 
@@ -123,13 +124,16 @@ class TableMetarangeBuilder:
 
     Runs go in by path order through :meth:`add`, each an Arrow table with the
     columns of a range file, the encodings of its records (one binary item per row,
-    see :func:`~lakefs_core.graveler.encoding.table_record_encodings`) and the
-    positions of the rows whose path is a hash boundary. Completed ranges are handed
-    to ``sink`` as one table with contiguous columns. :meth:`reuse` passes whole
-    ranges through unread, at a cut only, as with :class:`MetarangeBuilder`.
+    see :func:`~lakefs_core.graveler.encoding.table_record_encodings`) or None when
+    they are not at hand, and the positions of the rows whose path is a hash
+    boundary. A completed range is hashed over its runs' encodings, or over the
+    encodings of its joined table when a run came without them, and handed to
+    ``sink`` as one table with contiguous columns. :meth:`reuse` passes whole ranges
+    through unread, at a cut only, as with :class:`MetarangeBuilder`.
 
-    With an ``executor``, completed ranges are joined, hashed and handed to ``sink``
-    there (at most ``in_flight`` at a time), and :meth:`finish` waits for them.
+    With an ``executor``, completed ranges are joined, encoded, hashed and handed to
+    ``sink`` there (at most ``in_flight`` at a time), and :meth:`finish` waits for
+    them.
     """
 
     def __init__(self, raggedness: int, max_range_entries: int, sink: TableSink, *,
@@ -142,7 +146,7 @@ class TableMetarangeBuilder:
         self._in_flight = in_flight
         self._running: deque[Future[RangeInfo]] = deque()
         self._tables: list[pa.Table] = []
-        self._encodings: list[EncodingRun] = []
+        self._encodings: list[EncodingRun | None] = []
         self._count = 0
 
     @property
@@ -154,12 +158,14 @@ class TableMetarangeBuilder:
         """Whether the builder would have cut right after the last key of ``info``."""
         return info.count >= self.max_range_entries or is_boundary(info.max_key, self.raggedness)
 
-    def add(self, table: pa.Table, encodings: EncodingRun, boundaries: Sequence[int]) -> None:
+    def add(self, table: pa.Table, encodings: EncodingRun | None,
+            boundaries: Sequence[int]) -> None:
         """Append a run of rows (its paths must follow every path added before).
 
         Args:
             table: the rows, sorted by path.
-            encodings: the record encoding of each row.
+            encodings: the record encoding of each row, or None to have them made
+                from the table when the range is completed.
             boundaries: ascending positions (in ``table``) of the rows whose path is a
                 hash boundary; no other row may be one.
         """
@@ -191,13 +197,15 @@ class TableMetarangeBuilder:
             self._cut()
         return [r if isinstance(r, RangeInfo) else r.result() for r in self._ranges]
 
-    def _pend(self, table: pa.Table, encodings: EncodingRun, start: int, end: int) -> None:
+    def _pend(self, table: pa.Table, encodings: EncodingRun | None, start: int,
+              end: int) -> None:
         if start == 0 and end == table.num_rows:
             self._tables.append(table)
             self._encodings.append(encodings)
         else:
             self._tables.append(table.slice(start, end - start))
-            self._encodings.append(encodings.slice(start, end - start))
+            self._encodings.append(
+                None if encodings is None else encodings.slice(start, end - start))
         self._count += end - start
 
     def _cut(self) -> None:
@@ -212,9 +220,16 @@ class TableMetarangeBuilder:
         self._running.append(future)
         self._ranges.append(future)
 
-    def _complete(self, tables: list[pa.Table], encodings: list[EncodingRun]) -> RangeInfo:
+    def _complete(self, tables: list[pa.Table], encodings: list[EncodingRun | None]
+                  ) -> RangeInfo:
         table = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
-        chunks = [c for run in encodings
+        runs: list[EncodingRun] = []
+        for run in encodings:
+            if run is None:
+                runs = [table_record_encodings(table)]
+                break
+            runs.append(run)
+        chunks = [c for run in runs
                   for c in (run.chunks if isinstance(run, pa.ChunkedArray) else [run])]
         payload = [payload_of(c) for c in chunks]
         paths = table.column("path")

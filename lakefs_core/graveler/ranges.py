@@ -13,10 +13,12 @@ the rows no change touches go over as slices of the old range's table and of its
 record encodings, the changed rows are merged in by path, and the new range's id is
 hashed over the joined encodings. Only changes and matched rows become Python
 objects, yet the ranges, ids and files are byte for byte those that adding every
-record one by one (:class:`~.chunking.MetarangeBuilder`) would give. Two threads
-per ``apply`` read the next touched range ahead and hash and write completed ones
-(Arrow, Parquet and hashlib release the GIL), so storage latency and that work
-overlap the merging.
+record one by one (:class:`~.chunking.MetarangeBuilder`) would give. One thread per
+``apply`` reads the next touched range ahead; two more encode, hash and write
+completed ones (Arrow, Parquet and hashlib release the GIL), so storage latency and
+that work overlap the merging. A range read for the rewrite is not encoded on its
+own: the new range's encodings are made from its joined table, where it is
+completed, which splits the work evenly between the reading and the writing.
 
 :meth:`RangeManager.diff` compares two versions of a range (the same first and last
 path, as after updates in place) column-wise and makes records of the rows that
@@ -290,6 +292,11 @@ class _Range:
             if self._grown is not None:
                 self._grown(self)
         return self._records
+
+    @property
+    def known_encodings(self) -> pa.Array | pa.ChunkedArray | None:
+        """The record encodings if they were made or given already, else None."""
+        return self._encodings
 
     def encodings(self) -> pa.Array | pa.ChunkedArray:
         """The record encodings, one binary item per row (in one or more chunks)."""
@@ -855,9 +862,11 @@ class RangeManager:
 class _Apply:
     """One :meth:`RangeManager.apply`: merges the changes into the ranges they fall in.
 
-    Reads run one range ahead on ``reader`` (the range the next change falls in, with
-    its record encodings), and completed ranges are hashed and written on ``writer``,
-    while this thread merges the next range.
+    Reads run one range ahead on ``reader`` (the range the next change falls in), and
+    completed ranges are encoded, hashed and written on ``writer``, while this thread
+    merges the next range. The old rows go to the builder with their encodings only
+    when the range already has them (a range cached with them); otherwise the builder
+    encodes the new range's table as a whole.
     """
 
     def __init__(self, manager: RangeManager, index: _Index, reader: Executor,
@@ -921,11 +930,7 @@ class _Apply:
         info = index.metarange.ranges[i]
         if info.min_key <= change.path and info.id not in self._loading and (
                 info.id != self._opened):
-            def load() -> _Range:
-                rng = self.manager._range(info.id)
-                rng.encodings()
-                return rng
-            self._loading[info.id] = self.reader.submit(load)
+            self._loading[info.id] = self.reader.submit(self.manager._range, info.id)
 
     def _open(self, info: RangeInfo) -> _Range:
         self._opened = info.id
@@ -963,7 +968,7 @@ class _Apply:
         builder = self.builder
         rng = self._open(info)
         table, n = rng.table, len(rng)
-        encodings = rng.encodings()
+        encodings = rng.known_encodings
         if self.own_cuts:
             old_cuts = np.array([n - 1] if is_boundary(info.max_key, self.raggedness) else [],
                                 dtype=np.int64)
@@ -974,7 +979,8 @@ class _Apply:
         def old_rows(start: int, end: int) -> None:
             if start < end:
                 first, last = np.searchsorted(old_cuts, [start, end])
-                builder.add(table.slice(start, end - start), encodings.slice(start, end - start),
+                builder.add(table.slice(start, end - start),
+                            None if encodings is None else encodings.slice(start, end - start),
                             (old_cuts[first:last] - start).tolist())
 
         changed = False
