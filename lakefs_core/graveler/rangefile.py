@@ -14,7 +14,6 @@ same records give the same table and the same file bytes either way.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
 
@@ -59,9 +58,11 @@ def whole(column: pa.ChunkedArray) -> pa.Array:
 
 
 def _to_bytes(table: pa.Table) -> bytes:
-    buf = io.BytesIO()
+    # into Arrow's own buffer: a Python file object would take the GIL for each of
+    # the writer's calls (some 36 a range), which threads writing ranges contend for
+    buf = pa.BufferOutputStream()
     pq.write_table(table, buf, compression="zstd")
-    return buf.getvalue()
+    return buf.getvalue().to_pybytes()
 
 
 def _from_bytes(data: bytes, schema: pa.Schema, what: str) -> pa.Table:
