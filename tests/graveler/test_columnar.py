@@ -30,7 +30,7 @@ from lakefs_core.graveler import (
     RangeManager,
     range_id,
 )
-from lakefs_core.graveler.chunking import MetarangeBuilder
+from lakefs_core.graveler.chunking import MetarangeBuilder, TableMetarangeBuilder, is_boundary
 from lakefs_core.graveler.encoding import (
     EMPTY_METARANGE_ID,
     metarange_id,
@@ -257,3 +257,59 @@ def test_dense_and_batched_changes(store: LocalBlockStore,
     changes = (EntryRecord(k, entry(k, 3) if n % 4 else None)
                for n, k in enumerate(keys[:1500:2]))
     assert_same_as_reference(manager(store, 50, 120, small.namespace), base, list(changes))
+
+
+# --- where the encodings are made -----------------------------------------------------
+def test_runs_without_encodings_build_the_same_ranges() -> None:
+    """The builder encodes a completed range's table itself when a run came without its
+    encodings (as an apply passes the rows of a range it read): the same ranges, and
+    the sink gets encodings that hash to the range's id either way."""
+    records = [EntryRecord(k, entry(k, metadata={"k": k} if i % 5 == 0 else {}))
+               for i, k in enumerate(keys_of(300))]
+    table = range_table(records)
+    encodings = table_record_encodings(table)
+    cuts = [i for i, r in enumerate(records) if is_boundary(r.path, 7)]
+
+    def build(runs: Sequence[tuple[int, int, bool]]
+              ) -> tuple[list[RangeInfo], list[tuple[RangeInfo, pa.Table, str]]]:
+        sunk: list[tuple[RangeInfo, pa.Table, str]] = []
+
+        def sink(info: RangeInfo, t: pa.Table, e: pa.ChunkedArray | None) -> None:
+            assert e is not None
+            sunk.append((info, t, range_id_of_payload(*(payload_of(c) for c in e.chunks))))
+
+        builder = TableMetarangeBuilder(7, 40, sink)
+        for start, end, given_encodings in runs:
+            builder.add(table.slice(start, end - start),
+                        encodings.slice(start, end - start) if given_encodings else None,
+                        [c - start for c in cuts if start <= c < end])
+        return builder.finish(), sunk
+
+    expected, expected_sunk = build([(0, 300, True)])
+    assert len(expected) > 5
+    for runs in ([(0, 300, False)], [(0, 17, True), (17, 170, False), (170, 300, True)],
+                 [(0, 1, False), (1, 2, True), (2, 299, True), (299, 300, False)]):
+        ranges, sunk = build(runs)
+        assert ranges == expected
+        assert [info for info, _, _ in sunk] == [info for info, _, _ in expected_sunk]
+        assert all(t.equals(et) for (_, t, _), (_, et, _) in zip(sunk, expected_sunk,
+                                                                   strict=True))
+        assert all(info.id == h for info, _, h in sunk)
+
+
+def test_a_range_read_for_a_rewrite_is_not_encoded_on_its_own(store: LocalBlockStore) -> None:
+    """An apply from cold caches reads the touched range without encoding it: the new
+    range is encoded where it is completed, once. From warm caches the kept encodings
+    are used, with the same result."""
+    keys = keys_of(200)
+    rm = manager(store, 10**12, 10**9)  # one range
+    base = rm.apply(rm.empty_metarange(), [EntryRecord(k, entry(k)) for k in keys]).metarange_id
+    (old,) = rm.get_metarange(base).ranges
+    cold = manager(store, 10**12, 10**9, namespace=rm.namespace)
+    changes = [EntryRecord(keys[7], entry(keys[7], 1))]
+    after = assert_same_as_reference(cold, base, changes)
+    (new,) = cold.get_metarange(after).ranges
+    assert cold._range(old.id).known_encodings is None
+    assert cold._range(new.id).known_encodings is not None
+    assert assert_same_as_reference(rm, base, changes) == after  # warm: encodings kept
+    assert rm._range(old.id).known_encodings is not None
