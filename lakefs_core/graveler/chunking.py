@@ -223,12 +223,8 @@ class TableMetarangeBuilder:
     def _complete(self, tables: list[pa.Table], encodings: list[EncodingRun | None]
                   ) -> RangeInfo:
         table = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)).combine_chunks()
-        runs: list[EncodingRun] = []
-        for run in encodings:
-            if run is None:
-                runs = [table_record_encodings(table)]
-                break
-            runs.append(run)
+        runs = ([table_record_encodings(table)] if any(run is None for run in encodings)
+                else [run for run in encodings if run is not None])
         chunks = [c for run in runs
                   for c in (run.chunks if isinstance(run, pa.ChunkedArray) else [run])]
         payload = [payload_of(c) for c in chunks]

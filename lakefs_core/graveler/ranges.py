@@ -18,7 +18,7 @@ record one by one (:class:`~.chunking.MetarangeBuilder`) would give. One thread 
 completed ones (Arrow, Parquet and hashlib release the GIL), so storage latency and
 that work overlap the merging. A range read for the rewrite is not encoded on its
 own: the new range's encodings are made from its joined table, where it is
-completed, which splits the work evenly between the reading and the writing.
+completed, which moves that work from the one reading thread to the two writing ones.
 
 :meth:`RangeManager.diff` compares two versions of a range (the same first and last
 path, as after updates in place) column-wise and makes records of the rows that
