@@ -12,11 +12,18 @@ the commit record and the branch compare-and-swap), each with cold range caches:
   timed too;
 * ``updates``: k updates of random existing objects, staged on another branch:
   every range they land in is rewritten, so this commit's cost is that of the
-  rows rewritten (reported with rows rewritten per second).
+  rows rewritten (reported with rows rewritten per second);
+* ``updates (warm)``: k more random updates on that branch, committed by the same
+  engine right after: the ranges it rewrites are mostly those the first one wrote,
+  and the range cache holds as many of them as its bound allows (200 MB).
 
 Each commit is timed by the wall clock and by the CPU time of the process (all
-threads): on a shared machine the wall clock includes waiting for a core. The process
-runs with the server's allocator settings (``bench._allocator``).
+threads): on a shared machine the wall clock includes waiting for a core. The minor
+page faults it took are counted too: memory the process touches for the first time
+(or again after the allocator gave it back) costs a fault per 4 KiB page, and a
+commit that rewrites a million rows runs noticeably slower on fresh memory than on
+memory it has just used. The process runs with the server's allocator settings
+(``bench._allocator``).
 
 It prints one line per size and case and the ratio commit(N max) / commit(N min)
 of the partition case.
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import tempfile
 import time
@@ -47,11 +55,42 @@ class Result:
     merge: float
     written: int
     reused: int
-    #: the updates case: commit seconds (wall, CPU), ranges written, entries in them
-    updates_commit: float
-    updates_cpu: float
-    updates_written: int
-    updates_rewritten: int
+    #: the updates cases, cold and warm caches
+    updates: Updates
+    warm: Updates
+
+
+@dataclass
+class Updates:
+    """One commit of random updates: seconds (wall, CPU), minor page faults, ranges
+    written and the entries in them."""
+
+    commit: float
+    cpu: float
+    faults: int
+    written: int
+    rewritten: int
+
+    def line(self) -> str:
+        return (f"commit {self.commit:.3f}s (CPU {self.cpu:.3f}s, {self.faults:,} page faults)  "
+                f"ranges written {self.written}, rows rewritten {self.rewritten:,} "
+                f"({self.rewritten / self.commit:,.0f} rows/s)")
+
+
+def _timed_updates(g: Graveler, n: int, k: int, seed: int, version: int) -> Updates:
+    """Stage k updates of random existing objects on ``updates`` and commit them."""
+    for i in sorted(random.Random(seed).sample(range(n), min(k, n))):
+        path = key(i // ENTRIES_PER_PARTITION, i)
+        g.set_entry("bench", "updates", path, entry(path, version))
+    parent = g.get_commit("bench", g.get_branch("bench", "updates").commit_id).commit.metarange_id
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    t0, c0 = time.perf_counter(), time.process_time()
+    rec = g.commit("bench", "updates", f"{k} random updates", "bench")
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    new = g.ranges_for(g.refstore.get_repository("bench")).new_ranges(
+        parent, rec.commit.metarange_id)
+    return Updates(wall, cpu, faults, len(new), sum(r.count for r in new))
 
 
 def run(n: int, k: int, workdir: str, seed: int) -> Result:
@@ -92,17 +131,11 @@ def run(n: int, k: int, workdir: str, seed: int) -> Result:
     written = len(rm.new_ranges(mr, rec.commit.metarange_id))
     total = len(rm.get_metarange(rec.commit.metarange_id).ranges)
 
-    for i in sorted(random.Random(seed).sample(range(n), min(k, n))):
-        path = key(i // ENTRIES_PER_PARTITION, i)
-        g.set_entry("bench", "updates", path, entry(path, 2))
     g3 = Graveler(refstore, lambda _sid: store)  # cold range caches
-    t0, c0 = time.perf_counter(), time.process_time()
-    upd = g3.commit("bench", "updates", f"{k} random updates", "bench")
-    t_updates, c_updates = time.perf_counter() - t0, time.process_time() - c0
-    new = rm.new_ranges(mr, upd.commit.metarange_id)
+    cold = _timed_updates(g3, n, k, seed, 2)
+    warm = _timed_updates(g3, n, k, seed + 1, 3)  # the same engine: warm caches
     refstore.close()
-    return Result(t_commit, t_diff, t_merge, written, total - written,
-                  t_updates, c_updates, len(new), sum(r.count for r in new))
+    return Result(t_commit, t_diff, t_merge, written, total - written, cold, warm)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,10 +154,8 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
         print(f"N={n:>9,} k={args.k} partition: commit {r.commit:.3f}s  diff {r.diff:.3f}s  "
               f"merge {r.merge:.3f}s  ranges written {r.written}, reused {r.reused}", flush=True)
-        print(f"N={n:>9,} k={args.k} updates:   commit {r.updates_commit:.3f}s "
-              f"(CPU {r.updates_cpu:.3f}s)  "
-              f"ranges written {r.updates_written}, rows rewritten {r.updates_rewritten:,} "
-              f"({r.updates_rewritten / r.updates_commit:,.0f} rows/s)", flush=True)
+        print(f"N={n:>9,} k={args.k} updates:   {r.updates.line()}", flush=True)
+        print(f"N={n:>9,} k={args.k} updates (warm): {r.warm.line()}", flush=True)
     lo, hi = min(sizes), max(sizes)
     for what in ("commit", "diff", "merge"):
         ratio = getattr(results[hi], what) / getattr(results[lo], what)
