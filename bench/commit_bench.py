@@ -15,7 +15,8 @@ the commit record and the branch compare-and-swap), each with cold range caches:
   rows rewritten (reported with rows rewritten per second);
 * ``updates (warm)``: k more random updates on that branch, committed by the same
   engine right after: the ranges it rewrites are mostly those the first one wrote,
-  and the range cache holds as many of them as its bound allows (200 MB).
+  and the range cache holds as many of them as its bound allows
+  (``DEFAULT_RANGE_CACHE_BYTES``).
 
 Each commit is timed by the wall clock and by the CPU time of the process (all
 threads): on a shared machine the wall clock includes waiting for a core. The minor
