@@ -16,10 +16,10 @@ must go through, over all of them:
 
 The bench checks first that the stages give back the stored files byte for byte and
 their ids. Each stage's CPU time is the best of ``--repeat`` rounds, measured twice:
-with every output kept (most of it lands in memory the process has not touched yet, as in
-a commit, whose range cache keeps what it reads and writes) and with each output
-dropped as soon as it is made (the next lands in memory just freed, which is cheaper:
-no page faults). The sum over the stages is the CPU a commit that rewrites every row
+with every output kept (most of it lands in memory the process has not touched yet,
+as in a commit, whose range cache keeps what it reads and writes) and with each
+output dropped as soon as it is made (the next lands in memory just freed, which is
+cheaper: no page faults). The sum over the stages is the CPU a commit that rewrites every row
 pays at least, whatever it overlaps; divided by the cores the process can use, it
 bounds the commit's wall time from below, and so the rows rewritten per second from
 above. ``bench.commit_bench`` prints what a whole commit reaches.
@@ -50,11 +50,8 @@ from lakefs_core.graveler.ranges import RangeManager
 
 def _best(repeat: int, stage: Callable[[Any], object], inputs: Sequence[Any],
           keep: bool) -> float:
-    """The least CPU seconds of ``repeat`` runs of ``stage`` over ``inputs``: with
-    ``keep``, every output of every run is held until all runs are done (each lands in
-    memory the process has not used yet, as the outputs of a commit do, which its range
-    cache keeps); without, each is dropped as soon as it is made (the next lands in the
-    memory just freed)."""
+    """The least CPU seconds of ``repeat`` runs of ``stage`` over ``inputs``, holding
+    every output until all runs are done (``keep``) or none (see the module docs)."""
     best = float("inf")
     kept: list[object] = []
     for _ in range(repeat):
@@ -63,7 +60,7 @@ def _best(repeat: int, stage: Callable[[Any], object], inputs: Sequence[Any],
             out = stage(item)
             if keep:
                 kept.append(out)
-        del out
+        out = None
         best = min(best, time.process_time() - c0)
     kept.clear()
     return best
@@ -83,9 +80,13 @@ def run(n: int, repeat: int, workdir: str) -> tuple[int, int, dict[str, tuple[fl
     encodings = [table_record_encodings(t) for t in tables]
     out = LocalBlockStore(f"{workdir}/out")
     files = [encode_range_table(t) for t in tables]
+
+    def range_id(enc: Any) -> str:
+        return range_id_of_payload(payload_of(enc))
+
     # the stages are the product's own only if they give back its files and ids
     for info, stored, written, enc in zip(infos, data, files, encodings, strict=True):
-        if written != stored or range_id_of_payload(payload_of(enc)) != info.id:
+        if written != stored or range_id(enc) != info.id:
             raise RuntimeError(f"range {info.id}: the stages do not give back its file and id")
     puts = itertools.count()
 
@@ -96,7 +97,7 @@ def run(n: int, repeat: int, workdir: str) -> tuple[int, int, dict[str, tuple[fl
         "read": (store.get, addresses),
         "decode": (decode_range_table, data),
         "encodings": (table_record_encodings, tables),
-        "hash": (lambda e: range_id_of_payload(payload_of(e)), encodings),
+        "hash": (range_id, encodings),
         "write": (encode_range_table, tables),
         "put": (put, files),
     }
