@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from collections.abc import Mapping
@@ -433,10 +434,51 @@ class AlertWebhookConfig(ConfigModel):
     timeout: Duration = timedelta(seconds=5)
 
 
+class ActionsEnvConfig(ConfigModel):
+    """``actions.env``: which of the server's environment variables hooks may read.
+
+    Attributes:
+        enabled: whether ``{{ ENV.NAME }}`` in a hook's properties reads the server's
+            environment at all.
+        prefix: only variables whose names start with this are visible to hooks (the
+            server's own secrets live in the same environment).
+    """
+
+    enabled: bool = True
+    prefix: str = "LAKEFSACTION_"
+
+
+class WebhookDestinationsConfig(ConfigModel):
+    """``actions.webhook``: where webhook and Airflow hooks may send requests.
+
+    Attributes:
+        denied_networks: address ranges (CIDR) that hook requests never reach; by
+            default the link-local ranges where cloud hosts serve instance credentials.
+        deny_private: also refuse loopback, private, link-local and reserved addresses
+            (the server's own API and the rest of its network).
+    """
+
+    denied_networks: list[str] = Field(
+        default_factory=lambda: ["169.254.0.0/16", "fe80::/10", "fd00:ec2::/32"])
+    deny_private: bool = False
+
+    @field_validator("denied_networks")
+    @classmethod
+    def _cidrs(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"denied_networks: {exc}") from None
+        return value
+
+
 class ActionsConfig(ConfigModel):
     """``actions``: the hooks that repositories' action files run."""
 
     lua: LuaHooksConfig = Field(default_factory=LuaHooksConfig)
+    env: ActionsEnvConfig = Field(default_factory=ActionsEnvConfig)
+    webhook: WebhookDestinationsConfig = Field(default_factory=WebhookDestinationsConfig)
     alert_webhook: AlertWebhookConfig = Field(default_factory=AlertWebhookConfig)
 
 

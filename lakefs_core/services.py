@@ -10,7 +10,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from lakefs_core.actions import ActionsService, HookAlerts, LuaLimits
+from lakefs_core.actions import (
+    ActionsService,
+    HookAlerts,
+    HookDestinations,
+    HookEnvironment,
+    LuaLimits,
+    networks,
+)
 from lakefs_core.auth.backends import open_auth_store
 from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.service import AuthService
@@ -148,7 +155,10 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
         lua_limits=LuaLimits(timeout=config.actions.lua.timeout.total_seconds(),
                              max_memory=config.actions.lua.max_memory,
                              net_http=config.actions.lua.net_http_enabled),
-        alerts=HookAlerts(alert.url, alert.timeout.total_seconds()))
+        alerts=HookAlerts(alert.url, alert.timeout.total_seconds()),
+        env=HookEnvironment(config.actions.env.enabled, config.actions.env.prefix),
+        destinations=HookDestinations(networks(config.actions.webhook.denied_networks),
+                                      config.actions.webhook.deny_private))
     graveler.hooks = actions
     return Services(config=config, refstore=refstore, blockstores=blockstores,
                     graveler=graveler, auth=auth,

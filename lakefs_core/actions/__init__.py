@@ -12,6 +12,8 @@ from lakefs_core.actions.action import (
     parse_action,
 )
 from lakefs_core.actions.alerting import HookAlerts
+from lakefs_core.actions.destinations import HookDestinations, networks
+from lakefs_core.actions.hook import HookEnvironment
 from lakefs_core.actions.lua import LuaLimits
 from lakefs_core.actions.service import ActionsService, build_hook
 
@@ -21,8 +23,11 @@ __all__ = [
     "ActionHook",
     "ActionsService",
     "HookAlerts",
+    "HookDestinations",
+    "HookEnvironment",
     "InvalidActionError",
     "build_hook",
     "LuaLimits",
+    "networks",
     "parse_action",
 ]

@@ -1,7 +1,8 @@
 """The ``airflow`` hook: trigger a DAG run through Airflow's REST API, as lakeFS does.
 
 Properties as lakeFS reads them: ``url``, ``dag_id``, ``username`` and ``password``
-(required; the password may be ``{{ ENV.NAME }}``), ``dag_conf`` (passed on as the
+(required; the password may be ``{{ ENV.NAME }}``, a variable ``actions.env`` lets
+hooks see), ``dag_conf`` (passed on as the
 run's ``conf``, with the event added as ``lakeFS_event``), ``wait_for_dag`` (wait for
 the run to end and fail the hook unless it succeeded; default false) and ``timeout``
 (a Go duration, default one minute, for each request and for the wait).
@@ -24,6 +25,7 @@ from tenacity import (
 )
 
 from lakefs_core.actions.action import ActionHook
+from lakefs_core.actions.destinations import DestinationDeniedError
 from lakefs_core.actions.hook import (
     HookContext,
     HookFailedError,
@@ -31,7 +33,7 @@ from lakefs_core.actions.hook import (
     property_error,
     secret,
 )
-from lakefs_core.actions.webhook import event_payload
+from lakefs_core.actions.webhook import event_payload, read_bounded
 
 DEFAULT_TIMEOUT = 60.0
 #: Airflow's states of a DAG run that has ended
@@ -74,7 +76,7 @@ class AirflowHook:
         """Trigger the DAG run (and wait for it); the output. Raises HookFailedError."""
         out: list[str] = []
         try:
-            password = secret(self.password)
+            password = secret(self.password, ctx.env)
         except HookFailedError as exc:
             raise HookFailedError(str(exc), "") from None
         auth = httpx.BasicAuth(self.username, password.value)
@@ -85,7 +87,7 @@ class AirflowHook:
                                                        ctx.record)}}
         runs_url = f"{self.url}/api/v1/dags/{self.dag_id}/dagRuns"
         out.append(f"POST {runs_url}\nRequest Body:\n{json.dumps(body)}\n")
-        resp = self._request(ctx.client, "POST", runs_url, auth, out, json=body)
+        answer = self._request(ctx, "POST", runs_url, auth, out, json=body)
         if not self.wait_for_dag:
             return "".join(out)
         run_url = f"{runs_url}/{dag_run_id}"
@@ -93,10 +95,9 @@ class AirflowHook:
 
         def poll() -> str:
             remaining = max(deadline - time.monotonic(), 0.1)
-            polled = self._request(ctx.client, "GET", run_url, auth, out, timeout=remaining)
-            return str(polled.json().get("state", "")) if _is_json(polled) else ""
+            return _state(self._request(ctx, "GET", run_url, auth, out, timeout=remaining))
 
-        state = str(resp.json().get("state", "")) if _is_json(resp) else ""
+        state = _state(answer)
         if state not in _ENDED:
             state = Retrying(
                 retry=retry_if_result(lambda s: s not in _ENDED),
@@ -113,24 +114,34 @@ class AirflowHook:
             f"airflow DAG run {dag_run_id} did not end within {self.timeout:g}s "
             f"(state: {state or 'unknown'})", "".join(out))
 
-    def _request(self, client: httpx.Client, method: str, url: str, auth: httpx.BasicAuth,
+    def _request(self, ctx: HookContext, method: str, url: str, auth: httpx.BasicAuth,
                  out: list[str], *, timeout: float | None = None, **kwargs: Any
-                 ) -> httpx.Response:
+                 ) -> str:
+        """The answer's body. Raises HookFailedError unless it is a 2xx."""
         try:
-            resp = client.request(method, url, auth=auth,
-                                  timeout=timeout if timeout is not None else self.timeout,
-                                  **kwargs)
+            request = ctx.destinations.request(
+                ctx.client, method, url,
+                timeout=timeout if timeout is not None else self.timeout, **kwargs)
+            resp = ctx.client.send(request, auth=auth, stream=True)
+            try:
+                text = read_bounded(resp)
+            finally:
+                resp.close()
+        except DestinationDeniedError as exc:
+            raise HookFailedError(f"airflow request failed: {exc}", "".join(out)) from None
         except httpx.HTTPError as exc:
             raise HookFailedError(f"airflow request failed: {exc}", "".join(out)) from None
-        out.append(f"{method} {url}: {resp.status_code} {resp.reason_phrase}\n{resp.text}\n")
+        out.append(f"{method} {url}: {resp.status_code} {resp.reason_phrase}\n{text}\n")
         if not 200 <= resp.status_code < 300:
             raise HookFailedError(
                 f"airflow request failed (status code: {resp.status_code})", "".join(out))
-        return resp
+        return text
 
 
-def _is_json(resp: httpx.Response) -> bool:
+def _state(body: str) -> str:
+    """The ``state`` of a DAG run as Airflow answered it ("" when it did not say)."""
     try:
-        return isinstance(resp.json(), dict)
+        value = json.loads(body)
     except ValueError:
-        return False
+        return ""
+    return str(value.get("state", "")) if isinstance(value, dict) else ""

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import httpx
 
 from lakefs_core.actions.action import Action, ActionHook, InvalidActionError
+from lakefs_core.actions.destinations import HookDestinations
 from lakefs_core.graveler.hooks import HookRecord
 
 if TYPE_CHECKING:
@@ -46,11 +47,48 @@ class HookContext:
     graveler: Graveler
     #: the hook's run within the action run (``0000_0001``)
     hook_run_id: str = ""
+    #: what of the server's environment the hook's properties may read
+    env: HookEnvironment = field(default_factory=lambda: HookEnvironment())
+    #: where the hook may send requests
+    destinations: HookDestinations = field(default_factory=lambda: HookDestinations())
 
 
 class Hook(Protocol):
     def run(self, ctx: HookContext) -> str:
         """Run the hook; its output. Raises HookFailedError (output attached)."""
+
+
+#: lakeFS's default ``actions.env.prefix``
+DEFAULT_ENV_PREFIX = "LAKEFSACTION_"
+
+
+@dataclass(frozen=True, slots=True)
+class HookEnvironment:
+    """What of the server's environment ``{{ ENV.NAME }}`` may read (``actions.env``).
+
+    As in lakeFS, only variables whose names start with ``prefix`` are visible, and
+    none when ``enabled`` is false: the server's own settings (database URL, keys, the
+    secret that encrypts stored credentials) live in the same environment, and anyone
+    who may write an action file could otherwise send them anywhere.
+    """
+
+    enabled: bool = True
+    prefix: str = DEFAULT_ENV_PREFIX
+
+    def value(self, name: str) -> str:
+        """The variable's value. Raises HookFailedError when it is not visible."""
+        if not self.enabled:
+            raise HookFailedError(
+                f"env var {name}: environment variables are not available to hooks "
+                "(actions.env.enabled is false)")
+        if not name.startswith(self.prefix):
+            raise HookFailedError(
+                f"env var {name} is not available to hooks: only variables whose names "
+                f"start with {self.prefix} are (actions.env.prefix)")
+        value = os.environ.get(name)
+        if value is None:
+            raise HookFailedError(f"missing env var {name}")
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,15 +102,16 @@ class Secret:
         return "*****" if self.from_env else self.value
 
 
-def secret(text: str) -> Secret:
-    """A property value; ``{{ ENV.NAME }}`` reads the server's environment."""
+def secret(text: str, env: HookEnvironment) -> Secret:
+    """A property value; ``{{ ENV.NAME }}`` reads the variables ``env`` lets it see.
+
+    Raises:
+        HookFailedError: the variable is missing or not visible to hooks.
+    """
     m = _ENV.match(text)
     if m is None:
         return Secret(text, False)
-    value = os.environ.get(m.group(1))
-    if value is None:
-        raise HookFailedError(f"missing env var {m.group(1)}")
-    return Secret(value, True)
+    return Secret(env.value(m.group(1)), True)
 
 
 def parse_duration(text: str) -> float:

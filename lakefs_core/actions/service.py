@@ -27,7 +27,8 @@ from lakefs_core.actions.action import (
 )
 from lakefs_core.actions.airflow import AirflowHook
 from lakefs_core.actions.alerting import HookAlerts, HookFailure
-from lakefs_core.actions.hook import Hook, HookContext, HookFailedError
+from lakefs_core.actions.destinations import HookDestinations
+from lakefs_core.actions.hook import Hook, HookContext, HookEnvironment, HookFailedError
 from lakefs_core.actions.lua import LuaHook, LuaLimits
 from lakefs_core.actions.webhook import Webhook
 from lakefs_core.block.base import join_address
@@ -69,9 +70,12 @@ class ActionsService:
     """The server's hook handler: runs the repository's actions (see module doc)."""
 
     def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None,
-                 alerts: HookAlerts | None = None) -> None:
+                 alerts: HookAlerts | None = None, env: HookEnvironment | None = None,
+                 destinations: HookDestinations | None = None) -> None:
         self.graveler = graveler
         self.client = httpx.Client()
+        self.env = env or HookEnvironment()
+        self.destinations = destinations or HookDestinations()
         self.lua_limits = lua_limits or LuaLimits()
         self.alerts = alerts or HookAlerts()
 
@@ -176,7 +180,7 @@ class ActionsService:
             hook_run_id = f"{index:04d}_{j:04d}"
             start = time.time()
             ctx = HookContext(record, run_id, action, hook, self.client, self.graveler,
-                              hook_run_id)
+                              hook_run_id, self.env, self.destinations)
             try:
                 output = self.hook_of(action, hook).run(ctx)
             except HookFailedError as exc:

@@ -2,8 +2,10 @@
 
 Properties as lakeFS reads them: ``url`` (required), ``timeout`` (a Go duration,
 default one minute), ``query_params`` (a value or a list of values per name) and
-``headers``; the last two may use ``{{ ENV.NAME }}`` for the server's environment,
-shown masked in the run's output.
+``headers``; the last two may use ``{{ ENV.NAME }}`` for a variable of the server's
+environment that ``actions.env`` lets hooks see, shown masked in the run's output. The
+request goes only where ``actions.webhook`` allows (see
+:mod:`lakefs_core.actions.destinations`); at most 64 KiB of the answer is kept.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import httpx
 
 from lakefs_core.actions.action import ActionHook, InvalidActionError
+from lakefs_core.actions.destinations import DestinationDeniedError
 from lakefs_core.actions.hook import (
     HookContext,
     HookFailedError,
@@ -27,6 +30,21 @@ from lakefs_core.actions.hook import (
 from lakefs_core.graveler.hooks import HookRecord
 
 DEFAULT_TIMEOUT = 60.0
+#: how much of a hook's response body is kept in the run's output
+MAX_RESPONSE_BODY = 64 << 10
+
+
+def read_bounded(resp: httpx.Response, limit: int = MAX_RESPONSE_BODY) -> str:
+    """At most ``limit`` bytes of a streamed response's body, as text (marked when cut)."""
+    data = bytearray()
+    for chunk in resp.iter_bytes():
+        data += chunk
+        if len(data) > limit:
+            return (data[:limit].decode("utf-8", "replace")
+                    + f"\n[response body cut at {limit} bytes]")
+    return data.decode(resp.encoding or "utf-8", "replace")
+
+
 @dataclass(frozen=True, slots=True)
 class Webhook:
     action_name: str
@@ -75,13 +93,13 @@ class Webhook:
         try:
             for k, values in self.query_params.items():
                 for v in values:
-                    s = secret(v)
+                    s = secret(v, ctx.env)
                     query.append((k, s.value))
                     out.append(f"{k}: {s}\n")
             out.append("Headers:\n")
             headers = {"Content-Type": "application/json"}
             for k, v in self.headers.items():
-                s = secret(v)
+                s = secret(v, ctx.env)
                 headers[k] = s.value
                 out.append(f"{k}: {s}\n")
         except HookFailedError as exc:
@@ -89,8 +107,16 @@ class Webhook:
         out.append(f"Request Body:\n{body}\n\n")
         start = time.monotonic()
         try:
-            resp = client.post(self.url, params=query, headers=headers, content=body,
-                               timeout=self.timeout)
+            request = ctx.destinations.request(client, "POST", self.url, params=query,
+                                               headers=headers, content=body,
+                                               timeout=self.timeout)
+            resp = client.send(request, stream=True)
+            try:
+                text = read_bounded(resp)
+            finally:
+                resp.close()
+        except DestinationDeniedError as exc:
+            raise HookFailedError(f"webhook request failed: {exc}", "".join(out)) from None
         except httpx.HTTPError as exc:
             out.append(f"\nRequest duration: {time.monotonic() - start:.3f}s\n")
             raise HookFailedError(f"webhook request failed: {exc}", "".join(out)) from None
@@ -98,7 +124,7 @@ class Webhook:
         out.append(f"\nResponse:\n{resp.http_version} {resp.status_code} "
                    f"{resp.reason_phrase}\n")
         out.extend(f"{k}: {v}\n" for k, v in resp.headers.items())
-        out.append(f"\n{resp.text}")
+        out.append(f"\n{text}")
         if not 200 <= resp.status_code < 300:
             raise HookFailedError(
                 f"webhook request failed (status code: {resp.status_code})", "".join(out))

@@ -120,7 +120,7 @@ hooks:
 
 def test_airflow_hook_triggers_and_waits_for_dag_runs(
         server: LiveServer, airflow: AirflowAPI, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW_TEST_SECRET", "secret")
+    monkeypatch.setenv("LAKEFSACTION_AIRFLOW_TEST_SECRET", "secret")
     client = sdk_client(server)
     actions = client.sdk_client.actions_api
     repo = lakefs.Repository("flows", client=client).create(storage_namespace="local://flows")
@@ -146,7 +146,7 @@ def test_airflow_hook_triggers_and_waits_for_dag_runs(
         _airflow_action("gate", "pre-commit", airflow.url, "export_dag", wait=True))
     put(main, "_lakefs_actions/notify.yaml",
         _airflow_action("notify", "post-commit", airflow.url, "export_dag", wait=False,
-                        password="{{ ENV.AIRFLOW_TEST_SECRET }}"))
+                        password="{{ ENV.LAKEFSACTION_AIRFLOW_TEST_SECRET }}"))
     commit = main.commit("gated, passing", metadata={"k": "v"}).get_commit().id
     gate, notify = airflow.triggered[-2:]
     assert airflow.polls[gate["dag_run_id"]] == 2
