@@ -10,12 +10,14 @@ from typing import Any
 
 class WebhookServer:
     """Records each POST's path, headers and JSON body; answers 500 with ``refusal`` on
-    ``/fail...``, 200 elsewhere.
+    ``/fail...``, 200 elsewhere. Requests of other methods are recorded (no body) and
+    answered 404.
 
     Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, refusal: bytes = b"schema check failed: column x") -> None:
+    def __init__(self, refusal: bytes = b"schema check failed: column x",
+                 host: str = "127.0.0.1") -> None:
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -33,11 +35,22 @@ class WebhookServer:
                 self.end_headers()
                 self.wfile.write(answer)
 
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                # not a hook's method: recorded, so that a test sees it arrived
+                with server._lock:
+                    server.calls.append({"path": self.path, "headers": dict(self.headers),
+                                         "payload": None})
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_PUT = do_HEAD = do_DELETE = do_GET
+
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
