@@ -475,7 +475,8 @@ class ApiMirrorChecker:
 
     def status_caught_up(self, mirror_id: str) -> bool:
         """Whether the mirror's status view agrees: every source branch has a progress
-        row whose source and mirror heads are its head, nothing pending, no lag.
+        row whose source and mirror heads are its head, nothing pending, and current
+        (the source read recently and found equal, see replication.freshness).
 
         The row is written just after the promotion, so it may trail :meth:`in_sync`.
         """
@@ -487,7 +488,7 @@ class ApiMirrorChecker:
         rows = {b["branch"]: b for b in status["branches"]}
         return status["mirror"]["state"] == "active" and set(rows) == set(heads) and all(
             rows[b]["source_head"] == rows[b]["mirror_head"] == head
-            and rows[b]["pending_commit"] is None and rows[b]["lag_seconds"] == 0
+            and rows[b]["pending_commit"] is None and rows[b]["current"]
             for b, head in heads.items())
 
     def wait_in_sync(self, timeout: float = 60.0, what: str = "mirror in sync") -> None:

@@ -140,6 +140,8 @@ def branch_to_dict(progress: MirrorBranch) -> dict[str, Any]:
         "error": progress.error,
         "updated_at": _opt_micros(progress.updated_at),
         "version": progress.version,
+        "source_seen_at": _opt_micros(progress.source_seen_at),
+        "source_confirmed_at": _opt_micros(progress.source_confirmed_at),
     }
 
 
@@ -160,6 +162,8 @@ def branch_from_dict(data: Mapping[Any, Any], key: str) -> MirrorBranch:
         error=r.opt_text("error") or "",
         updated_at=r.time("updated_at"),
         version=r.integer("version"),
+        source_seen_at=r.opt_time("source_seen_at"),
+        source_confirmed_at=r.opt_time("source_confirmed_at"),
     )
 
 

@@ -45,9 +45,11 @@ class MirrorState(StrEnum):
     """Lifecycle of a mirror.
 
     ``creating`` -> ``active`` -> ``deleting`` -> ``deleted``; any state but
-    ``deleted`` may fall to ``failed``, and a failed mirror can only be deleted.
-    Staying in the same state (to change the error text) is allowed, except in
-    ``deleted``, which is final.
+    ``deleted`` and ``detached`` may fall to ``failed``, and a failed mirror can only be
+    deleted. An active mirror may be ``detached`` (its repository became an ordinary
+    writable one: a normal end state, not a failure), and a detached mirror's row may
+    then be deleted (its repository stays). Staying in the same state (to change the
+    error text) is allowed, except in ``deleted``, which is final.
     """
 
     CREATING = "creating"
@@ -55,6 +57,7 @@ class MirrorState(StrEnum):
     DELETING = "deleting"
     DELETED = "deleted"
     FAILED = "failed"
+    DETACHED = "detached"
 
     @property
     def is_live(self) -> bool:
@@ -75,11 +78,13 @@ _TRANSITIONS: dict[MirrorState, frozenset[MirrorState]] = {
     MirrorState.CREATING: frozenset(
         {MirrorState.CREATING, MirrorState.ACTIVE, MirrorState.FAILED, MirrorState.DELETING}
     ),
-    MirrorState.ACTIVE: frozenset({MirrorState.ACTIVE, MirrorState.FAILED, MirrorState.DELETING}),
+    MirrorState.ACTIVE: frozenset({MirrorState.ACTIVE, MirrorState.FAILED, MirrorState.DELETING,
+                                   MirrorState.DETACHED}),
     MirrorState.DELETING: frozenset(
         {MirrorState.DELETING, MirrorState.DELETED, MirrorState.FAILED}
     ),
     MirrorState.FAILED: frozenset({MirrorState.FAILED, MirrorState.DELETING}),
+    MirrorState.DETACHED: frozenset({MirrorState.DETACHED, MirrorState.DELETING}),
     MirrorState.DELETED: frozenset(),
 }
 
@@ -196,7 +201,8 @@ class MirrorBranch:
     """Replication progress of one branch of a mirror.
 
     The whole row is written by the destination region's sidecar: the commit
-    sensor sets ``source_head``, ``source_head_seen_at`` and ``pending_commit``;
+    sensor sets ``source_head``, ``source_head_seen_at``, ``pending_commit``,
+    ``source_seen_at`` and ``source_confirmed_at``;
     the validator sets ``missing_ranges``, ``missing_objects`` and ``error``; the
     promoter sets ``promoted_commit`` and ``promoted_at``. ``version`` 0 means "not
     stored yet": pass such a row to ``put_branch_progress`` to create it.
@@ -210,6 +216,11 @@ class MirrorBranch:
         missing_ranges: Ranges and metaranges of ``pending_commit`` not yet present.
         missing_objects: Objects of ``pending_commit`` not yet present.
         error: Last validation or promotion error, empty when fine.
+        source_seen_at: When the destination last read the source branch's head.
+        source_confirmed_at: When the destination last read the source branch's head
+            and found it equal to what the mirror branch serves: every commit made on
+            the source before then is on the mirror, so ``now - source_confirmed_at``
+            bounds what the mirror may be missing (the honest lag).
     """
 
     organization_id: str
@@ -225,6 +236,8 @@ class MirrorBranch:
     error: str = ""
     updated_at: datetime | None = None
     version: int = 0
+    source_seen_at: datetime | None = None
+    source_confirmed_at: datetime | None = None
 
     def validate(self) -> None:
         """Raise InvalidMirrorArgumentError if a key part or a count is bad."""

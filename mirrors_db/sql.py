@@ -111,6 +111,8 @@ branches_t = sa.Table(
     sa.Column("error", sa.Text, nullable=False),
     sa.Column("updated_at", sa.BigInteger, nullable=False),
     sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("source_seen_at", sa.BigInteger),
+    sa.Column("source_confirmed_at", sa.BigInteger),
 )
 
 leases_t = sa.Table(
@@ -124,8 +126,10 @@ leases_t = sa.Table(
 )
 
 #: columns added after a table's first version, by table: a table without them gets
-#: them when it is opened (each has a server default that fits the existing rows)
-ADDED_COLUMNS = {"mirrors_db_mirrors": {"storage_id"}}
+#: them when it is opened (each has a server default, or is nullable, that fits the
+#: existing rows)
+ADDED_COLUMNS = {"mirrors_db_mirrors": {"storage_id"},
+                 "mirrors_db_branches": {"source_seen_at", "source_confirmed_at"}}
 
 #: SQLite only: the change log that watchers poll.
 changes_t = sa.Table(

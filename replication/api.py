@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,8 +39,8 @@ from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
-from replication.lag_history import branch_lag
-from replication.sidecar import MAX_EVENTS, Sidecar
+from replication.freshness import branch_freshness, source_unreadable
+from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
 from replication.source import SourceError
 
 PREFIX = "/service/replication/v1"
@@ -71,6 +72,7 @@ def _ts(value: datetime | None) -> int | None:
 
 
 def mirror_json(m: Mirror) -> dict[str, Any]:
+    state = shown_state(m)
     return {
         "id": m.id,
         "name": m.name,
@@ -79,11 +81,24 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
         "region": m.destination_region,
         "storage_namespace": m.storage_namespace,
         "storage_id": m.storage_id,
-        "state": m.state.value,
-        "error": m.error,
+        "state": state.value,
+        "error": "" if state is MirrorState.DETACHED else m.error,
         "creation_date": _ts(m.created_at),
         "updated_at": _ts(m.updated_at),
     }
+
+
+def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float) -> list[dict[str, Any]]:
+    """Per branch, what the mirror serves and when the source was last found at it."""
+    rows = []
+    for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+        fresh = branch_freshness(m, p, now, sidecar.stale_after)
+        rows.append({"branch": p.branch, "mirror_head": p.promoted_commit,
+                     "source_head": p.source_head,
+                     "source_confirmed_at": _ts(p.source_confirmed_at),
+                     "lag_seconds": round(fresh.lag_seconds, 3), "stale": fresh.stale,
+                     "current": fresh.current})
+    return rows
 
 
 FORWARDED = "x-replication-forwarded-from"
@@ -158,11 +173,47 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         return sidecar.auth.authenticate(*creds)
 
     def mirror_of(repository: str, mirror_id: str) -> Mirror:
+        """The mirror, addressed by its source repository or, in its destination region,
+        by its own repository's name."""
         m = sidecar.table.get_mirror(sidecar.org, mirror_id)
-        if m.source_repository != repository:
+        if not _names(m, repository, sidecar.region):
             raise MirrorNotFoundError(sidecar.org, mirror_id,
                                       f"not a mirror of repository {repository!r}")
         return m
+
+    def region_mirrors() -> Iterator[Mirror]:
+        """Every mirror whose source or destination is this region, by id."""
+        token: str | None = None
+        while True:
+            page = sidecar.table.list_mirrors(sidecar.org, page_token=token,
+                                              page_size=cfg.list_mirrors_page_size)
+            yield from (m for m in page.mirrors
+                        if sidecar.region in (m.source_region, m.destination_region))
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
+
+    def listing(mirrors: Iterator[Mirror], after: str, amount: int,
+                with_heads: bool) -> dict[str, Any]:
+        if not 1 <= amount <= 1000:
+            raise ValidationError("amount must be 1..1000")
+        now = time.time()
+        results: list[dict[str, Any]] = []
+        more = False
+        for m in mirrors:
+            if after and m.id <= after:
+                continue
+            if len(results) == amount:
+                more = True
+                break
+            item = mirror_json(m)
+            if with_heads:
+                item["branches"] = confirmed_heads(sidecar, m, now)
+            results.append(item)
+        return {"results": results,
+                "pagination": {"has_more": more,
+                               "next_offset": results[-1]["id"] if more else "",
+                               "results": len(results), "max_per_page": amount}}
 
     @app.get("/_health", include_in_schema=False)
     def health() -> Response:
@@ -212,16 +263,21 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.get("/repositories/{repository}/mirrors")
     def list_mirrors(repository: str, after: str = "", amount: int = 100,
                      who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """The mirrors of ``repository`` this region knows: those whose source it is
+        here, and those whose destination is here (named by their source repository or
+        by their own repository's name), so that every step of a failover works from
+        the surviving region."""
         who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
-        if not 1 <= amount <= 1000:
-            raise ValidationError("amount must be 1..1000")
-        page = sidecar.table.list_mirrors_by_source(sidecar.org, sidecar.region, repository,
-                                                    page_token=after or None, page_size=amount)
-        return {
-            "results": [mirror_json(m) for m in page.mirrors],
-            "pagination": {"has_more": page.has_more, "next_offset": page.next_page_token or "",
-                           "results": len(page.mirrors), "max_per_page": amount},
-        }
+        return listing((m for m in region_mirrors() if _names(m, repository, sidecar.region)),
+                       after, amount, with_heads=False)
+
+    @router.get("/mirrors")
+    def list_region_mirrors(after: str = "", amount: int = 100,
+                            who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """Every mirror whose source or destination is this region, with what each
+        branch serves and when its source was last confirmed there."""
+        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        return listing(region_mirrors(), after, amount, with_heads=True)
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}")
     def read_mirror(repository: str, mirror_id: str,
@@ -251,9 +307,15 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
         m = mirror_of(repository, mirror_id)
         now = time.time()
-        branches = []
+        branches: list[dict[str, Any]] = []
+        lags: list[float] = []
+        seen: list[int | None] = []
+        stale = m.state is MirrorState.ACTIVE and source_unreadable(m)
         for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
-            lag = branch_lag(p, now)
+            fresh = branch_freshness(m, p, now, sidecar.stale_after)
+            lags.append(fresh.lag_seconds)
+            seen.append(_ts(p.source_seen_at))
+            stale = stale or (m.state is MirrorState.ACTIVE and fresh.stale)
             branches.append({
                 "branch": p.branch,
                 "source_head": p.source_head,
@@ -261,12 +323,22 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 "pending_commit": p.pending_commit,
                 "missing_ranges": p.missing_ranges,
                 "missing_objects": p.missing_objects,
-                "lag_seconds": round(lag, 3),
+                "lag_seconds": round(fresh.lag_seconds, 3),
+                "stale": fresh.stale,
+                "current": fresh.current,
+                "source_seen_at": _ts(p.source_seen_at),
+                "source_confirmed_at": _ts(p.source_confirmed_at),
                 "promoted_at": _ts(p.promoted_at),
                 "error": p.error,
             })
+        known = [t for t in seen if t is not None]
         return {"mirror": mirror_json(m), "branches": branches,
-                "error": m.error or sidecar.last_errors.get(m.id, "")}
+                "error": m.error or sidecar.last_errors.get(m.id, ""),
+                # the mirror as a whole: blind if any branch is, its lag the largest
+                "stale": stale or (m.state is MirrorState.ACTIVE and not branches),
+                "lag_seconds": round(max(lags, default=0.0), 3),
+                "source_seen_at": min(known) if known and len(known) == len(seen) else None,
+                "stale_after_seconds": sidecar.stale_after}
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}/lag")
     def mirror_lag(repository: str, mirror_id: str,
@@ -336,6 +408,14 @@ def create_app(sidecar: Sidecar) -> FastAPI:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _names(m: Mirror, repository: str, region: str) -> bool:
+    """Whether ``repository``, asked in ``region``, names mirror ``m``: its source
+    repository (in either region), or its own repository in its destination."""
+    return (m.source_repository == repository
+            and region in (m.source_region, m.destination_region)) or (
+        m.destination_region == region and m.name == repository)
 
 
 async def _bounded_body(request: Request, limit: int) -> bytes:

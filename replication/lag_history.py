@@ -11,13 +11,22 @@ from mirrors_db.models import MirrorBranch
 
 
 def branch_lag(progress: MirrorBranch, now: float) -> float:
-    """Seconds the mirror branch is behind its source at ``now`` (0 when caught up): the
-    time since the source head it has not promoted yet was first seen."""
-    if progress.source_head is None or progress.source_head == progress.promoted_commit:
-        return 0.0
-    if progress.source_head_seen_at is None:
-        return 0.0
-    return max(0.0, now - progress.source_head_seen_at.timestamp())
+    """The honest lag of a mirror branch at ``now``: seconds since the destination last
+    read the source's head and found the mirror serving it (``source_confirmed_at``).
+
+    Every commit made on the source before that instant is on the mirror, so this
+    bounds what the mirror may be missing; it keeps growing while the source cannot be
+    read. A row never confirmed (written by an earlier version) counts from when its
+    unpromoted head, or its current head, was first seen.
+    """
+    behind = 0.0
+    if (progress.source_head is not None and progress.source_head_seen_at is not None
+            and progress.source_head != progress.promoted_commit):
+        behind = now - progress.source_head_seen_at.timestamp()
+    since = progress.source_confirmed_at or progress.source_head_seen_at
+    if since is None:
+        return max(0.0, behind)
+    return max(0.0, behind, now - since.timestamp())
 
 
 class LagHistory:

@@ -13,8 +13,13 @@ class ReplicationMetrics:
         labels = ("mirror", "branch")
         self.lag_seconds = Gauge(
             "replication_mirror_branch_lag_seconds",
-            "Seconds since the source head the mirror branch has not reached yet was seen "
-            "(0 when caught up)", labels, registry=self.registry)
+            "Seconds since the destination last read the source branch's head and found "
+            "the mirror branch serving it: a bound on what the mirror may be missing, "
+            "growing while the source cannot be read", labels, registry=self.registry)
+        self.source_unreadable = Gauge(
+            "replication_mirror_source_unreadable",
+            "1 while the mirror's last round could not read its source's heads "
+            "(unreachable, refused, not found)", ("mirror",), registry=self.registry)
         self.pending_commits = Gauge(
             "replication_mirror_branch_pending_commits",
             "Commits on the source branch not yet promoted on the mirror", labels,
@@ -51,7 +56,7 @@ class ReplicationMetrics:
             registry=self.registry)
         self._branch_gauges = (self.lag_seconds, self.pending_commits, self.missing_objects)
         self._mirror_counters = (self.validation_requests, self.promotions,
-                                 self.copied_objects, self.errors)
+                                 self.copied_objects, self.errors, self.source_unreadable)
 
     def forget_branch(self, mirror: str, branch: str) -> None:
         """Drop a branch's series (the branch is gone): series never outnumber branches."""

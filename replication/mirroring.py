@@ -57,6 +57,12 @@ from replication.source import SourceClient, SourceError, SourceForbiddenError
 log = logging.getLogger("replication.mirroring")
 
 TAG_PREFIX = "tag:"  # refs of kind tag are tracked in memory under this prefix
+#: how a mirror's error starts when its last round could not read the source's heads
+SOURCE_UNREADABLE = "source unreadable: "
+#: seconds between two writes of a branch's source_seen_at / source_confirmed_at when
+#: nothing else of its row changes: the stored times are at most this much older than
+#: the truth, so the lag read from them errs on the high side, never the low
+CONFIRMATION_REFRESH = 5.0
 
 
 @dataclass
@@ -153,6 +159,19 @@ class MirrorFollower:
         self.notice = ""
         #: permissions the replication user lacks, already logged
         self._warned: set[str] = set()
+        #: per branch, the time (Unix) from which its lag counts: the last time the
+        #: source's head was read and found equal to the mirror's (the stored one at
+        #: first, so a restarted sidecar starts from it), or, never confirmed, when the
+        #: branch was first seen; the lag gauge reads it at every scrape
+        self._lag_from: dict[str, float] = {}
+        try:
+            rows = ctx.table.list_branch_progress(ctx.organization_id, mirror.id)
+        except MirrorsDatabaseError:
+            rows = []
+        for row in rows:
+            since = row.source_confirmed_at or row.source_head_seen_at
+            if since is not None:
+                self._watch_lag(row.branch, since.timestamp())
 
     # ------------------------------------------------------------------ the round
     def process(self) -> float | None:
@@ -173,8 +192,16 @@ class MirrorFollower:
         m = self.mirror
         client = self.ctx.source_client(m.source_region)
         repo = m.name
-        with self.ctx.scan_slots:
-            branches = client.list_branches(m.source_repository, self.ctx.branch_page_size)
+        try:
+            with self.ctx.scan_slots:
+                branches = client.list_branches(m.source_repository,
+                                                self.ctx.branch_page_size)
+        except SourceError as e:
+            # blind: the lag gauges go on growing from the last confirmation
+            if isinstance(e, SourceForbiddenError):
+                self._forbidden(e)
+            raise SourceUnreadableError(f"{SOURCE_UNREADABLE}{e}") from e
+        read_at = _utcnow()
         source_branches = {r.name: r.commit_id for r in branches}
         mirror_branches = self.ctx.mirrors.branches(repo)
         progress = {p.branch: p for p in
@@ -184,12 +211,14 @@ class MirrorFollower:
         for name, head in source_branches.items():
             try:
                 when = self._follow(client, name, head, mirror_branches.get(name) or None,
-                                    progress.get(name), is_tag=False)
+                                    progress.get(name), is_tag=False, read_at=read_at)
             except SourceForbiddenError as e:
                 # this branch waits for a permission; the others go on
                 self._forbidden(e)
-                self._record(self._current_row(name), name, source_head=head,
-                             error=f"permission denied: {e}")
+                row = self._current_row(name)
+                self._record(row, name, source_head=head, error=f"permission denied: {e}",
+                             source_seen_at=_refreshed(row.source_seen_at if row else None,
+                                                       read_at))
                 notices.append(f"branch {name!r}: {e.request} needs {e.action}")
                 continue
             if when is not None:
@@ -252,16 +281,22 @@ class MirrorFollower:
 
     # ------------------------------------------------------------------- one ref
     def _follow(self, client: SourceClient, name: str, head: str, mirror_head: str | None,
-                row: MirrorBranch | None, *, is_tag: bool) -> float | None:
+                row: MirrorBranch | None, *, is_tag: bool,
+                read_at: datetime | None = None) -> float | None:
+        """Bring one ref towards ``head``, its source's head as read at ``read_at``."""
         key = TAG_PREFIX + name if is_tag else name
         labels = (self.mirror.name, key)
+        read_at = read_at or _utcnow()
+        if not is_tag:
+            since = row and (row.source_confirmed_at or row.source_head_seen_at)
+            self._watch_lag(name, (since or read_at).timestamp(), keep=True)
         if head == mirror_head:
             self.refs.pop(key, None)
             if not is_tag:
+                self._confirmed(name, read_at)
                 self._record(row, name, source_head=head, pending_commit=None,
                              promoted_commit=head, missing_ranges=0, missing_objects=0,
-                             error="")
-                self.ctx.metrics.lag_seconds.labels(*labels).set(0)
+                             error="", **self._seen(row, read_at, confirmed=True))
                 self.ctx.metrics.pending_commits.labels(*labels).set(0)
                 self.ctx.metrics.missing_objects.labels(*labels).set(0)
             return None
@@ -274,7 +309,8 @@ class MirrorFollower:
             if not is_tag:
                 seen = row.source_head_seen_at if row and row.source_head == head else None
                 row = self._record(row, name, source_head=head, pending_commit=head,
-                                   source_head_seen_at=seen or _utcnow(), error="")
+                                   source_head_seen_at=seen or _utcnow(), error="",
+                                   **self._seen(row, read_at))
         run_due = recheck_due = False
         if st.retry_at is not None:  # waiting: pieces were missing, or validation failed
             run_due = now >= self.ctx.validation_run_at(st.retry_at)
@@ -283,7 +319,7 @@ class MirrorFollower:
                 if st.earlier and now >= st.earlier[-1].next_recheck:
                     mirror_head, row = self._try_earlier(st, name, mirror_head, row)
                 if not is_tag:
-                    self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.waiting_since)
+                    row = self._record(row, name, **self._seen(row, read_at))
                 return self._next_visit(st)
         repo = self.mirror.name
         mirrors = self.ctx.mirrors
@@ -306,7 +342,6 @@ class MirrorFollower:
             mirror_head, row = self._try_earlier(st, name, mirror_head, row)
         if not is_tag:
             self.ctx.metrics.pending_commits.labels(*labels).set(len(st.commits))
-            self.ctx.metrics.lag_seconds.labels(*labels).set(now - st.waiting_since)
         if not mirrors.is_present(repo, head):
             try:
                 with self.ctx.validation_slots, self._counting_requests():
@@ -327,12 +362,14 @@ class MirrorFollower:
         self._promote(st, name, mirror_head, is_tag=is_tag)
         self.refs.pop(key, None)
         if not is_tag:
-            self.ctx.metrics.lag_seconds.labels(*labels).set(0)
+            # the mirror now serves the head the source had when it was read
+            self._confirmed(name, read_at)
             self.ctx.metrics.pending_commits.labels(*labels).set(0)
             self.ctx.metrics.missing_objects.labels(*labels).set(0)
             self._record(row, name, source_head=head, pending_commit=None,
                          promoted_commit=head, promoted_at=_utcnow(), missing_ranges=0,
-                         missing_objects=0, error="")
+                         missing_objects=0, error="",
+                         **self._seen(row, read_at, confirmed=True, now=True))
         return None
 
     def _new_head(self, st: RefProgress | None, head: str, now: float, *,
@@ -540,7 +577,39 @@ class MirrorFollower:
     def _forget_ref(self, branch: str) -> None:
         """Drop what is kept in memory for a branch the source no longer has."""
         self.refs.pop(branch, None)
+        self._lag_from.pop(branch, None)
         self.ctx.metrics.forget_branch(self.mirror.name, branch)
+
+    # ----------------------------------------------------------------- honest lag
+    def _watch_lag(self, branch: str, since: float, *, keep: bool = False) -> None:
+        """Let the branch's lag gauge count from ``since`` (``keep``: unless it counts
+        from somewhere already)."""
+        if keep and branch in self._lag_from:
+            return
+        first = branch not in self._lag_from
+        self._lag_from[branch] = since
+        if first:
+            lag_from = self._lag_from
+            self.ctx.metrics.lag_seconds.labels(self.mirror.name, branch).set_function(
+                lambda: max(0.0, time.time() - lag_from.get(branch, time.time())))
+
+    def _confirmed(self, branch: str, read_at: datetime) -> None:
+        """The source's head, read at ``read_at``, is what the mirror serves now."""
+        self._watch_lag(branch, read_at.timestamp())
+
+    @staticmethod
+    def _seen(row: MirrorBranch | None, read_at: datetime, *, confirmed: bool = False,
+              now: bool = False) -> dict[str, datetime | None]:
+        """The row's ``source_seen_at`` (and ``source_confirmed_at``) after a read of
+        the source at ``read_at``; refreshed at most every :data:`CONFIRMATION_REFRESH`
+        seconds unless ``now``."""
+        refresh = (lambda _old, new: new) if now else _refreshed
+        changes: dict[str, datetime | None] = {
+            "source_seen_at": refresh(row.source_seen_at if row else None, read_at)}
+        if confirmed:
+            changes["source_confirmed_at"] = refresh(
+                row.source_confirmed_at if row else None, read_at)
+        return changes
 
     # -------------------------------------------------------------- progress rows
     def _record(self, row: MirrorBranch | None, branch: str,
@@ -567,6 +636,17 @@ class MirrorFollower:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _refreshed(old: datetime | None, new: datetime) -> datetime:
+    """``new``, or ``old`` while it is less than CONFIRMATION_REFRESH seconds older."""
+    if old is not None and 0 <= (new - old).total_seconds() < CONFIRMATION_REFRESH:
+        return old
+    return new
+
+
+class SourceUnreadableError(SourceError):
+    """A round could not read the source's heads (unreachable, refused, not found)."""
 
 
 def _foreign_object(item: MissingItem) -> bool:

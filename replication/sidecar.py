@@ -66,7 +66,7 @@ from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
 from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
-from replication.mirroring import MirrorContext, MirrorFollower
+from replication.mirroring import MirrorContext, MirrorFollower, SourceUnreadableError
 from replication.remote_auth import RemoteAuthenticator
 from replication.source import SourceClient, SourceError, SourceForbiddenError
 
@@ -167,6 +167,9 @@ class Sidecar:
         self.manage_interval = (
             config.mirrors_manager.process_mirrors_interval_duration.total_seconds())
         self.error_cooldown = config.validator.cooldown_on_error.total_seconds()
+        #: a branch whose source head was not read for longer is stale (blind): twice
+        #: the sensor's period, and a margin for a round that is slow to run
+        self.stale_after = 2 * self.sense_interval + 10.0
         self.lease_ttl = max(10.0, 3 * min(self.sense_interval, self.manage_interval))
         self._followers: dict[str, MirrorFollower] = {}
         self._mirrors: dict[str, Mirror] = {}
@@ -347,6 +350,8 @@ class Sidecar:
             result = follower.process()
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
+            self.metrics.source_unreadable.labels(mirror.name).set(
+                isinstance(e, SourceUnreadableError))
             self.last_errors[mirror_id] = str(e)
             if isinstance(e, SourceForbiddenError):
                 self.metrics.permission_errors.labels(mirror.name, e.action).inc()
@@ -357,6 +362,7 @@ class Sidecar:
             self._report(mirror, str(e))
             return time.monotonic() + min(self.error_cooldown, self.sense_interval)
         self.last_errors.pop(mirror_id, None)
+        self.metrics.source_unreadable.labels(mirror.name).set(0)
         self._report(mirror, follower.notice)
         return result
 
@@ -601,14 +607,22 @@ class Sidecar:
     def detach(self, mirror: Mirror) -> Mirror:
         """Turn a mirror into an ordinary writable repository at its last consistent heads.
 
-        Replication of it stops for good. The mirror row ends ``failed`` with the error
-        text ``detached`` (a terminal, non-deletable state for the repository: deleting
-        the mirror afterwards leaves the detached repository alone).
+        Replication of it stops for good. The mirror row ends ``detached`` (a normal end
+        state: deleting the mirror afterwards leaves the detached repository alone).
         """
         self._unfollow(mirror.id)
         self.mirrors.mark_detached(mirror.name, mirror.id)
         self.mirrors.detach(mirror.name)
-        return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, DETACHED))
+        return self.table.update_mirror(mirror.with_state(MirrorState.DETACHED))
 
 
-DETACHED = "detached"
+#: the error text with which an earlier version recorded a detached mirror (``failed``)
+LEGACY_DETACHED = "detached"
+
+
+def shown_state(mirror: Mirror) -> MirrorState:
+    """The mirror's state as clients see it: a row an earlier version left ``failed``
+    with the error ``detached`` reads as ``detached``."""
+    if mirror.state is MirrorState.FAILED and mirror.error == LEGACY_DETACHED:
+        return MirrorState.DETACHED
+    return mirror.state

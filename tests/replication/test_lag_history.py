@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 from mirrors_db.models import MirrorBranch
 from replication.lag_history import LagHistory, branch_lag
@@ -23,11 +24,19 @@ def test_samples_are_bounded_by_count_window_and_series() -> None:
     assert history.samples("m1", now=1190.0) == {} and len(history) == 1
 
 
-def test_branch_lag_counts_from_when_the_unpromoted_head_was_seen() -> None:
-    seen = datetime(2026, 1, 1, tzinfo=UTC)
+def test_branch_lag_never_reads_less_than_the_time_since_the_last_confirmation() -> None:
+    confirmed = datetime(2026, 1, 1, tzinfo=UTC)
+    seen = confirmed + timedelta(seconds=20)
+    now = seen.timestamp() + 7.5
+    # behind: the source moved after the last confirmation; the bound is from then
     behind = MirrorBranch("org", "m", "main", source_head="c2", source_head_seen_at=seen,
-                          promoted_commit="c1")
-    assert branch_lag(behind, seen.timestamp() + 7.5) == 7.5
-    current = MirrorBranch("org", "m", "main", source_head="c2", source_head_seen_at=seen,
-                           promoted_commit="c2")
-    assert branch_lag(current, seen.timestamp() + 7.5) == 0.0
+                          promoted_commit="c1", source_confirmed_at=confirmed)
+    assert branch_lag(behind, now) == 27.5
+    # caught up at the last read, 27.5 s ago: a commit since may not have been seen
+    current = replace(behind, promoted_commit="c2")
+    assert branch_lag(current, now) == 27.5
+    assert branch_lag(replace(current, source_confirmed_at=seen), now) == 7.5
+    # a row of an earlier version, never confirmed: from when its head was first seen
+    legacy = replace(current, source_confirmed_at=None)
+    assert branch_lag(legacy, now) == 7.5
+    assert branch_lag(MirrorBranch("org", "m", "main"), now) == 0.0

@@ -26,9 +26,8 @@ async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
         if e.status == 401:
             raise
         return {"mirror": {"id": mirror_id}, "branches": [], "error": e.message}
-    caught_up = [b for b in status.get("branches", []) if b.get("source_head")
-                 and b.get("source_head") == b.get("mirror_head")]
-    status["caught_up"] = len(caught_up)
+    # current: the source read recently and found equal; never while blind (stale)
+    status["caught_up"] = sum(1 for b in status.get("branches", []) if b.get("current"))
     # detach is done where the mirror repository lives: this region, if it has it
     mirror = status.get("mirror", {})
     marking = await run_in_threadpool(p.state.services.graveler.mirror_marking,

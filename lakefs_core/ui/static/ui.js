@@ -64,12 +64,15 @@ async function refreshMirror(card) {
   if (!resp.ok || resp.redirected) return;
   const status = await resp.json();
   const branches = status.branches || [];
-  const current = branches.filter((b) => b.source_head && b.source_head === b.mirror_head).length;
+  // current: the source read recently and found equal; never while it is not read
+  const current = branches.filter((b) => b.current).length;
   const badge = card.querySelector("[data-test=mirror-progress]");
   if (badge) {
     badge.textContent = `${current}/${branches.length} branches current`;
     badge.className = `badge ${branches.length && current === branches.length ? "ok" : "pending"}`;
   }
+  const stale = card.querySelector("[data-test=mirror-stale]");
+  if (stale) stale.hidden = !status.stale;
   const state = card.querySelector("[data-test=mirror-state]");
   if (state && status.mirror && status.mirror.state) {
     state.textContent = status.mirror.state;
@@ -89,16 +92,16 @@ async function refreshMirror(card) {
       row.firstChild.textContent = b.branch;
       tbody.appendChild(row);
     }
-    const isCurrent = b.source_head && b.source_head === b.mirror_head;
     const set = (field, text) => { row.querySelector(`[data-field=${field}]`).textContent = text; };
     set("source_head", short(b.source_head));
     set("mirror_head", short(b.mirror_head) || "—");
     set("pending_commit", short(b.pending_commit));
     set("missing_ranges", b.missing_ranges);
     set("missing_objects", b.missing_objects);
-    set("lag", b.lag_seconds ? `${b.lag_seconds.toFixed(1)} s` : isCurrent ? "current" : "—");
+    const lag = `${(b.lag_seconds || 0).toFixed(1)} s`;
+    set("lag", b.current ? `current · ${lag}` : b.stale ? `blind · ${lag}` : lag);
     set("error", b.error || "");
-    row.className = isCurrent ? "current" : "behind";
+    row.className = b.current ? "current" : b.stale ? "stale" : "behind";
     recordRow(card.dataset.mirror, row, b.lag_seconds || 0);
   }
 }
