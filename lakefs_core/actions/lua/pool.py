@@ -149,6 +149,12 @@ class LuaWorkerPool:
         self._started = False
         self._closed = False
 
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the idle workers."""
+        with self._cond:
+            return [w.pid for w in self._idle]
+
     # -- running -------------------------------------------------------------------------
     def run(self, job: LuaJob, calls: LakeFSCalls) -> LuaResult:
         """Run ``job`` in a worker, answering its ``lakefs`` calls with ``calls``.
