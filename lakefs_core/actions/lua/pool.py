@@ -187,6 +187,9 @@ class LuaWorkerPool:
             error = self.limits.out_of_memory()
         except WireError as exc:
             error = self._lost(worker, exc)
+        except BaseException:
+            self._release(worker, reusable=False)
+            raise
         self._release(worker, reusable=False)
         return LuaResult([], error)
 

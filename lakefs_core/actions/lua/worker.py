@@ -105,8 +105,8 @@ def failure_message(exc: BaseException, limits: LuaLimits) -> str:
 def run_job(job: dict[str, Any], limits: LuaLimits, channel: _Channel) -> dict[str, Any]:
     """Run one script; the ``done`` message."""
     used = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = int(used.ru_utime + used.ru_stime + limits.timeout) + 2
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, resource.RLIM_INFINITY))
+    _lower(resource.RLIMIT_CPU, int(used.ru_utime + used.ru_stime + limits.timeout) + 2,
+           keep_hard=True)
     modules: dict[str, Module] = {**MODULES, "lakefs": lakefs_proxy(channel)}
     if limits.net_http:
         modules["net/http"] = net_http
@@ -135,13 +135,21 @@ def _address_space() -> int:
     return int(m.group(1)) << 10 if m else 0
 
 
+def _lower(limit: int, value: int, *, keep_hard: bool = False) -> None:
+    """Set a resource limit to ``value`` (never above the hard limit inherited);
+    ``keep_hard``: only the soft one, so that a later run may move it again."""
+    _, hard = resource.getrlimit(limit)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(limit, (value, hard if keep_hard else value))
+
+
 def confine(limits: LuaLimits) -> None:
     """Hard limits on this process, before it takes any script."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _lower(resource.RLIMIT_CORE, 0)
     size = _address_space()
     if size:
-        bound = size + limits.max_memory + HEADROOM
-        resource.setrlimit(resource.RLIMIT_AS, (bound, bound))
+        _lower(resource.RLIMIT_AS, size + limits.max_memory + HEADROOM)
     guard_connections()
 
 
