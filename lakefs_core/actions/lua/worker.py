@@ -160,6 +160,8 @@ def main(argv: list[str]) -> int:
     channel = _Channel(0, os.dup(1))
     os.dup2(2, 1)
     confine(limits)
+    # what is loaded now stays: each run's collection then looks at its own objects only
+    gc.freeze()
     try:
         channel.send({"op": "ready"})
         while True:
