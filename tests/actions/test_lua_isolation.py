@@ -196,3 +196,10 @@ def test_lakefs_calls_of_an_event_without_a_user_are_refused(gated: Gated) -> No
         403, {"message": "insufficient permissions"}]
     assert nobody.call("get_object", [b"gated", b"main", b"data/file"]) == [
         403, '{"message": "insufficient permissions"}']
+
+
+def test_the_worker_offers_every_lakefs_function_the_server_answers() -> None:
+    from lakefs_core.actions.lua.engine import FUNCTIONS
+    from lakefs_core.actions.lua.library import LAKEFS_FUNCTIONS
+
+    assert sorted(FUNCTIONS) == sorted(LAKEFS_FUNCTIONS)
