@@ -408,17 +408,27 @@ class HttpConfig(ConfigModel):
 class LuaHooksConfig(ConfigModel):
     """``actions.lua``: the bounds of a ``lua`` hook's run.
 
+    Scripts run in worker processes, never in the server's: each with hard CPU and
+    address-space limits and none of the server's environment, killed at its
+    deadline. Whatever module a script uses, it cannot connect to link-local addresses
+    (cloud instance metadata).
+
     Attributes:
-        timeout: a script still running after this long fails its hook.
+        timeout: a script still running after this long fails its hook (its worker is
+            killed a second later if it is stuck outside Lua).
         max_memory: the most memory (bytes) one script's Lua state may hold; past it
-            the script fails its hook.
+            the script fails its hook. Its worker process may map this much plus
+            512 MiB for the interpreter and libraries.
         net_http_enabled: whether scripts may ``require("net/http")`` to send HTTP
             requests out of the server (each bounded by 30s and the script's timeout).
+        workers: how many worker processes run lua hooks, one hook at a time each
+            (more hooks at once wait for a free one); started on the first lua hook.
     """
 
     timeout: Duration = timedelta(seconds=30)
     max_memory: int = Field(default=128 << 20, ge=1 << 20)
     net_http_enabled: bool = False
+    workers: int = Field(default=2, ge=1, le=64)
 
 
 class AlertWebhookConfig(ConfigModel):

@@ -150,11 +150,13 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     alert = config.actions.alert_webhook
+    access = AuthService(auth)
+    lua = config.actions.lua
     actions = ActionsService(
         graveler,
-        lua_limits=LuaLimits(timeout=config.actions.lua.timeout.total_seconds(),
-                             max_memory=config.actions.lua.max_memory,
-                             net_http=config.actions.lua.net_http_enabled),
+        lua_limits=LuaLimits(timeout=lua.timeout.total_seconds(), max_memory=lua.max_memory,
+                             net_http=lua.net_http_enabled),
+        lua_workers=lua.workers, authorizer=access,
         alerts=HookAlerts(alert.url, alert.timeout.total_seconds()),
         env=HookEnvironment(config.actions.env.enabled, config.actions.env.prefix),
         destinations=HookDestinations(networks(config.actions.webhook.denied_networks),
@@ -164,4 +166,4 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
                     graveler=graveler, auth=auth,
                     catalog=Catalog(graveler, link_address_expiry=(
                         config.storage_config.link_address_expiry)),
-                    access=AuthService(auth), notifier=notifier, actions=actions)
+                    access=access, notifier=notifier, actions=actions)

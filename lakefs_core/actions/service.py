@@ -29,7 +29,10 @@ from lakefs_core.actions.airflow import AirflowHook
 from lakefs_core.actions.alerting import HookAlerts, HookFailure
 from lakefs_core.actions.destinations import HookDestinations
 from lakefs_core.actions.hook import Hook, HookContext, HookEnvironment, HookFailedError
-from lakefs_core.actions.lua import LuaHook, LuaLimits
+from lakefs_core.actions.lua.engine import HookAuthorizer
+from lakefs_core.actions.lua.hook import LuaHook, LuaRunner
+from lakefs_core.actions.lua.pool import LuaWorkerPool
+from lakefs_core.actions.lua.sandbox import LuaLimits
 from lakefs_core.actions.webhook import Webhook
 from lakefs_core.block.base import join_address
 from lakefs_core.errors import PreconditionFailedError
@@ -57,19 +60,32 @@ class _Outcome:
     error: str  # "" when every hook passed
 
 
-def build_hook(action: Action, hook: ActionHook, lua_limits: LuaLimits | None = None) -> Hook:
-    """The runnable hook. Raises InvalidActionError for malformed properties."""
+def build_hook(action: Action, hook: ActionHook, lua: LuaRunner | None = None) -> Hook:
+    """The runnable hook (a lua one runs on ``lua``; without it, it is only checked).
+
+    Raises InvalidActionError for malformed properties."""
     if hook.type == "lua":
-        return LuaHook.from_hook(action.name, action.path, hook, lua_limits)
+        return LuaHook.from_hook(action.name, action.path, hook, lua)
     if hook.type == "airflow":
         return AirflowHook.from_hook(action.name, action.path, hook)
     return Webhook.from_hook(action.name, action.path, hook)
 
 
 class ActionsService:
-    """The server's hook handler: runs the repository's actions (see module doc)."""
+    """The server's hook handler: runs the repository's actions (see module doc).
+
+    Args:
+        graveler: the engine.
+        lua_limits: the bounds of a lua hook's run.
+        lua_workers: how many lua hooks run at once, each in its own worker process
+            (started on the first lua hook).
+        authorizer: the users' policies, which a lua hook's ``lakefs`` calls need
+            (those of the user who made the event); None refuses every such call.
+        alerts: where failed hooks are reported.
+    """
 
     def __init__(self, graveler: Graveler, *, lua_limits: LuaLimits | None = None,
+                 lua_workers: int = 2, authorizer: HookAuthorizer | None = None,
                  alerts: HookAlerts | None = None, env: HookEnvironment | None = None,
                  destinations: HookDestinations | None = None) -> None:
         self.graveler = graveler
@@ -77,13 +93,15 @@ class ActionsService:
         self.env = env or HookEnvironment()
         self.destinations = destinations or HookDestinations()
         self.lua_limits = lua_limits or LuaLimits()
+        self.lua = LuaRunner(LuaWorkerPool(self.lua_limits, lua_workers), authorizer)
         self.alerts = alerts or HookAlerts()
 
     def hook_of(self, action: Action, hook: ActionHook) -> Hook:
-        return build_hook(action, hook, self.lua_limits)
+        return build_hook(action, hook, self.lua)
 
     def close(self) -> None:
         self.client.close()
+        self.lua.pool.close()
         self.alerts.close()
 
     # -- HookHandler -------------------------------------------------------------

@@ -70,7 +70,8 @@ class CommitEngine(StagingEngine):
         # prepare-commit runs first, while its hooks may still write to the branch
         prepare = HookRecord(
             EventType.PREPARE_COMMIT, repo, source_ref=branch_name, branch_id=branch_name,
-            commit_message=message, committer=committer, commit_metadata=meta)
+            commit_message=message, committer=committer, commit_metadata=meta,
+            acting_user=committer)
         self.hooks.pre(prepare)
         run_id = self.hooks.pre(replace(prepare, event_type=EventType.PRE_COMMIT))
         rec = self._retrying()(self._commit_once, repo, branch_name, message, committer,
@@ -78,7 +79,7 @@ class CommitEngine(StagingEngine):
         self.hooks.post(HookRecord(
             EventType.POST_COMMIT, repo, source_ref=rec.id, branch_id=branch_name,
             commit_id=rec.id, commit_message=message, committer=committer,
-            commit_metadata=meta), run_id)
+            commit_metadata=meta, acting_user=committer), run_id)
         return rec
 
     def _commit_once(self, repo: Repository, branch_name: str, message: str, committer: str,
@@ -294,7 +295,7 @@ class CommitEngine(StagingEngine):
         run_id = self.hooks.pre(HookRecord(
             EventType.PRE_MERGE, repo, source_ref=source_ref, branch_id=dest_branch,
             commit_message=merge_message, committer=committer,
-            commit_metadata=merge_metadata))
+            commit_metadata=merge_metadata, acting_user=committer))
 
         def attempt() -> CommitRecord:
             repo = self._writable_repo(repo_id)
@@ -328,7 +329,7 @@ class CommitEngine(StagingEngine):
         self.hooks.post(HookRecord(
             EventType.POST_MERGE, repo, source_ref=rec.id, branch_id=dest_branch,
             commit_id=rec.id, commit_message=merge_message, committer=committer,
-            commit_metadata=merge_metadata), run_id)
+            commit_metadata=merge_metadata, acting_user=committer), run_id)
         return rec
 
     def _land(self, repo_id: str, branch: Branch, commit: Commit) -> CommitRecord:
@@ -351,7 +352,7 @@ class CommitEngine(StagingEngine):
         run_id = self.hooks.pre(HookRecord(
             pre, repo, source_ref=branch_name, branch_id=branch_name,
             commit_message=pick_message, committer=committer,
-            commit_metadata=pick_metadata))
+            commit_metadata=pick_metadata, acting_user=committer))
 
         def attempt() -> CommitRecord:
             repo = self._writable_repo(repo_id)
@@ -373,7 +374,7 @@ class CommitEngine(StagingEngine):
         self.hooks.post(HookRecord(
             post, repo, source_ref=rec.id, branch_id=branch_name, commit_id=rec.id,
             commit_message=pick_message, committer=committer,
-            commit_metadata=pick_metadata), run_id)
+            commit_metadata=pick_metadata, acting_user=committer), run_id)
         return rec
 
     def _parent_mr(self, repo_id: str, commit: Commit, parent_number: int) -> str:

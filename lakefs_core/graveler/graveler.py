@@ -154,7 +154,8 @@ class Graveler(PullRequestEngine):
 
     # ----------------------------------------------------------------- branches
     def create_branch(self, repo_id: str, name: str, source_ref: str, *,
-                      hidden: bool = False, expires_at: int | None = None) -> Branch:
+                      hidden: bool = False, expires_at: int | None = None,
+                      user: str = "") -> Branch:
         """Create a branch at ``source_ref``.
 
         A ``hidden`` one is left out of default listings; one with ``expires_at`` (unix
@@ -173,7 +174,7 @@ class Graveler(PullRequestEngine):
             raise BranchExistsError(f"branch {name!r} already exists")
         run_id = self.hooks.pre(HookRecord(
             EventType.PRE_CREATE_BRANCH, repo, source_ref=resolved.commit_id,
-            branch_id=name, commit_id=resolved.commit_id))
+            branch_id=name, commit_id=resolved.commit_id, acting_user=user))
         branch = Branch(name=name, commit_id=resolved.commit_id, staging_token=new_token())
         self.refstore.create_branch(repo_id, branch)
         if hidden:
@@ -183,7 +184,7 @@ class Graveler(PullRequestEngine):
         self._notify(repo_id, name)
         self.hooks.post(HookRecord(
             EventType.POST_CREATE_BRANCH, repo, source_ref=name, branch_id=name,
-            commit_id=resolved.commit_id), run_id)
+            commit_id=resolved.commit_id, acting_user=user), run_id)
         return branch
 
     def is_branch_hidden(self, repo_id: str, name: str) -> bool:
@@ -202,7 +203,7 @@ class Graveler(PullRequestEngine):
         self.refstore.get_repository(repo_id)
         return self.refstore.list_branches(repo_id, prefix=prefix, after=after, amount=amount)
 
-    def delete_branch(self, repo_id: str, name: str) -> None:
+    def delete_branch(self, repo_id: str, name: str, *, user: str = "") -> None:
         repo = self._writable_repo(repo_id)
         if name == repo.default_branch:
             raise CannotDeleteDefaultBranchError(f"cannot delete the default branch {name!r}")
@@ -210,22 +211,23 @@ class Graveler(PullRequestEngine):
             raise ProtectedBranchError(f"cannot delete protected branch {name!r}")
         branch = self.refstore.get_branch(repo_id, name)
         run_id = self.hooks.pre(HookRecord(
-            EventType.PRE_DELETE_BRANCH, repo, source_ref=name, branch_id=name))
+            EventType.PRE_DELETE_BRANCH, repo, source_ref=name, branch_id=name,
+            acting_user=user))
         self.refstore.delete_branch(repo_id, name)
         for token in (branch.staging_token, *branch.sealed_tokens):
             self.refstore.drop_staging(repo_id, token)
         self._notify(repo_id, name)
         self.hooks.post(HookRecord(
-            EventType.POST_DELETE_BRANCH, repo, source_ref=branch.commit_id, branch_id=name),
-            run_id)
+            EventType.POST_DELETE_BRANCH, repo, source_ref=branch.commit_id, branch_id=name,
+            acting_user=user), run_id)
 
     # -------------------------------------------------------------------- tags
-    def create_tag(self, repo_id: str, name: str, ref: str) -> Tag:
+    def create_tag(self, repo_id: str, name: str, ref: str, *, user: str = "") -> Tag:
         repo = self._writable_repo(repo_id)
         validate_tag_name(name)
         tag = Tag(name=name, commit_id=self.resolve_ref(repo_id, ref).commit_id)
         record = HookRecord(EventType.PRE_CREATE_TAG, repo, source_ref=tag.commit_id,
-                            tag_id=name, commit_id=tag.commit_id)
+                            tag_id=name, commit_id=tag.commit_id, acting_user=user)
         run_id = self.hooks.pre(record)
         self.refstore.create_tag(repo_id, tag)
         self._notify(repo_id, name)
@@ -241,11 +243,11 @@ class Graveler(PullRequestEngine):
         self.refstore.get_repository(repo_id)
         return self.refstore.list_tags(repo_id, prefix=prefix, after=after, amount=amount)
 
-    def delete_tag(self, repo_id: str, name: str) -> None:
+    def delete_tag(self, repo_id: str, name: str, *, user: str = "") -> None:
         repo = self._writable_repo(repo_id)
         tag = self.refstore.get_tag(repo_id, name)
         record = HookRecord(EventType.PRE_DELETE_TAG, repo, source_ref=tag.commit_id,
-                            tag_id=name, commit_id=tag.commit_id)
+                            tag_id=name, commit_id=tag.commit_id, acting_user=user)
         run_id = self.hooks.pre(record)
         self.refstore.delete_tag(repo_id, name)
         self._notify(repo_id, name)

@@ -49,7 +49,9 @@ class HookRecord:
 
     ``source_ref`` is the ref the action files are read from (a branch, so its staged
     changes count, or a commit id); ``commit_*`` describe the commit the operation
-    makes or acts on, when there is one.
+    makes or acts on, when there is one. ``acting_user`` is the id of the user whose
+    request made the event (hooks act with that user's permissions); "" for the
+    server's own events, such as the branch housekeeping's deletions.
     """
 
     event_type: EventType
@@ -61,6 +63,7 @@ class HookRecord:
     commit_message: str = ""
     committer: str = ""
     commit_metadata: Mapping[str, str] = field(default_factory=dict)
+    acting_user: str = ""
 
 
 class HookHandler(Protocol):

@@ -3,10 +3,15 @@
 ``path``, ``strings``, ``regexp``, ``encoding/json``, ``encoding/yaml``,
 ``encoding/parquet``, ``encoding/base64``, ``encoding/hex``, ``crypto/sha256``,
 ``crypto/md5``, ``crypto/hmac``, ``crypto/aes``, ``uuid``, ``hook``, ``time``,
-``net/url``, ``lakefs`` (this server's engine, called in-process, limited to the hook's
-own repository), ``aws`` (``s3_client`` and ``glue_client``, for exports), the catalog
+``net/url``, ``aws`` (``s3_client`` and ``glue_client``, for exports), the catalog
 exporters written in Lua (``lakefs/catalogexport/...``, the ``.lua`` files under
-``modules/``), and, when the server's config allows it, ``net/http``.
+``modules/``), and, when the server's config allows it, ``net/http``. ``lakefs`` (this
+server's engine) is answered by the server: see :data:`LAKEFS_FUNCTIONS`.
+
+``aws`` stays available, as in lakeFS (its exporters need it), but never reaches a
+link-local address (cloud instance metadata, ``169.254.0.0/16``, ``fe80::/10``,
+``fd00:ec2::254``): an endpoint there is refused, and in a worker process no
+connection of any module may go there (:mod:`lakefs_core.actions.lua.egress`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ import yaml
 from lupa import lua52
 
 from lakefs_core.actions.lua import gotime
+from lakefs_core.actions.lua.egress import check_endpoint
 from lakefs_core.actions.lua.sandbox import (
     LuaSandbox,
     Module,
@@ -38,24 +43,8 @@ from lakefs_core.actions.lua.sandbox import (
     lua_error,
     text,
 )
-from lakefs_core.block.base import join_address
-from lakefs_core.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    ForbiddenError,
-    LakeFSError,
-    NotFoundError,
-    PreconditionFailedError,
-    ValidationError,
-)
-from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.graveler.model import AddressType, Difference, Entry, Repository
 
 ModuleBuilder = Callable[[LuaSandbox], Mapping[str, Any]]
-
-
-def _opt(args: tuple[Any, ...], i: int) -> Any:
-    return args[i] if len(args) > i else None
 
 
 # -- path, strings, regexp -------------------------------------------------------------
@@ -399,133 +388,11 @@ def _time(sb: LuaSandbox) -> dict[str, Any]:
     }
 
 
-# -- lakefs: this server's engine -----------------------------------------------------------
-def _status(exc: LakeFSError) -> int:
-    for cls, code in ((NotFoundError, 404), (ValidationError, 400), (ForbiddenError, 403),
-                      (AlreadyExistsError, 409), (ConflictError, 409),
-                      (PreconditionFailedError, 412)):
-        if isinstance(exc, cls):
-            return code
-    return 500
-
-
-class LakeFSModule:
-    """lakeFS's ``lakefs`` Lua module over the engine: each call returns the status
-    code the API would answer and its body (a table, or a string where lakeFS gives
-    one). Calls are limited to the repository whose hook runs (403 otherwise)."""
-
-    def __init__(self, graveler: Graveler, repository: Repository) -> None:
-        self.g = graveler
-        self.repo = repository
-
-    def module(self, sb: LuaSandbox) -> dict[str, Any]:
-        def update_metadata(branch: bytes, path: bytes, metadata: Any) -> tuple[int, Any]:
-            return self.update_object_user_metadata(sb, branch, path, metadata)
-
-        return {"update_object_user_metadata": self._call(update_metadata, no_body=True)} | {
-            name: self._call(f) for name, f in (
-            ("list_objects", self.list_objects), ("diff_refs", self.diff_refs),
-            ("diff_branch", self.diff_branch), ("create_tag", self.create_tag))} | {
-            name: self._call(f, string_body=True) for name, f in (
-                ("get_object", self.get_object), ("stat_object", self.stat_object))}
-
-    def _call(self, f: Callable[..., tuple[int, Any]], string_body: bool = False,
-              no_body: bool = False) -> Callable[..., Any]:
-        """``no_body``: a success answers the status code alone (an empty response)."""
-        def call(repo_id: bytes, *args: Any) -> Any:
-            if text(repo_id, "repository_id") != self.repo.id:
-                code, body = 403, {"message": "a hook may only use its own repository"}
-            else:
-                try:
-                    code, body = f(*args)
-                    if no_body:
-                        return code
-                    return code, body
-                except LakeFSError as exc:
-                    code, body = _status(exc), {"message": str(exc)}
-            return code, json.dumps(body) if string_body else body
-        return call
-
-    def _address(self, entry: Entry) -> str:
-        if entry.address_type is AddressType.FULL:
-            return entry.address
-        return join_address(self.repo.storage_namespace, entry.address)
-
-    def _stats(self, path: str, entry: Entry, user_metadata: bool = True) -> dict[str, Any]:
-        stats: dict[str, Any] = {
-            "path": path, "path_type": "object", "physical_address": self._address(entry),
-            "checksum": entry.etag, "size_bytes": entry.size, "mtime": int(entry.mtime),
-            "content_type": entry.content_type}
-        if user_metadata:
-            stats["metadata"] = dict(entry.metadata)
-        return stats
-
-    @staticmethod
-    def _page(results: list[dict[str, Any]], more: bool, amount: int) -> dict[str, Any]:
-        return {"pagination": {"has_more": more, "max_per_page": amount,
-                               "results": len(results),
-                               "next_offset": results[-1]["path"] if more else ""},
-                "results": results}
-
-    def list_objects(self, ref: bytes, *opt: Any) -> tuple[int, Any]:
-        after, prefix, delimiter, amount, user_md = (_opt(opt, i) for i in range(5))
-        n = integer(amount) if amount is not None else 1000
-        items, more = self.g.list_entries(
-            self.repo.id, text(ref), prefix=text(prefix or b""), after=text(after or b""),
-            amount=n, delimiter=text(delimiter or b""))
-        results = [self._stats(i.path, i.entry, user_md is not False) if i.entry else
-                   {"path": i.path, "path_type": "common_prefix", "physical_address": "",
-                    "checksum": "", "mtime": 0} for i in items]
-        return 200, self._page(results, more, n)
-
-    def get_object(self, ref: bytes, path: bytes) -> tuple[int, Any]:
-        entry = self.g.get_entry(self.repo.id, text(ref), text(path))
-        return 200, self.g.store_for(self.repo.storage_id).get(self._address(entry))
-
-    def stat_object(self, ref: bytes, path: bytes, user_metadata: Any = True
-                    ) -> tuple[int, Any]:
-        entry = self.g.get_entry(self.repo.id, text(ref), text(path))
-        return 200, json.dumps(self._stats(text(path), entry, user_metadata is not False))
-
-    def _diffs(self, diffs: list[Difference], more: bool, amount: int) -> dict[str, Any]:
-        results = [{"path": d.path, "path_type": "object", "type": d.type.value,
-                    **({"size_bytes": (d.right or d.left).size}  # type: ignore[union-attr]
-                       if (d.right or d.left) else {})} for d in diffs]
-        return self._page(results, more, amount)
-
-    def diff_refs(self, left: bytes, right: bytes, *opt: Any) -> tuple[int, Any]:
-        after, prefix, _delimiter, amount = (_opt(opt, i) for i in range(4))
-        n = integer(amount) if amount is not None else 1000
-        # the API's default diff: three-dot, from the refs' merge base
-        diffs, more = self.g.diff(self.repo.id, text(left), text(right),
-                                  prefix=text(prefix or b""), after=text(after or b""),
-                                  amount=n, three_dot=True)
-        return 200, self._diffs(diffs, more, n)
-
-    def diff_branch(self, branch: bytes, *opt: Any) -> tuple[int, Any]:
-        after, amount, prefix = (_opt(opt, i) for i in range(3))
-        n = integer(amount) if amount is not None else 1000
-        diffs, more = self.g.diff_uncommitted(self.repo.id, text(branch),
-                                              prefix=text(prefix or b""),
-                                              after=text(after or b""), amount=n)
-        return 200, self._diffs(diffs, more, n)
-
-    def update_object_user_metadata(self, sb: LuaSandbox, branch: bytes, path: bytes,
-                                    metadata: Any) -> tuple[int, Any]:
-        """Replace the object's user metadata on the branch (staged, as the API does)."""
-        md = from_lua(sb, metadata) if metadata is not None else {}
-        if md == []:
-            md = {}
-        if not isinstance(md, dict) or not all(isinstance(v, str) for v in md.values()):
-            raise TypeError("metadata: a table of strings expected")
-        b, p = text(branch), text(path)
-        entry = self.g.get_entry(self.repo.id, b, p)
-        self.g.set_entry(self.repo.id, b, p, replace(entry, metadata=md))
-        return 201, None
-
-    def create_tag(self, ref: bytes, tag_id: bytes) -> tuple[int, Any]:
-        tag = self.g.create_tag(self.repo.id, text(tag_id), text(ref))
-        return 201, {"id": tag.name, "commit_id": tag.commit_id}
+# -- lakefs: served by the server ---------------------------------------------------------
+#: the functions of lakeFS's ``lakefs`` module; the server answers them (see
+#: :mod:`lakefs_core.actions.lua.engine`), each with the acting user's permissions
+LAKEFS_FUNCTIONS = ("list_objects", "get_object", "stat_object", "diff_refs", "diff_branch",
+                    "update_object_user_metadata", "create_tag")
 
 
 # -- aws: S3 -----------------------------------------------------------------------------
@@ -536,6 +403,8 @@ def _aws_client(sb: LuaSandbox, service: str, key_id: bytes, secret: bytes,
     import boto3
     from botocore.config import Config
 
+    if endpoint:
+        check_endpoint(text(endpoint))
     wait = max(1.0, min(60.0, sb.remaining()))
     make: Any = boto3.client  # typed per service name; one function for both here
     return make(

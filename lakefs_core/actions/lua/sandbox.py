@@ -1,6 +1,11 @@
 """A Lua 5.2 state (lakeFS's hooks run on a Lua 5.2 VM) that a hook's script cannot
 leave, time-bounded and memory-bounded.
 
+These bounds hold while Lua code runs; a library call (Python), a C pattern function
+(``string.find``) or a ``__gc`` finalizer runs outside them. The server therefore runs
+every sandbox in a worker process with hard limits (:mod:`lakefs_core.actions.lua.
+worker`), which it kills at the deadline; in-process use is for tests and benchmarks.
+
 Modules are Python functions building a table, or Lua source (``bytes``, run as text in
 the script's globals the first time it is required).
 
@@ -29,6 +34,8 @@ from lupa import lua52
 
 #: the first value a library function returns to raise a Lua error with the second
 _ERROR = b"\x00lua-error\x00"
+#: the Lua error of a library result too large for the state's memory
+_OUT_OF_MEMORY = "<OutOfMemory>"
 _BYTECODE = b"\x1bLua"
 
 _SETUP = rb"""
@@ -104,6 +111,10 @@ class LuaTimeoutError(Exception):
     """The script ran past its deadline."""
 
 
+class _ResultTooLargeError(Exception):
+    """A library result larger than the memory the state has left."""
+
+
 @dataclass(frozen=True, slots=True)
 class LuaLimits:
     """How long a script may run (seconds) and how much memory its state may hold."""
@@ -112,6 +123,14 @@ class LuaLimits:
     max_memory: int = 128 << 20
     #: whether scripts may ``require("net/http")`` (off unless the config turns it on)
     net_http: bool = False
+
+    def timed_out(self) -> str:
+        """The failure of a script that ran past its deadline."""
+        return f"lua hook timed out after {self.timeout:g}s"
+
+    def out_of_memory(self) -> str:
+        """The failure of a script that ran out of memory."""
+        return f"lua hook ran out of memory (limit {self.max_memory >> 20} MiB)"
 
 
 def _refuse_attributes(obj: object, name: object, is_setting: bool) -> object:
@@ -179,7 +198,12 @@ class LuaSandbox:
     def to_lua(self, value: Any) -> Any:
         """A Python value as a Lua value; a callable becomes a Lua function."""
         if isinstance(value, str):
-            return value.encode()
+            value = value.encode()
+        if isinstance(value, bytes):
+            # lupa cannot fail an allocation of a result cleanly: refuse it first
+            if len(value) > self.lua.get_max_memory() - self.lua.get_memory_used():
+                raise _ResultTooLargeError
+            return value
         if isinstance(value, Mapping):
             return self.lua.table_from({self.to_lua(k): self.to_lua(v)
                                         for k, v in value.items() if v is not None})
@@ -196,9 +220,12 @@ class LuaSandbox:
                 result = f(*args)
             except (TypeError, ValueError, LookupError, OSError) as exc:
                 return lua_error(str(exc))
-            if isinstance(result, tuple):
-                return tuple(self.to_lua(r) for r in result)
-            return self.to_lua(result)
+            try:
+                if isinstance(result, tuple):
+                    return tuple(self.to_lua(r) for r in result)
+                return self.to_lua(result)
+            except _ResultTooLargeError:
+                return lua_error(_OUT_OF_MEMORY)
         return call
 
     def set_global(self, name: str, value: Any) -> None:
@@ -206,7 +233,8 @@ class LuaSandbox:
 
     # -- running -----------------------------------------------------------------
     def run(self, script: bytes, chunk_name: str = "lua") -> None:
-        """Run the script. Raises LuaTimeoutError, lupa.LuaError, lupa.LuaMemoryError."""
+        """Run the script. Raises LuaTimeoutError, lupa.LuaError, lupa.LuaMemoryError
+        (also for a library result larger than the memory the state has left)."""
         if script.startswith(_BYTECODE):
             raise lua52.LuaError("binary chunks are not accepted")
         self._deadline = time.monotonic() + self.limits.timeout
@@ -214,8 +242,9 @@ class LuaSandbox:
             self.lua.execute(script, name=chunk_name)
         except lua52.LuaError as exc:
             if "lua hook timed out" in str(exc):
-                raise LuaTimeoutError(
-                    f"lua hook timed out after {self.limits.timeout:g}s") from None
+                raise LuaTimeoutError(self.limits.timed_out()) from None
+            if _OUT_OF_MEMORY in str(exc):
+                raise lua52.LuaMemoryError(self.limits.out_of_memory()) from None
             raise
 
 

@@ -104,7 +104,8 @@ def create_branch(repository: str, body: BranchCreation,
     ctx.check(rbac.CREATE_BRANCH, branch_arn(repository, body.name))
     branch = ctx.services.graveler.create_branch(repository, body.name, body.source,
                                                  hidden=bool(body.hidden),
-                                                 expires_at=body.expires_at)
+                                                 expires_at=body.expires_at,
+                                                 user=ctx.user.username)
     return PlainTextResponse(branch.commit_id, status_code=201)
 
 
@@ -151,7 +152,7 @@ def delete_branch(
 ) -> Response:
     """Delete a branch and its uncommitted changes (not the default branch)."""
     ctx.check(rbac.DELETE_BRANCH, branch_arn(repository, branch))
-    ctx.services.graveler.delete_branch(repository, branch)
+    ctx.services.graveler.delete_branch(repository, branch, user=ctx.user.username)
     return Response(status_code=204)
 
 

@@ -32,7 +32,8 @@ def create_tag(repository: str, body: TagCreation,
                ctx: Ctx = Depends(authenticated)) -> RefModel:
     """Create a tag at ``ref``'s commit (409 when the tag exists)."""
     ctx.check(rbac.CREATE_TAG, tag_arn(repository, body.id))
-    tag = ctx.services.graveler.create_tag(repository, body.id, body.ref)
+    tag = ctx.services.graveler.create_tag(repository, body.id, body.ref,
+                                           user=ctx.user.username)
     return RefModel(id=tag.name, commit_id=tag.commit_id)
 
 
@@ -67,5 +68,5 @@ def delete_tag(
     ctx: Ctx = Depends(authenticated),
 ) -> Response:
     ctx.check(rbac.DELETE_TAG, tag_arn(repository, tag))
-    ctx.services.graveler.delete_tag(repository, tag)
+    ctx.services.graveler.delete_tag(repository, tag, user=ctx.user.username)
     return Response(status_code=204)
