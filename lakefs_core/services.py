@@ -155,7 +155,9 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     actions = ActionsService(
         graveler,
         lua_limits=LuaLimits(timeout=lua.timeout.total_seconds(), max_memory=lua.max_memory,
-                             net_http=lua.net_http_enabled),
+                             net_http=lua.net_http_enabled,
+                             refused_networks=tuple(config.actions.webhook.denied_networks),
+                             deny_private=config.actions.webhook.deny_private),
         lua_workers=lua.workers, authorizer=access,
         alerts=HookAlerts(alert.url, alert.timeout.total_seconds()),
         env=HookEnvironment(config.actions.env.enabled, config.actions.env.prefix),

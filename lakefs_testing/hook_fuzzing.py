@@ -208,6 +208,13 @@ class HookFuzzer:
 
     # -- running -----------------------------------------------------------------------
     def run(self, rounds: int) -> HookFuzzReport:
+        """Commit ``rounds`` generated action files, then read every run's output."""
+        try:
+            return self._run(rounds)
+        finally:
+            self.http.close()
+
+    def _run(self, rounds: int) -> HookFuzzReport:
         started = time.monotonic()
         self.report.rss_start_mib = _rss_mib()
         api = f"{self.server.endpoint}/api/v1/repositories"

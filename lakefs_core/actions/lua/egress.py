@@ -1,11 +1,14 @@
-"""Where a Lua hook's network calls may not go: link-local addresses.
+"""Where a Lua hook's network calls may not go: ``actions.webhook``'s denied networks.
 
-On cloud hosts the instance metadata service answers there (``169.254.169.254``,
-``fd00:ec2::254``) with the host's own credentials, so a hook able to reach it could
-act as the server. :func:`check_endpoint` refuses such an endpoint before anything is
-sent (the ``aws`` module's clients); :func:`guard_connections`, installed in every Lua
-worker process, refuses any socket connection there, whatever module opens it and
-wherever a name resolves or a redirect leads.
+By default those are the link-local ranges: on cloud hosts the instance metadata
+service answers there (``169.254.169.254``, ``fd00:ec2::254``) with the host's own
+credentials, so a hook able to reach it could act as the server; with
+``deny_private`` loopback, private and reserved addresses are refused too, as for
+webhooks (:mod:`lakefs_core.actions.destinations`). :func:`check_endpoint` refuses
+such an endpoint before anything is sent (the ``aws`` module's clients);
+:func:`guard_connections`, installed in every Lua worker process, refuses any socket
+connection there, whatever module opens it and wherever a name resolves or a
+redirect leads.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-#: networks no hook connects to
-REFUSED_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"))
+from lakefs_core.actions.destinations import HookDestinations, networks
+
+#: what this process refuses (set by :func:`guard_connections`)
+_refused = HookDestinations()
 
 
 class RefusedAddressError(OSError):
@@ -25,20 +29,18 @@ class RefusedAddressError(OSError):
 
 
 def is_refused(host: str) -> bool:
-    """Whether ``host`` (an IP address; names are never refused here) is link-local."""
+    """Whether ``host`` (an IP address; names are never refused here) is refused."""
     try:
         ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return any(ip in network for network in REFUSED_NETWORKS)
+    return _refused.refuses(ip)
 
 
 def _refusal(host: str) -> RefusedAddressError:
     return RefusedAddressError(
-        f"connection to {host} refused: link-local addresses (cloud instance metadata) "
-        "are not reachable from lua hooks")
+        f"connection to {host} refused: the address is not reachable from lua hooks "
+        "(actions.webhook)")
 
 
 def check_endpoint(url: str) -> None:
@@ -66,8 +68,11 @@ def _checked(address: Any) -> None:
         raise _refusal(address[0])
 
 
-def guard_connections() -> None:
-    """Make every socket of this process refuse to connect to a link-local address."""
+def guard_connections(refused_networks: tuple[str, ...] | list[str],
+                      deny_private: bool = False) -> None:
+    """Make every socket of this process refuse to connect to a refused address."""
+    global _refused
+    _refused = HookDestinations(networks(refused_networks), deny_private)
     connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
     def guarded_connect(self: socket.socket, address: Any) -> None:

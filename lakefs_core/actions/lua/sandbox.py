@@ -123,6 +123,12 @@ class LuaLimits:
     max_memory: int = 128 << 20
     #: whether scripts may ``require("net/http")`` (off unless the config turns it on)
     net_http: bool = False
+    #: address ranges (CIDR) no connection of a script reaches (``actions.webhook.
+    #: denied_networks``: by default the link-local ranges of instance metadata)
+    refused_networks: tuple[str, ...] = ("169.254.0.0/16", "fe80::/10", "fd00:ec2::/32")
+    #: also refuse loopback, private and reserved addresses (``actions.webhook.
+    #: deny_private``)
+    deny_private: bool = False
 
     def timed_out(self) -> str:
         """The failure of a script that ran past its deadline."""

@@ -150,12 +150,13 @@ def confine(limits: LuaLimits) -> None:
     size = _address_space()
     if size:
         _lower(resource.RLIMIT_AS, size + limits.max_memory + HEADROOM)
-    guard_connections()
+    guard_connections(limits.refused_networks, limits.deny_private)
 
 
 def main(argv: list[str]) -> int:
     """Serve runs until the server closes the pipe."""
-    limits = LuaLimits(**json.loads(argv[1]))
+    given = json.loads(argv[1])
+    limits = LuaLimits(**{**given, "refused_networks": tuple(given["refused_networks"])})
     # the protocol gets its own descriptor: nothing a library prints can corrupt it
     channel = _Channel(0, os.dup(1))
     os.dup2(2, 1)
