@@ -211,6 +211,15 @@ class BlockStore(ABC):
         """
         return None
 
+    def check_import_source(self, address: str) -> None:
+        """Store-specific checks of an address an import reads: a source, or an object
+        found under one (the default: none).
+
+        Raises:
+            ValidationError / ForbiddenError: the store does not import from there.
+        """
+        return None
+
     # --- pre-signed URLs (clients move the data themselves) ---------------------------
     def presign_support(self) -> PresignSupport:
         """What this store can pre-sign (the default: nothing)."""

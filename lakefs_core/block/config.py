@@ -73,7 +73,7 @@ class LocalConfig(_Section):
         import_enabled: allow zero-copy imports from local paths.
         import_hidden: accepted as lakeFS names it; not used.
         allowed_external_prefixes: directories outside ``path`` that imports may read
-            (``local:///absolute/path``).
+            (``local:///absolute/path``), as written and where symbolic links lead.
     """
 
     path: str = "~/lakefs/data/block"

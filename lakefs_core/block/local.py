@@ -2,7 +2,9 @@
 
 ``local:///<absolute path>`` (an empty name) is a file anywhere on the machine, as
 lakeFS's local adapter names imported files: readable only under the root or under
-one of ``blockstore.local.allowed_external_prefixes``.
+one of ``blockstore.local.allowed_external_prefixes``, both as written and once
+symbolic links are followed. Imports read only under the allowed prefixes, never
+under the root, where the repositories' own objects and metadata are.
 """
 
 from __future__ import annotations
@@ -58,9 +60,17 @@ class LocalBlockStore(BlockStore):
         self.allowed_external_prefixes = tuple(allowed_external_prefixes)
         self.import_enabled = import_enabled
         os.makedirs(self.root, exist_ok=True)
+        # where the root and the prefixes are once symbolic links are followed
+        self._real_root = os.path.realpath(self.root)
+        self._real_prefixes = tuple(os.path.realpath(p) for p in self.allowed_external_prefixes)
 
-    def external_path(self, address: str) -> str | None:
+    def external_path(self, address: str, *, resolved: bool = True) -> str | None:
         """The filesystem path of a ``local:///<absolute path>`` address; None for others.
+
+        Args:
+            address: the address.
+            resolved: check where the path leads once symbolic links are followed,
+                too, and not only where it is written.
 
         Raises:
             ValidationError: the path is not absolute and normalised.
@@ -77,10 +87,43 @@ class LocalBlockStore(BlockStore):
             raise ForbiddenError(
                 f"{path} is not under blockstore.local.path or "
                 "blockstore.local.allowed_external_prefixes")
+        if resolved and not self._resolves_allowed(path):
+            raise _link_out(path)
         return path
+
+    def check_import_source(self, address: str) -> None:
+        """Refuse importing from ``address`` unless it is under an allowed external
+        prefix, as written and once symbolic links are followed, and outside the root.
+
+        Raises:
+            ValidationError: not a ``local:///`` path, a path under the root (the
+                repositories' storage), or one that a symbolic link takes out of the
+                allowed prefixes.
+            ForbiddenError: a path outside the root and the allowed prefixes.
+        """
+        path = self.external_path(address, resolved=False)
+        if path is None:
+            raise ValidationError(
+                f"import path {address!r}: a local path must be absolute "
+                f"({EXTERNAL_SCHEME}absolute/path)")
+        real = os.path.realpath(path)
+        if (_under(path, self.root) or _under(real, self._real_root)
+                or _under(self._real_root, real)):
+            raise ValidationError(
+                f"import path {address!r} reaches the blockstore's own storage "
+                "(blockstore.local.path), where repositories keep their objects: "
+                "import from blockstore.local.allowed_external_prefixes")
+        if not any(_under(real, p) for p in self._real_prefixes):
+            raise ValidationError(
+                f"import path {address!r} follows a symbolic link out of "
+                "blockstore.local.allowed_external_prefixes")
 
     def _allowed(self, path: str) -> bool:
         return any(_under(path, p) for p in (self.root, *self.allowed_external_prefixes))
+
+    def _resolves_allowed(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(_under(real, p) for p in (self._real_root, *self._real_prefixes))
 
     def _path(self, address: str) -> str:
         if not address.startswith(SCHEME):
@@ -184,6 +227,8 @@ class LocalBlockStore(BlockStore):
         for address, path in _walk_sorted(base_path, base_address, name_prefix):
             if check and not self._allowed(path):
                 continue
+            if external is not None and not self._resolves_allowed(path):
+                raise _link_out(path)  # before the file is opened: it may be anything
             try:
                 st = os.stat(path)
                 etag = _etag(path, st)
@@ -210,6 +255,11 @@ def from_config(config: BlockstoreConfig) -> LocalBlockStore:
     local = config.local or LocalConfig()
     return LocalBlockStore(local.path, allowed_external_prefixes=local.allowed_external_prefixes,
                            import_enabled=local.import_enabled)
+
+
+def _link_out(path: str) -> ForbiddenError:
+    return ForbiddenError(f"{path} follows a symbolic link out of blockstore.local.path "
+                          "and blockstore.local.allowed_external_prefixes")
 
 
 def _under(path: str, directory: str) -> bool:

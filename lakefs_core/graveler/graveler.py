@@ -76,7 +76,7 @@ class Graveler(PullRequestEngine):
         validate_branch_name(default_branch)
         store = self.store_for(storage_id)
         validate_namespace(store, storage_namespace)
-        for existing in self._all_repositories():
+        for existing in self.all_repositories():
             if existing.id == repo_id:
                 raise RepositoryExistsError(f"repository {repo_id!r} already exists")
             if (existing.storage_id == storage_id
@@ -108,14 +108,15 @@ class Graveler(PullRequestEngine):
         """Repositories whose storage id names no configured blockstore (a store removed
         from the configuration, or a multi-store repository on a single-store server)."""
         orphaned = []
-        for repo in self._all_repositories():
+        for repo in self.all_repositories():
             try:
                 self.store_for(repo.storage_id)
             except StorageNotFoundError:
                 orphaned.append(repo)
         return orphaned
 
-    def _all_repositories(self) -> Iterator[Repository]:
+    def all_repositories(self) -> Iterator[Repository]:
+        """Every repository, by id, read a page at a time."""
         after = ""
         while True:
             page = self.refstore.list_repositories(after=after, amount=1000)

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -34,7 +34,13 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.graveler import Graveler
-from lakefs_core.graveler.model import AddressType, Entry, EntryRecord, ImportState
+from lakefs_core.graveler.model import (
+    AddressType,
+    Entry,
+    EntryRecord,
+    ImportState,
+    Repository,
+)
 
 log = logging.getLogger("lakefs_core.import")
 
@@ -72,7 +78,8 @@ def check_import_paths(store: BlockStore, paths: Sequence[ImportPath]) -> None:
 
     Raises:
         ValidationError: no paths, a path of another store or malformed, an object
-            without a destination, or a store with import disabled.
+            without a destination, a store with import disabled, or a source the
+            store refuses (:meth:`BlockStore.check_import_source`).
         ForbiddenError: a local path outside the allowed external prefixes.
     """
     if not paths:
@@ -89,22 +96,35 @@ def check_import_paths(store: BlockStore, paths: Sequence[ImportPath]) -> None:
                 f"expected {scheme}...")
         if any(ord(c) < 0x20 for c in p.path + p.destination):
             raise ValidationError(f"import path {p.path!r}: control characters")
-        rest = p.path[len(scheme):]
-        if store.scheme == "local":
-            if not rest.startswith("/"):
-                raise ValidationError(
-                    f"import path {p.path!r}: a local path must be absolute "
-                    f"({scheme}/absolute/path)")
-            external = getattr(store, "external_path", None)
-            if external is not None:
-                external(p.path)  # ValidationError / ForbiddenError
-        elif not rest.split("/", 1)[0]:
+        if store.scheme != "local" and not p.path[len(scheme):].split("/", 1)[0]:
             raise ValidationError(f"import path {p.path!r}: no bucket")
+        store.check_import_source(p.path)
         if p.type is ImportPathType.OBJECT:
             if not p.destination:
                 raise ValidationError(f"import of object {p.path!r}: empty destination")
             if p.path.endswith("/"):
                 raise ValidationError(f"import of object {p.path!r}: not an object path")
+
+
+def check_outside_namespaces(repositories: Iterable[Repository], storage_id: str,
+                             paths: Sequence[ImportPath]) -> None:
+    """Refuse sources that reach into a repository's storage namespace on the same
+    store: its objects and ``_lakefs`` files are that repository's, read only through
+    it and its permissions.
+
+    Raises:
+        ValidationError: a source inside a namespace, or a prefix holding one.
+    """
+    sources = [(p.path, p.type is ImportPathType.COMMON_PREFIX) for p in paths]
+    for repo in repositories:
+        if repo.storage_id != storage_id:
+            continue
+        namespace = repo.storage_namespace.rstrip("/") + "/"
+        for path, is_prefix in sources:
+            if path.startswith(namespace) or (is_prefix and namespace.startswith(path)):
+                raise ValidationError(
+                    f"import path {path!r} reaches into {repo.storage_namespace!r}, the "
+                    f"storage namespace of repository {repo.id!r}")
 
 
 def _entry(stat: ObjectStat) -> Entry:
@@ -115,6 +135,7 @@ def _entry(stat: ObjectStat) -> Entry:
 def _source_records(store: BlockStore, source: ImportPath) -> Iterator[EntryRecord]:
     """The records of one source, sorted by destination path (as the store lists)."""
     if source.type is ImportPathType.OBJECT:
+        store.check_import_source(source.path)  # again: the path may have changed
         yield EntryRecord(source.destination, _entry(store.stat(source.path)))
         return
     prefix = source.path
@@ -123,6 +144,7 @@ def _source_records(store: BlockStore, source: ImportPath) -> Iterator[EntryReco
     found = False
     for stat in store.list(prefix):
         found = True
+        store.check_import_source(stat.address)  # a link may lead anywhere
         yield EntryRecord(source.destination + stat.address[len(prefix):], _entry(stat))
     if not found:
         raise ValidationError(f"import path not found: no objects under {source.path}")
@@ -180,6 +202,7 @@ class Importer:
         repo, _ = self.graveler.check_direct_write(repo_id, branch)
         store = self.graveler.store_for(repo.storage_id)
         check_import_paths(store, paths)
+        check_outside_namespaces(self.graveler.all_repositories(), repo.storage_id, paths)
         state = ImportState(id=uuid.uuid4().hex, branch=branch,
                             updated_at=self.graveler.clock())
         self.graveler.refstore.create_import(repo_id, state)

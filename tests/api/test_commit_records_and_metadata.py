@@ -20,6 +20,8 @@ from lakefs_testing.live_server import LiveServer, live_server
 from tests.api.sdk_support import put, read, sdk_client, viewer_client
 
 _names = itertools.count()
+#: the documented key naming the writer of another committer's commit record
+WRITTEN_BY = "lakefs.io/written_by"
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +111,51 @@ def test_create_commit_record(srv: LiveServer, client: lakefs.Client,
         resp = viewer.post(f"/repositories/{repo.id}/commits",
                            json=creation(force=True).to_dict())
         assert resp.status_code == 403
+
+
+def test_a_record_of_another_committer_names_its_writer(
+        srv: LiveServer, client: lakefs.Client, repo: lakefs.Repository) -> None:
+    head = client.sdk_client.commits_api.get_commit(repo.id, "main")
+    auth = srv.services.auth
+    auth.create_user("record-writer")
+    auth.add_user_to_group("record-writer", "Developers")  # may commit, not act as others
+    key = auth.create_credentials("record-writer")
+
+    def record(committer: str, metadata: dict[str, str], message: str
+               ) -> tuple[str, dict[str, object]]:
+        """A record's id and request body."""
+        commit = Commit(parents=(head.id,), metarange_id=head.meta_range_id, message=message,
+                        committer=committer, creation_date=1_600_000_000, metadata=metadata,
+                        generation=head.generation + 1)
+        cid = commit_id(commit)
+        return cid, {"commit_id": cid, "version": 1, "committer": committer,
+                     "message": message, "metarange_id": head.meta_range_id,
+                     "creation_date": commit.creation_date, "parents": [head.id],
+                     "metadata": metadata, "generation": commit.generation}
+
+    url = f"/repositories/{repo.id}/commits"
+    with srv.client(key.access_key_id, key.secret) as writer:
+        _, forged = record("someone-else", {}, "not mine")
+        refused = writer.post(url, json=forged)
+        assert refused.status_code == 400
+        assert WRITTEN_BY in refused.json()["message"]
+        _, blamed = record("someone-else", {WRITTEN_BY: "admin"}, "blamed on the admin")
+        assert writer.post(url, json=blamed).status_code == 400
+
+        cid, named = record("someone-else", {WRITTEN_BY: "record-writer", "k": "v"}, "copied")
+        assert writer.post(url, json=named).status_code == 204
+        got = client.sdk_client.commits_api.get_commit(repo.id, cid)
+        assert (got.committer, got.creation_date) == ("someone-else", 1_600_000_000)
+        assert got.metadata == {WRITTEN_BY: "record-writer", "k": "v"}
+
+        own, mine = record("record-writer", {}, "mine")  # its own: taken as written
+        assert writer.post(url, json=mine).status_code == 204
+        assert client.sdk_client.commits_api.get_commit(repo.id, own).metadata == {}
+    # who may create the committer's credentials writes any record as it is
+    admin_id, by_admin = record("someone-else", {}, "verbatim")
+    with srv.client() as admin:
+        assert admin.post(url, json=by_admin).status_code == 204
+    assert client.sdk_client.commits_api.get_commit(repo.id, admin_id).metadata == {}
 
 
 def test_metarange_and_range_locations(srv: LiveServer, client: lakefs.Client,

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, Field
 
 from lakefs_core.api.routes import AfterQuery, AmountQuery, Pagination, page_size, pagination
-from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn
+from lakefs_core.api.security import Ctx, authenticated, branch_arn, repo_arn, user_arn
 from lakefs_core.auth import rbac
 from lakefs_core.errors import ValidationError
 from lakefs_core.graveler.model import Commit, CommitRecord
@@ -23,6 +23,10 @@ COMMIT_VERSION = 1
 
 #: commits fetched from the engine per step when the log filters by date or stop point
 _LOG_BATCH = 200
+
+#: the metadata key of a commit record naming the user who wrote it, when its
+#: committer is someone else (see :func:`create_commit_record`)
+WRITTEN_BY = "lakefs.io/written_by"
 
 
 class CommitModel(BaseModel):
@@ -114,17 +118,43 @@ def create_commit_record(repository: str, body: CommitRecordCreation,
     metarange must exist, and its generation be above its parents'. 409 when the commit
     exists. Only version 1 records (lakeFS's current) are taken. ``force`` is lakeFS's
     override of read-only repositories, which this server never grants.
+
+    A record may name any committer and date, as lakeFS's does; but one naming another
+    committer must name its writer too, in its metadata (:data:`WRITTEN_BY`), unless the
+    writer may create that committer's credentials (and so could write as them
+    anyway). The key is part of the record, so of its id: it cannot be dropped later.
     """
     ctx.check(rbac.CREATE_COMMIT, repo_arn(repository))
     if body.version != COMMIT_VERSION:
         raise ValidationError(f"commit record version {body.version} is not supported")
+    metadata = dict(body.metadata or {})
+    _check_writer_named(ctx, body.committer, metadata)
     ctx.services.graveler.create_commit_record(
         repository, body.commit_id,
         Commit(parents=tuple(body.parents), metarange_id=body.metarange_id,
                message=body.message, committer=body.committer,
-               creation_date=body.creation_date, metadata=dict(body.metadata or {}),
+               creation_date=body.creation_date, metadata=metadata,
                generation=body.generation))
     return Response(status_code=204)
+
+
+def _check_writer_named(ctx: Ctx, committer: str, metadata: dict[str, str]) -> None:
+    """Refuse a record that names another committer, or another writer, unless its
+    metadata names the authenticated user as writer or that user may create the
+    credentials of each user the record names.
+
+    Raises:
+        ValidationError: the record's writer is not named where it must be.
+    """
+    writer = ctx.user.username
+    named = {committer, metadata.get(WRITTEN_BY, writer)} - {writer}
+    if all(ctx.allowed(rbac.CREATE_CREDENTIALS, user_arn(user)) for user in named):
+        return
+    if metadata.get(WRITTEN_BY) != writer:
+        raise ValidationError(
+            f"a commit record of committer {committer!r} written by {writer!r} must name "
+            f"its writer in its metadata ({WRITTEN_BY}: {writer}), which the commit id "
+            "covers")
 
 
 @router.get("/repositories/{repository}/commits/{commitId:path}", response_model=CommitModel,
