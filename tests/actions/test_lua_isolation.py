@@ -156,7 +156,8 @@ def test_no_hook_reaches_instance_metadata(tmp_path: Path) -> None:
             'local s3 = require("aws").s3_client("k", "s", "us-east-1", '
             '"http://169.254.169.254")\n'
             's3.get_object("bucket", "key")')
-        assert "connection to 169.254.169.254 refused: the address is not reachable from lua hooks" in error
+        assert ("connection to 169.254.169.254 refused: the address is not reachable "
+                "from lua hooks") in error
         error, _ = gated.refused(
             'local http = require("net/http")\n'
             'for _, url in ipairs({"http://169.254.169.254/latest/meta-data/", '
