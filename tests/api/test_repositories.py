@@ -225,9 +225,14 @@ def test_branch_protection(server: LiveServer, client: lakefs.Client) -> None:
         internal = "/repositories/guarded/branch_protection"
         assert http.get(f"{internal}/set_allowed").status_code == 204
         assert http.post(internal, json={"pattern": "prod"}).status_code == 204
+        again = http.post(internal, json={"pattern": "prod"})
+        assert again.status_code == 409
+        assert again.json()["message"] == "branch protection rule already exists: not unique"
         assert [r["pattern"] for r in http.get(internal).json()] == ["main", "release-*", "prod"]
         assert http.request("DELETE", internal, json={"pattern": "main"}).status_code == 204
-        assert http.request("DELETE", internal, json={"pattern": "main"}).status_code == 404
+        missing = http.request("DELETE", internal, json={"pattern": "main"})
+        assert missing.status_code == 404
+        assert missing.json()["message"] == "branch protection rule does not exist: not found"
         assert http.get(url).json() == [{"pattern": "release-*"}, {"pattern": "prod"}]
         assert http.post("/repositories/guarded/branches/main/commits",
                          json={"message": "now allowed", "allow_empty": True}
