@@ -143,8 +143,7 @@ class ChaosRun:
         self.verbose = verbose
         self.east: RegionClient = cluster.east.client()
         self.west: RegionClient = cluster.west.client()
-        self.checker = ApiMirrorChecker(self.east, REPO, self.west, MIRROR, collect=True,
-                                        tags_mirrored=cluster.spec.tags_mirrored)
+        self.checker = ApiMirrorChecker(self.east, REPO, self.west, MIRROR, collect=True)
         self.src = SourceDriver(self.east, REPO, self.checker, random.Random(seed ^ 0x5EED))
         self.done: Counter[str] = Counter()
         self.crr: FaultyReplicator | None = None

@@ -138,11 +138,6 @@ class ClusterSpec:
     def needs_postgres(self) -> bool:
         return "postgres" in (self.mirrors_db, self.refstore)
 
-    @property
-    def tags_mirrored(self) -> bool:
-        """Whether tags follow: neither documented policy lets the user list tags."""
-        return self.policy == "admin"
-
     def replication_user(self, mirror_namespace: str) -> ReplicationUser | None:
         """The user the sidecars act as (None: the admin)."""
         if self.policy == "admin":

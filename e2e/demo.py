@@ -286,7 +286,8 @@ def next_steps(cluster: Cluster, mirror_id: str, keep_running: bool) -> None:
     if user is not None:
         policies = " + ".join(str(p["id"]) for p in user.policies)
         say(f"  the replication services act as user {user.name!r} (key "
-            f"{user.access_key_id}, both regions): seed 003's narrow {policies}")
+            f"{user.access_key_id}, both regions): seed 003's narrow {policies}, with "
+            "fs:ListTags so that tags are mirrored too")
     say("  credentials of the admin (both regions)")
     say(f"    access key id      {ACCESS_KEY_ID}")
     say(f"    secret access key  {SECRET_ACCESS_KEY}")
@@ -314,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     say("lakefs-mirror demo: two regions on this machine, transactional mirroring between them")
     say("  embedded default: SQLite metadata and mirrors table, local storage, builtin "
         "object copier;\n  the replication services act as a user with seed 003's narrow "
-        "replication policy")
+        "replication policy (and fs:ListTags: tags are mirrored too)")
     with scratch_dir(args.data_dir, "lakefs-demo-") as root:
         kept = "kept" if args.data_dir else "removed at exit; --data-dir DIR keeps them"
         say(f"  data, configs and logs in {root} ({kept})")

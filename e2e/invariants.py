@@ -80,9 +80,6 @@ class ApiMirrorChecker:
         mirror_repo: the mirror repository's name.
         collect: keep going after a violation (record it in :attr:`violations`)
             instead of raising :class:`InvariantViolation`.
-        tags_mirrored: whether tags follow the source (False when the replication
-            user may not list tags, as with both documented policies: a tag on the
-            mirror is still checked, but none is waited for).
     """
 
     source: RegionClient
@@ -90,7 +87,6 @@ class ApiMirrorChecker:
     mirror: RegionClient
     mirror_repo: str
     collect: bool = False
-    tags_mirrored: bool = True
     violations: list[InvariantViolation] = field(default_factory=list)
     stats: CheckerStats = field(default_factory=CheckerStats)
     #: branch -> every head the source branch was seen at
@@ -461,13 +457,11 @@ class ApiMirrorChecker:
 
     # ---------------------------------------------------------------- progress
     def in_sync(self) -> bool:
-        """Whether every source branch (and tag, when tags are mirrored) is on the mirror
-        at the same commit."""
+        """Whether every source branch and tag is on the mirror at the same commit."""
         try:
             source = self.source.branches(self.source_repo)
             mirror = self.mirror.branches(self.mirror_repo)
-            if self.tags_mirrored and self.source.tags(self.source_repo) != \
-                    self.mirror.tags(self.mirror_repo):
+            if self.source.tags(self.source_repo) != self.mirror.tags(self.mirror_repo):
                 return False
         except ApiError:
             return False

@@ -16,6 +16,7 @@ import click
 
 from lakectl.commands.actions import actions
 from lakectl.commands.branch import branch
+from lakectl.commands.branch_protect import branch_protect
 from lakectl.commands.commits import commit, diff, log, merge
 from lakectl.commands.fs import fs
 from lakectl.commands.importing import import_
@@ -85,7 +86,8 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (repo, branch, tag, commit, log, diff, merge, fs, import_, mirror, actions):
+for command in (repo, branch, branch_protect, tag, commit, log, diff, merge, fs, import_, mirror,
+                actions):
     lakectl.add_command(command)
 
 

@@ -113,6 +113,14 @@ class OrphanedRepositoriesError(StorageNotFoundError):
         self.repositories = repositories
 
 
+class BranchProtectionRuleNotFoundError(NotFoundError):
+    """The repository has no protection rule with that pattern."""
+
+    def __init__(self, message: str = "branch protection rule does not exist: not found"
+                 ) -> None:
+        super().__init__(message)
+
+
 class ActionRunNotFoundError(NotFoundError):
     """No action run (or hook run) by that id."""
 
@@ -136,6 +144,14 @@ class TagExistsError(AlreadyExistsError):
 
 class CommitExistsError(AlreadyExistsError):
     pass
+
+
+class BranchProtectionRuleExistsError(AlreadyExistsError):
+    """The repository already has a protection rule with that pattern."""
+
+    def __init__(self, message: str = "branch protection rule already exists: not unique"
+                 ) -> None:
+        super().__init__(message)
 
 
 class ObjectExistsError(AlreadyExistsError):

@@ -8,6 +8,11 @@ service act as a user holding one policy, ``ReplicationPolicy``, in one of two f
   mirror's actions on the mirror repository, and ``fs:AttachStorageNamespace`` on the
   mirror's storage namespace.
 
+Both forms add ``fs:ListTags`` to the seed's actions (on the source repository in the
+narrow one): mirrors follow the source's tags as well as its branches, and listing
+them needs it. Without it branches still follow and the mirror's status says that
+tags do not (docs/REPLICATION_CONFIG.md).
+
 The same access key pair is created in every region: the sidecars of a mirror call
 each other's servers with it.
 
@@ -45,9 +50,9 @@ _BROAD_ACTIONS = [
     "fs:ListRepositories", "fs:AttachStorageNamespace", "fs:ReadObject", "fs:WriteObject",
     "fs:DeleteObject", "fs:ListObjects", "fs:CreateCommit", "fs:ReadCommit", "fs:ListCommits",
     "fs:CreateBranch", "fs:DeleteBranch", "fs:RevertBranch", "fs:ReadBranch",
-    "fs:ListBranches"]
+    "fs:ListBranches", "fs:ListTags"]
 _SOURCE_ACTIONS = ["fs:ReadRepository", "fs:ReadObject", "fs:ListObjects", "fs:ReadCommit",
-                   "fs:ListCommits", "fs:ReadBranch", "fs:ListBranches"]
+                   "fs:ListCommits", "fs:ReadBranch", "fs:ListBranches", "fs:ListTags"]
 _MIRROR_ACTIONS = [
     "fs:ReadRepository", "fs:CreateRepository", "fs:UpdateRepository", "fs:DeleteRepository",
     "fs:AttachStorageNamespace", "fs:ReadObject", "fs:WriteObject", "fs:DeleteObject",
@@ -56,13 +61,14 @@ _MIRROR_ACTIONS = [
 
 
 def broad_replication_policy() -> dict[str, Any]:
-    """Seed 003's replication policy: its actions on every resource."""
+    """Seed 003's replication policy, with ``fs:ListTags``: its actions on every resource."""
     return {"id": POLICY_ID, "statement": [
         {"action": list(_BROAD_ACTIONS), "effect": "allow", "resource": "*"}]}
 
 
 def narrow_replication_policy(source: str, mirror: str, namespace: str) -> dict[str, Any]:
-    """Seed 003's narrower replication policy, for one source and one mirror.
+    """Seed 003's narrower replication policy, with ``fs:ListTags`` on the source, for one
+    source and one mirror.
 
     Args:
         source: the source repository (``{sourceRepositoryId}``).
@@ -78,6 +84,13 @@ def narrow_replication_policy(source: str, mirror: str, namespace: str) -> dict[
         {"action": ["fs:AttachStorageNamespace"], "effect": "allow",
          "resource": f"arn:lakefs:fs:::namespace/{namespace}"},
     ]}
+
+
+def without_list_tags(policy: dict[str, Any]) -> dict[str, Any]:
+    """``policy`` without ``fs:ListTags`` (as seed 003 wrote it): branches only mirror."""
+    return {**policy, "statement": [
+        {**s, "action": [a for a in s["action"] if a != "fs:ListTags"]}
+        for s in policy["statement"]]}
 
 
 def builtin_copier_policy(source: str) -> dict[str, Any]:

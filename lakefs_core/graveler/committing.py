@@ -65,7 +65,7 @@ class CommitEngine(StagingEngine):
             NoChangesError: nothing staged and not ``allow_empty``.
             ProtectedBranchError / ReadOnlyRepositoryError: writes refused.
         """
-        repo = self._check_direct_write(repo_id, branch_name)
+        repo = self._check_direct_write(repo_id, branch_name, commit=True)
         meta = dict(metadata or {})
         # prepare-commit runs first, while its hooks may still write to the branch
         prepare = HookRecord(
@@ -136,7 +136,7 @@ class CommitEngine(StagingEngine):
         """
         if not is_commit_id(metarange_id):
             raise ValidationError(f"invalid metarange id {metarange_id!r}")
-        repo = self._check_direct_write(repo_id, branch_name)
+        repo = self._check_direct_write(repo_id, branch_name, commit=True)
         self.ranges_for(repo).get_metarange(metarange_id)  # RangeNotFoundError if absent
 
         def attempt() -> CommitRecord:
@@ -344,7 +344,7 @@ class CommitEngine(StagingEngine):
               target_mr_of: Callable[[Commit], str], ref: str, message: Callable[[str], str],
               committer: str, metadata_of: Callable[[CommitRecord], Mapping[str, str]],
               events: tuple[EventType, EventType]) -> CommitRecord:
-        repo = self._check_direct_write(repo_id, branch_name)
+        repo = self._check_direct_write(repo_id, branch_name, commit=True)
         picked = self._commit_of_ref(repo_id, ref)
         pick_message = message(picked.id)
         pick_metadata = dict(metadata_of(picked))

@@ -179,9 +179,18 @@ class EngineCore:
         self.refstore.get_repository(repo_id)
         return list(self.refstore.get_branch_protection_rules(repo_id))
 
-    def _check_direct_write(self, repo_id: str, branch: str) -> Repository:
+    def _check_direct_write(self, repo_id: str, branch: str, *,
+                            commit: bool = False) -> Repository:
+        """The repository, if ``branch`` may be written (``commit``: committed to) directly.
+
+        Raises:
+            ReadOnlyRepositoryError, ProtectedBranchError.
+        """
         repo = self._writable_repo(repo_id)
-        _refuse_protected(branch, self.refstore.get_branch_protection_rules(repo_id))
+        rules = self.refstore.get_branch_protection_rules(repo_id)
+        if commit and _matches(branch, rules):
+            raise ProtectedBranchError("cannot commit to protected branch")  # lakeFS's words
+        _refuse_protected(branch, rules)
         return repo
 
     def check_direct_write(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
@@ -246,7 +255,11 @@ def _refuse_read_only(repo: Repository) -> None:
         raise ReadOnlyRepositoryError(f"repository {repo.id!r} is read-only")
 
 
+def _matches(branch: str, rules: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(branch, p) for p in rules)
+
+
 def _refuse_protected(branch: str, rules: Sequence[str]) -> None:
     """Raise ProtectedBranchError if a protection pattern of ``rules`` matches ``branch``."""
-    if any(fnmatch.fnmatchcase(branch, p) for p in rules):
+    if _matches(branch, rules):
         raise ProtectedBranchError(f"cannot write to protected branch {branch!r}")

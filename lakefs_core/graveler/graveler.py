@@ -21,6 +21,8 @@ from lakefs_core.block.registry import namespaces_overlap, validate_namespace
 from lakefs_core.errors import (
     BranchExistsError,
     BranchNotFoundError,
+    BranchProtectionRuleExistsError,
+    BranchProtectionRuleNotFoundError,
     CannotDeleteDefaultBranchError,
     ProtectedBranchError,
     RepositoryExistsError,
@@ -148,6 +150,28 @@ class Graveler(PullRequestEngine):
             if not isinstance(p, str) or not p:
                 raise ValidationError("branch protection pattern must be a non-empty string")
         self.refstore.set_branch_protection_rules(repo_id, patterns)
+
+    def add_branch_protection_rule(self, repo_id: str, pattern: str) -> None:
+        """Protect the branches matching ``pattern`` (lakeFS's ``createBranchProtectionRule``).
+
+        Raises:
+            BranchProtectionRuleExistsError: the repository has that pattern already.
+        """
+        patterns = self.get_branch_protection_rules(repo_id)
+        if pattern in patterns:
+            raise BranchProtectionRuleExistsError()
+        self.set_branch_protection_rules(repo_id, [*patterns, pattern])
+
+    def delete_branch_protection_rule(self, repo_id: str, pattern: str) -> None:
+        """Stop protecting the branches matching ``pattern`` (and no other pattern).
+
+        Raises:
+            BranchProtectionRuleNotFoundError: the repository has no such pattern.
+        """
+        patterns = self.get_branch_protection_rules(repo_id)
+        if pattern not in patterns:
+            raise BranchProtectionRuleNotFoundError()
+        self.set_branch_protection_rules(repo_id, [p for p in patterns if p != pattern])
 
     def is_protected(self, repo_id: str, branch: str) -> bool:
         return any(fnmatch.fnmatchcase(branch, p)

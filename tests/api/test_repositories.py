@@ -218,16 +218,21 @@ def test_branch_protection(server: LiveServer, client: lakefs.Client) -> None:
         resp = http.post("/repositories/guarded/branches/main/commits",
                          json={"message": "x", "allow_empty": True})
         assert resp.status_code == 403
-        assert "protected" in resp.json()["message"]
+        assert resp.json()["message"] == "cannot commit to protected branch"
         assert repo.branch("dev").merge_into("main")
 
         # the internal endpoints edit one rule at a time
         internal = "/repositories/guarded/branch_protection"
         assert http.get(f"{internal}/set_allowed").status_code == 204
         assert http.post(internal, json={"pattern": "prod"}).status_code == 204
+        again = http.post(internal, json={"pattern": "prod"})
+        assert again.status_code == 409
+        assert again.json()["message"] == "branch protection rule already exists: not unique"
         assert [r["pattern"] for r in http.get(internal).json()] == ["main", "release-*", "prod"]
         assert http.request("DELETE", internal, json={"pattern": "main"}).status_code == 204
-        assert http.request("DELETE", internal, json={"pattern": "main"}).status_code == 404
+        missing = http.request("DELETE", internal, json={"pattern": "main"})
+        assert missing.status_code == 404
+        assert missing.json()["message"] == "branch protection rule does not exist: not found"
         assert http.get(url).json() == [{"pattern": "release-*"}, {"pattern": "prod"}]
         assert http.post("/repositories/guarded/branches/main/commits",
                          json={"message": "now allowed", "allow_empty": True}

@@ -217,6 +217,9 @@ def test_the_quickstart_policy_is_the_replication_users() -> None:
     page = ROOT / "docs" / "MIRRORING_QUICKSTART.md"
     policies = [json.loads(b) for b in code_blocks(page, "json")]
     assert broad_replication_policy() in policies
+    # mirrors follow tags as well as branches: the user lists them
+    (quickstart,) = [p for p in policies if p["id"] == "ReplicationPolicy"]
+    assert "fs:ListTags" in quickstart["statement"][0]["action"]
 
 
 # --- the client guide's Python examples, run --------------------------------------------

@@ -56,8 +56,7 @@ def _upload(driver: SourceDriver, expected: dict[str, bytes], path: str, data: b
 def test_mirror_across_clouds_converges(cluster: Cluster) -> None:
     rng = random.Random(cluster.spec.storage_label)
     with cluster.east.client(timeout=120) as east, cluster.west.client(timeout=120) as west:
-        checker = ApiMirrorChecker(east, "src", west, "src-mirror",
-                                   tags_mirrored=cluster.spec.tags_mirrored)
+        checker = ApiMirrorChecker(east, "src", west, "src-mirror")
         src = SourceDriver(east, "src", checker, rng)
         src.create_repository(cluster.east.namespace("src"))
         expected: dict[str, bytes] = {}

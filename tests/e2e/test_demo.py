@@ -13,6 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from e2e.demo import MIRROR, REPO, SPEC
+from lakefs_core.auth import rbac
+from lakefs_core.auth.model import Policy
+
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,3 +127,13 @@ def test_cluster_configs_are_private(tmp_path: Path) -> None:
     path.chmod(0o644)
     _write_yaml(path, {"again": True})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_demo_replication_user_may_list_the_sources_tags() -> None:
+    """Tags are mirrored in the demo: its user's policy lets it list them, so the mirrors
+    page has no notice to show about tags."""
+    user = SPEC.replication_user(f"local://{MIRROR}")
+    assert user is not None
+    policies = [Policy.from_dict(p) for p in user.policies]
+    for action in (rbac.LIST_TAGS, rbac.LIST_BRANCHES, rbac.READ_COMMIT):
+        assert rbac.authorize(policies, rbac.Permission(action, rbac.repository_arn(REPO)))

@@ -28,8 +28,7 @@ pytestmark = pytest.mark.e2e
 def _mirrored(cluster: Cluster, east: RegionClient, west: RegionClient,
               seed: int) -> tuple[ApiMirrorChecker, SourceDriver, dict[str, Any]]:
     """A source repository with one commit, a mirror of it in west, in sync."""
-    checker = ApiMirrorChecker(east, "src", west, "src-mirror",
-                               tags_mirrored=cluster.spec.tags_mirrored)
+    checker = ApiMirrorChecker(east, "src", west, "src-mirror")
     src = SourceDriver(east, "src", checker, random.Random(seed))
     src.create_repository(cluster.east.namespace("src"))
     src.write_commit("main", files=4)
@@ -182,8 +181,7 @@ def test_mirror_deleted_while_commits_in_flight(start: Start) -> None:
         again = east.create_mirror("src", "src-mirror", "west",
                                    cluster.west.namespace("src-mirror-2"))
         assert again["id"] != mirror["id"]
-        fresh = ApiMirrorChecker(east, "src", west, "src-mirror",
-                                 tags_mirrored=cluster.spec.tags_mirrored)
+        fresh = ApiMirrorChecker(east, "src", west, "src-mirror")
         fresh.wait_in_sync(60, "mirror re-created")
         assert west.branches("src-mirror")["main"] == heads[-1]
         assert checker.violations == [] and fresh.violations == []

@@ -10,7 +10,7 @@ import httpx
 
 from lakefs_core.auth.model import Policy
 from lakefs_core.client import API_PREFIX, ApiError, RestClient
-from lakefs_core.graveler.model import Entry
+from lakefs_core.graveler.model import Entry, Tag
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer
 from lakefs_testing.regions import (
     MIRRORS,
@@ -26,6 +26,7 @@ from lakefs_testing.replication_user import (
     ReplicationUser,
     broad_replication_policy,
     narrow_replication_policy,
+    without_list_tags,
 )
 from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.waiting import wait_for
@@ -56,9 +57,11 @@ def permission_errors(region: Region, action: str) -> float:
     return total
 
 
-def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, Any]) -> None:
-    """Branches follow the source; tags, which the documented policies do not let the
-    user list, are reported as not mirrored, in the status view and a metric."""
+def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, Any], *,
+                tags: bool) -> None:
+    """Branches follow the source; tags too when the policy lets the user list them (as
+    the documented ones do), else they are reported as not mirrored, in the status view
+    and a metric."""
     with two_regions(tmp_path, mirrors_db, mode="native", interval="1s",
                      user=replicator(policy)) as (east, west):
         create_source(east)
@@ -85,6 +88,15 @@ def follow_with(tmp_path: Path, mirrors_db: dict[str, Any], policy: dict[str, An
             checker.source_moved("main", heads[-1])
             wait_for(lambda: mirror_head(west, "src-mirror", "main") == heads[-1], 60,
                      what="later promotion", check=checker.check)
+            if tags:
+                wait_for(lambda: west.graveler.list_tags("src-mirror") == [Tag("v1", c1)], 60,
+                         what="the tag mirrored", check=checker.check)
+                assert status(east, mirror["id"])["mirror"]["error"] == ""
+                assert status(east, mirror["id"])["mirror"]["state"] == "active"
+                assert permission_errors(west, LIST_TAGS) == 0
+                assert warnings == []
+                checker.check()
+                return
             error = wait_for(lambda: status(east, mirror["id"])["mirror"]["error"], 30,
                              what="the tags notice in the status")
             assert "tags are not mirrored" in error and LIST_TAGS in error
@@ -113,13 +125,21 @@ class _Collect(logging.Handler):
         self.into.append(record)
 
 
-def test_narrow_policy_mirrors_branches(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+def test_narrow_policy_mirrors_branches_and_tags(tmp_path: Path,
+                                                 sqlite_mirrors: dict[str, Any]) -> None:
     follow_with(tmp_path, sqlite_mirrors,
-                narrow_replication_policy("src", "src-mirror", "local://src-mirror"))
+                narrow_replication_policy("src", "src-mirror", "local://src-mirror"), tags=True)
 
 
-def test_broad_policy_mirrors_branches(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
-    follow_with(tmp_path, sqlite_mirrors, broad_replication_policy())
+def test_broad_policy_mirrors_branches_and_tags(tmp_path: Path,
+                                                sqlite_mirrors: dict[str, Any]) -> None:
+    follow_with(tmp_path, sqlite_mirrors, broad_replication_policy(), tags=True)
+
+
+def test_without_list_tags_branches_follow_and_the_status_says_why(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    policy = narrow_replication_policy("src", "src-mirror", "local://src-mirror")
+    follow_with(tmp_path, sqlite_mirrors, without_list_tags(policy), tags=False)
 
 
 def test_a_missing_permission_shows_in_the_status(tmp_path: Path,

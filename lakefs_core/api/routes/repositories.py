@@ -26,7 +26,6 @@ from lakefs_core.api.routes import (
 from lakefs_core.api.security import Ctx, authenticated, namespace_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.errors import (
-    NotFoundError,
     ReadOnlyRepositoryError,
     StorageNotFoundError,
     ValidationError,
@@ -325,10 +324,9 @@ def internal_get_branch_protection_rules(
              response_class=Response, tags=["internal"])
 def internal_create_branch_protection_rule(repository: str, rule: BranchProtectionRule,
                                            ctx: Ctx = Depends(authenticated)) -> Response:
-    """Add one protected-branch pattern (adding an existing one changes nothing)."""
-    patterns = _protection_rules(ctx, repository, rbac.SET_BRANCH_PROTECTION_RULES)
-    if rule.pattern not in patterns:
-        ctx.services.graveler.set_branch_protection_rules(repository, [*patterns, rule.pattern])
+    """Add one protected-branch pattern (409 when the repository has it already)."""
+    ctx.check(rbac.SET_BRANCH_PROTECTION_RULES, repo_arn(repository))
+    ctx.services.graveler.add_branch_protection_rule(repository, rule.pattern)
     return Response(status_code=204)
 
 
@@ -336,11 +334,9 @@ def internal_create_branch_protection_rule(repository: str, rule: BranchProtecti
                response_class=Response, tags=["internal"])
 def internal_delete_branch_protection_rule(repository: str, body: DeleteBranchProtectionRule,
                                            ctx: Ctx = Depends(authenticated)) -> Response:
-    patterns = _protection_rules(ctx, repository, rbac.SET_BRANCH_PROTECTION_RULES)
-    if body.pattern not in patterns:
-        raise NotFoundError(f"branch protection rule {body.pattern!r} not found")
-    ctx.services.graveler.set_branch_protection_rules(
-        repository, [p for p in patterns if p != body.pattern])
+    """Remove one protected-branch pattern (404 when the repository has no such one)."""
+    ctx.check(rbac.SET_BRANCH_PROTECTION_RULES, repo_arn(repository))
+    ctx.services.graveler.delete_branch_protection_rule(repository, body.pattern)
     return Response(status_code=204)
 
 

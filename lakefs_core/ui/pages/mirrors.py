@@ -16,6 +16,23 @@ router = APIRouter()
 PageDep = Annotated[Page, Depends(page)]
 FormStr = Annotated[str, Form()]
 
+#: how the replication service's status starts saying that a mirror's user may not list
+#: the source's tags: its branches are mirrored all the same, so the page shows a note
+TAGS_NOT_MIRRORED = "tags are not mirrored"
+
+
+def notes_apart(error: str) -> tuple[str, list[str]]:
+    """A mirror's status error without its notes, and the notes.
+
+    The service joins what keeps a mirror from following all of its source with
+    ``; ``, the branches' refusals first; that tags are not mirrored comes last, and
+    says itself what to add to the user's policy.
+    """
+    start = error.find(TAGS_NOT_MIRRORED)
+    if start < 0:
+        return error, []
+    return error[:start].removesuffix("; "), [error[start:]]
+
 
 async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
     """A mirror's status; on an error, the mirror with the error to show."""
@@ -25,7 +42,8 @@ async def _status(p: Page, source: str, mirror_id: str) -> dict[str, Any]:
     except ApiError as e:
         if e.status == 401:
             raise
-        return {"mirror": {"id": mirror_id}, "branches": [], "error": e.message}
+        return {"mirror": {"id": mirror_id}, "branches": [], "error": e.message, "notes": []}
+    status["error"], status["notes"] = notes_apart(str(status.get("error") or ""))
     # current: the source read recently and found equal; never while blind (stale)
     status["caught_up"] = sum(1 for b in status.get("branches", []) if b.get("current"))
     # detach is done where the mirror repository lives: this region, if it has it
