@@ -35,11 +35,14 @@ from lakefs_core.errors import (
     RepositoryNotFoundError,
     ValidationError,
 )
+from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
 from replication.freshness import branch_freshness, source_unreadable
+from replication.handover import DEFAULT_TIMEOUT
+from replication.handover import Handover as HandoverService
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
 from replication.source import SourceError
 
@@ -49,12 +52,31 @@ log = logging.getLogger("replication.api")
 
 
 class MirrorCreation(BaseModel):
-    name: str = Field(description="name of the read-only mirror repository in the region")
+    name: str | None = Field(
+        default=None, description="name of the read-only mirror repository in the region; "
+        "the source repository's name when unset (the mirror lives in another installation)")
     region: str = Field(description="destination region")
     storage_namespace: str = Field(description="storage namespace in the destination")
     storage_id: str | None = Field(
         default=None, description="the destination region's blockstore (multi-store) that "
         "holds the mirror; its default store when unset")
+
+
+class Handover(BaseModel):
+    timeout_seconds: float = Field(
+        default=DEFAULT_TIMEOUT, gt=0, le=86_400,
+        description="how long a switchover waits for the mirror to catch up (a failback for "
+        "the pieces of the commits it keeps)")
+
+
+class ReadOnly(BaseModel):
+    read_only: bool
+
+
+class Adoption(BaseModel):
+    mirror_id: str = Field(max_length=256)
+    source_region: str = Field(max_length=256)
+    source_repository: str = Field(max_length=63)
 
 
 class RefEvent(BaseModel):
@@ -106,12 +128,23 @@ FORWARDED = "x-replication-forwarded-from"
 
 def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Response | None:
     """Have the destination region apply a deletion; None if it cannot be reached."""
+    return _forward(sidecar, mirror, request, "")
+
+
+def _forward(sidecar: Sidecar, mirror: Mirror, request: Request, action: str,
+             body: BaseModel | None = None) -> Response | None:
+    """Send the request (``action``: the mirror's sub-path, "" for the mirror itself,
+    with ``body``) to the mirror's destination region, with the caller's credentials;
+    None if it cannot be reached."""
+    path = f"{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}"
     try:
         url = sidecar.config.endpoint_for(mirror.destination_region).rstrip("/")
-        resp = sidecar.http.delete(
-            f"{url}{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}",
+        resp = sidecar.http.request(
+            request.method, f"{url}{path}{'/' + action if action else ''}",
             headers={"authorization": request.headers.get("authorization", ""),
-                     FORWARDED: sidecar.region}, timeout=10)
+                     "content-type": "application/json", FORWARDED: sidecar.region},
+            content=body.model_dump_json() if body is not None else None,
+            timeout=10 if not action else 3600)
     except (httpx.HTTPError, ValidationError):
         return None  # destination unreachable (disaster): record the request here
     if resp.status_code >= 500:
@@ -227,6 +260,8 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.post("/repositories/{repository}/mirrors", status_code=201)
     def create_mirror(repository: str, body: MirrorCreation,
                       who: Principal = Depends(caller)) -> JSONResponse:  # noqa: B008
+        body = body.model_copy(update={"name": body.name or repository})
+        assert body.name is not None
         who.check(rbac.all_of(
             rbac.Permission(rbac.CREATE_REPOSITORY, rbac.repository_arn(body.name)),
             rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(repository)),
@@ -370,6 +405,78 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             raise ValidationError(f"mirror {m.id} is {m.state.value}, not active")
         detached = sidecar.detach(m)
         return mirror_json(detached)
+
+    def handover_allowed(who: Principal, m: Mirror) -> None:
+        """Both repositories change role: the caller may mirror and update each."""
+        who.check(rbac.all_of(*(
+            rbac.Permission(action, rbac.repository_arn(name))
+            for name in (m.source_repository, m.name)
+            for action in (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))))
+
+    def in_destination(m: Mirror, request: Request, action: str,
+                       body: Handover) -> Response | None:
+        """A handover runs in the mirror's destination region: elsewhere, forwarded."""
+        if m.destination_region == sidecar.region or request.headers.get(FORWARDED):
+            return None
+        forwarded = _forward(sidecar, m, request, action, body)
+        if forwarded is None:
+            raise ValidationError(
+                f"{action} mirror {m.id} in its destination region {m.destination_region!r} "
+                "(it could not be reached from here)")
+        return forwarded
+
+    @router.post("/repositories/{repository}/mirrors/{mirror_id}/switchover",
+                 response_model=None)
+    def switchover(repository: str, mirror_id: str, request: Request,
+                   body: Handover | None = None,
+                   who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """Planned switchover, RPO 0: the mirror becomes the primary, its source the
+        mirror, names unchanged (see :mod:`replication.handover`)."""
+        m = mirror_of(repository, mirror_id)
+        handover_allowed(who, m)
+        body = body or Handover()
+        forwarded = in_destination(m, request, "switchover", body)
+        if forwarded is not None:
+            return forwarded
+        return HandoverService(sidecar).switchover(m, body.timeout_seconds)
+
+    @router.post("/repositories/{repository}/mirrors/{mirror_id}/failback",
+                 response_model=None)
+    def failback(repository: str, mirror_id: str, request: Request,
+                 body: Handover | None = None,
+                 who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """After a failover: the old source repository follows the detached mirror, its
+        commits that never arrived kept on failover branches here."""
+        m = mirror_of(repository, mirror_id)
+        handover_allowed(who, m)
+        body = body or Handover()
+        forwarded = in_destination(m, request, "failback", body)
+        if forwarded is not None:
+            return forwarded
+        return HandoverService(sidecar).failback(m, body.timeout_seconds)
+
+    def replication_user(request: Request) -> None:
+        """Internal steps of a handover come from another region's sidecar, with the
+        replication user's key (the sidecars share it)."""
+        creds = parse_basic_authorization(request.headers.get("authorization", ""))
+        if creds is None or not all(
+                hmac.compare_digest(given.encode(), own.encode())
+                for given, own in zip(creds, replication_key, strict=True)):
+            raise AuthenticationError("internal requests need the replication user's key")
+
+    @router.post("/internal/repositories/{repository}/read-only", include_in_schema=False)
+    def set_read_only(repository: str, body: ReadOnly, request: Request) -> dict[str, Any]:
+        replication_user(request)
+        before = sidecar.mirrors.repository(repository).read_only
+        repo = sidecar.mirrors.set_read_only(repository, body.read_only)
+        return {"read_only": repo.read_only, "was_writable": not before}
+
+    @router.post("/internal/repositories/{repository}/adopt", include_in_schema=False)
+    def adopt(repository: str, body: Adoption, request: Request) -> dict[str, Any]:
+        replication_user(request)
+        repo = sidecar.mirrors.adopt_repository(repository, MirrorMarking(
+            body.mirror_id, body.source_region, body.source_repository))
+        return {"storage_namespace": repo.storage_namespace, "storage_id": repo.storage_id}
 
     events_key = ref_events.events_key(cfg.auth.encrypt.secret_key.get_secret_value())
     replication_key = (cfg.source_lakefs.access_key_id.get_secret_value(),

@@ -427,6 +427,12 @@ class MirrorFollower:
         return mirror_head, row
 
     # ---------------------------------------------------------------- validation
+    def prove(self, target: CommitRecord) -> list[MissingItem]:
+        """Validate one commit against the destination (``builtin`` copies what is
+        missing first); the pieces still missing. Moves nothing."""
+        with self.ctx.validation_slots, self._counting_requests():
+            return self._validate(target, None)
+
     def _rechecking(self, st: RefProgress) -> bool:
         return self.ctx.recheck_interval > 0 and bool(st.missing)
 

@@ -111,6 +111,71 @@ class MirrorService:
                 raise
             return self._refstore.get_repository(name)
 
+    def set_read_only(self, name: str, read_only: bool) -> Repository:
+        """Make an ordinary repository read-only (a switchover freezes its source so) or
+        writable again; a mirror that still follows its source stays read-only.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+            ValidationError: ``read_only`` false for a mirror that follows its source.
+        """
+        marking = self.marking(name)
+        if not read_only and marking is not None and not marking.detached:
+            raise ValidationError(f"repository {name!r} is a mirror: it stays read-only")
+        repo = self._refstore.get_repository(name)
+        if repo.read_only == read_only:
+            return repo
+        return self._graveler.set_read_only(name, read_only)
+
+    def adopt_repository(self, name: str, marking: MirrorMarking) -> Repository:
+        """Make an existing repository the read-only mirror ``marking`` names: the former
+        source of a switchover, or the old primary of a failback, which then follows the
+        new primary under its own name.
+
+        Its commits stay servable (each is marked proven present: they were written
+        here); from then on it serves only the commits replication proves present. The
+        repository must already be read-only, so that no write lands after its refs were
+        read. Idempotent for the same mirror.
+
+        Raises:
+            RepositoryNotFoundError: no such repository.
+            ValidationError: it is writable, or it follows another mirror.
+        """
+        repo = self._refstore.get_repository(name)
+        existing = self.marking(name)
+        if existing is not None and existing.mirror_id == marking.mirror_id:
+            return repo
+        if existing is not None and not existing.detached:
+            raise ValidationError(f"repository {name!r} follows mirror {existing.mirror_id}")
+        if not repo.read_only:
+            raise ValidationError(f"repository {name!r} must be read-only to be adopted")
+        after = ""
+        while True:
+            records = self._refstore.list_commits(name, after=after, amount=_PAGE)
+            for record in records:
+                self._refstore.mark_commit_present(name, record.id)
+            if len(records) < _PAGE:
+                break
+            after = records[-1].id
+        self._refstore.set_mirror_marking(name, marking)
+        return repo
+
+    def keep_branch(self, repo: str, branch: str, commit_id: str) -> None:
+        """Create a branch of a writable (detached) repository at a written commit whose
+        pieces were proven present, so that it stays reachable there.
+
+        Raises:
+            CommitNotFoundError: the commit record was not written first.
+            BranchExistsError: the branch exists.
+            ValidationError: the repository still follows its source.
+        """
+        marking = self.marking(repo)
+        if marking is not None and not marking.detached:
+            raise ValidationError(f"repository {repo!r} follows its source: no branch is "
+                                  "created in it")
+        self.mark_present(repo, commit_id)
+        self._refstore.create_branch(repo, Branch(branch, commit_id, uuid.uuid4().hex))
+
     def mark_detached(self, name: str, mirror_id: str) -> None:
         """Record that the repository was detached from its mirror (kept on deletion)."""
         existing = self.marking(name)

@@ -21,21 +21,24 @@ class MirrorVisibility:
     """Answers "may this repository serve this commit?", with bounded caches.
 
     Both answers it caches cannot change once given: a repository is a mirror from
-    its creation on, and a commit once proven present in a repository stays present.
-    Both are keyed by the repository's creation date too: a repository id reused by a
-    new repository (a new creation date) has proven nothing yet.
+    its creation on (or from when a switchover or failback adopted it, which it does
+    only once the repository is read-only: whether it is read-only is part of the key),
+    and a commit once proven present in a repository stays present. Both are keyed by
+    the repository's creation date too: a repository id reused by a new repository (a
+    new creation date) has proven nothing yet.
     """
 
     def __init__(self, refstore: RefStore, *, repositories: int = 10_000,
                  commits: int = 100_000) -> None:
         self.refstore = refstore
         self._lock = threading.Lock()
-        self._mirror_flags: LRUCache[tuple[str, str, int], bool] = LRUCache(repositories)
+        self._mirror_flags: LRUCache[tuple[str, str, int, bool], bool] = LRUCache(
+            repositories)
         self._present: LRUCache[tuple[str, str, int, str], bool] = LRUCache(commits)
 
     def is_mirror(self, repo: Repository) -> bool:
         """Whether the repository is (or was) a mirror."""
-        key = (repo.id, repo.storage_namespace, repo.creation_date)
+        key = (repo.id, repo.storage_namespace, repo.creation_date, repo.read_only)
         with self._lock:
             flag = self._mirror_flags.get(key)
         if flag is not None:
