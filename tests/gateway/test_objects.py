@@ -382,3 +382,19 @@ def test_aws_chunked_unsigned_trailer_upload(repo: Repo) -> None:
     assert repo.read("main", "trailer-good") == payload
     with pytest.raises(ObjectNotFoundError):
         repo.server.services.graveler.get_entry(repo.name, "main", "trailer-bad")
+
+
+def test_a_document_type_declaration_is_refused_in_any_encoding(repo: Repo) -> None:
+    repo.s3.put_object(Bucket=repo.name, Key="main/keep", Body=b"kept")
+    document = ('<?xml version="1.0" encoding="UTF-16"?>'
+                '<!DOCTYPE Delete [<!ENTITY k "main/keep">]>'
+                '<Delete><Object><Key>&k;</Key></Object></Delete>')
+    for body in (document.encode("utf-16"), document.replace("UTF-16", "UTF-8").encode()):
+        path = f"/{repo.name}?delete"
+        headers = sign_headers(repo.server, "POST", path, {
+            "Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode()},
+            hashlib.sha256(body).hexdigest(), body)
+        response = httpx.post(f"{repo.server.endpoint}{path}", content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        assert b"<Code>MalformedXML</Code>" in response.content
+    assert repo.read("main", "keep") == b"kept"
