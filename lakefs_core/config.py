@@ -397,11 +397,15 @@ class HttpConfig(ConfigModel):
         transfer_threads: worker threads that move object data (S3 gateway requests and
             API uploads), apart from those that serve the rest of the API, so that data
             transfers can never starve it.
+        max_request_head: the largest request line and headers of a request, in bytes;
+            a longer head is answered 431 and its connection closed before it is
+            parsed further (parsing an endless header costs quadratic time).
     """
 
     request_body_timeout: Duration = timedelta(seconds=30)
     max_request_body: int = Field(default=8 << 20, ge=1024)
     transfer_threads: int = Field(default=32, ge=1, le=1024)
+    max_request_head: int = Field(default=64 << 10, ge=8 << 10, le=16 << 20)
 
 
 class LuaHooksConfig(ConfigModel):

@@ -19,6 +19,7 @@ import httpx
 import uvicorn
 
 from lakefs_core.config import load_server_config
+from lakefs_core.protocol.serving import uvicorn_http_options
 from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
 from lakefs_testing.servers import child_server, free_port
@@ -69,7 +70,8 @@ def live_server(data_dir: str, env: Mapping[str, str] | None = None,
         services.auth.setup_admin("admin", ADMIN_KEY, ADMIN_SECRET)
     port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+                                           log_level="warning", access_log=False,
+                                           **uvicorn_http_options(config.http.max_request_head)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

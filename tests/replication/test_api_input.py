@@ -10,6 +10,7 @@ import pytest
 
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import MIRRORS, create_source, two_regions
+from lakefs_testing.servers import send_long_header
 
 
 @pytest.mark.parametrize("namespace", [
@@ -40,3 +41,11 @@ def test_a_namespace_that_is_no_valid_text_is_400_at_the_sidecar_itself(
                                 headers={"content-type": "application/json"})
                 assert r.status_code == 400, r.text
             assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []
+
+
+def test_the_sidecar_refuses_an_oversized_request_head(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=True) as (east, _west):
+        port = east.sidecars[0].port
+        assert send_long_header(port, 1 << 20).startswith(b"HTTP/1.1 431 ")
+        assert send_long_header(port, 8 << 10).startswith(b"HTTP/1.1 2")
