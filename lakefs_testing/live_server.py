@@ -49,6 +49,23 @@ class _Address:
                             auth=(key or self.access_key_id, secret or self.secret_access_key))
 
 
+    def repo_writer(self, username: str, repository: str) -> tuple[str, str]:
+        """Create ``username``, whose only policy is ``fs:*`` on ``repository`` and
+        everything in it (through the API, as the admin); its access key pair."""
+        arn = f"arn:lakefs:fs:::repository/{repository}"
+        with self.client() as admin:
+            for method, path, body in (
+                    ("POST", "/auth/policies", {"id": f"{username}-writes", "statement": [
+                        {"effect": "allow", "action": ["fs:*"], "resource": arn},
+                        {"effect": "allow", "action": ["fs:*"], "resource": f"{arn}/*"}]}),
+                    ("POST", "/auth/users", {"id": username}),
+                    ("PUT", f"/auth/users/{username}/policies/{username}-writes", None)):
+                admin.request(method, path, json=body).raise_for_status()
+            created = admin.post(f"/auth/users/{username}/credentials")
+            created.raise_for_status()
+        return created.json()["access_key_id"], created.json()["secret_access_key"]
+
+
 @dataclass
 class LiveServer(_Address):
     services: Services
