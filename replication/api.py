@@ -157,6 +157,11 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             raise AuthenticationError("error authenticating request")
         return sidecar.auth.authenticate(*creds)
 
+    def may_read(repository: str) -> rbac.Permission:
+        """What seeing a repository's mirrors (their names, regions and storage
+        namespaces) takes: reading the repository itself."""
+        return rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(repository))
+
     def mirror_of(repository: str, mirror_id: str) -> Mirror:
         m = sidecar.table.get_mirror(sidecar.org, mirror_id)
         if m.source_repository != repository:
@@ -212,7 +217,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.get("/repositories/{repository}/mirrors")
     def list_mirrors(repository: str, after: str = "", amount: int = 100,
                      who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         if not 1 <= amount <= 1000:
             raise ValidationError("amount must be 1..1000")
         page = sidecar.table.list_mirrors_by_source(sidecar.org, sidecar.region, repository,
@@ -226,7 +231,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.get("/repositories/{repository}/mirrors/{mirror_id}")
     def read_mirror(repository: str, mirror_id: str,
                     who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         return mirror_json(mirror_of(repository, mirror_id))
 
     @router.delete("/repositories/{repository}/mirrors/{mirror_id}", status_code=204)
@@ -248,7 +253,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.get("/repositories/{repository}/mirrors/{mirror_id}/status")
     def mirror_status(repository: str, mirror_id: str,
                       who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         m = mirror_of(repository, mirror_id)
         now = time.time()
         branches = []
@@ -272,7 +277,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     def mirror_lag(repository: str, mirror_id: str,
                    who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         """Each branch's recent lag, as this region's sidecar sampled it."""
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         m = mirror_of(repository, mirror_id)
         history = sidecar.lag_history
         return {
