@@ -89,8 +89,11 @@ def create_api(services: Services) -> FastAPI:
         return Response(status_code=204)
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        """Prometheus metrics (as lakeFS, unauthenticated): failed hooks."""
+    def metrics(request: Request) -> Response:
+        """Prometheus metrics (as lakeFS, unauthenticated): failed hooks; to clients of
+        ``metrics.allowed_networks`` only, since they name repositories and hooks."""
+        if not services.config.metrics.allows(client_address(request)):
+            return error_response(403, "metrics are served to metrics.allowed_networks only")
         body = (generate_latest(services.actions.alerts.registry)
                 if services.actions is not None else b"")
         return Response(body, media_type=CONTENT_TYPE_LATEST)
