@@ -25,7 +25,8 @@ ENV PATH=/opt/lakefs-mirror/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     LAKEFS_DATA_DIR=/var/lib/lakefs-mirror \
-    LAKEFS_LISTEN_ADDRESS=0.0.0.0:8000
+    LAKEFS_LISTEN_ADDRESS=0.0.0.0:8000 \
+    REPLICATION_LISTEN_ADDRESS=0.0.0.0:8008
 RUN groupadd --system --gid 10001 lakefs \
  && useradd --system --uid 10001 --gid lakefs --home-dir /var/lib/lakefs-mirror --no-create-home lakefs \
  && mkdir -p /var/lib/lakefs-mirror \

@@ -27,10 +27,12 @@ import os
 import secrets
 from collections.abc import Mapping
 from datetime import timedelta
+from ipaddress import ip_address, ip_network
 from typing import ClassVar, Literal, Self, TypeVar
 
 from pydantic import (
     Field,
+    IPvAnyNetwork,
     PrivateAttr,
     SecretStr,
     field_validator,
@@ -398,11 +400,46 @@ class HttpConfig(ConfigModel):
         transfer_threads: worker threads that move object data (S3 gateway requests and
             API uploads), apart from those that serve the rest of the API, so that data
             transfers can never starve it.
+        max_request_head: the largest request line and headers of a request, in bytes;
+            a longer head is answered 431 and its connection closed before it is
+            parsed further (parsing an endless header costs quadratic time).
     """
 
     request_body_timeout: Duration = timedelta(seconds=30)
     max_request_body: int = Field(default=8 << 20, ge=1024)
     transfer_threads: int = Field(default=32, ge=1, le=1024)
+    max_request_head: int = Field(default=64 << 10, ge=8 << 10, le=16 << 20)
+
+
+class MetricsConfig(ConfigModel):
+    """``metrics``: who may read the server's ``/metrics`` (unauthenticated, as lakeFS's).
+
+    The metrics name repositories, actions and hooks, so they are served only to
+    clients in these networks (loopback by default: a scraper on the host, or behind a
+    proxy there); anyone else is answered 403.
+
+    Attributes:
+        allowed_networks: client networks (``10.0.0.0/8``, ``::1/128``) that may read
+            ``/metrics``; a comma-separated string is accepted; empty: nobody.
+    """
+
+    allowed_networks: list[IPvAnyNetwork] = Field(default_factory=lambda: [
+        ip_network("127.0.0.0/8"), ip_network("::1/128")])
+
+    @field_validator("allowed_networks", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [n.strip() for n in value.split(",") if n.strip()]
+        return value
+
+    def allows(self, address: str) -> bool:
+        """Whether a client at ``address`` may read ``/metrics``."""
+        try:
+            client = ip_address(address)
+        except ValueError:  # no IP address (a Unix socket, an in-process client)
+            return False
+        return any(client in network for network in self.allowed_networks)
 
 
 class LuaHooksConfig(ConfigModel):
@@ -619,6 +656,7 @@ class ServerConfig(PrefixedSettings):
     storage_config: StorageConfig = Field(default_factory=StorageConfig)
     gateways: GatewaysConfig = Field(default_factory=GatewaysConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     actions: ActionsConfig = Field(default_factory=ActionsConfig)
     branches: BranchesConfig = Field(default_factory=BranchesConfig)
     committed: CommittedConfig = Field(default_factory=CommittedConfig)

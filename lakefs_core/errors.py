@@ -6,6 +6,8 @@ gateway map these to status codes in one place; nothing below them knows HTTP.
 
 from __future__ import annotations
 
+import math
+
 
 class LakeFSError(Exception):
     """Base of every error raised by lakefs_core."""
@@ -231,6 +233,15 @@ class NotImplementedByServerError(LakeFSError):
 # --- authentication and authorization --------------------------------------------
 class AuthenticationError(LakeFSError):
     """The caller's credentials are missing, unknown or wrong."""
+
+
+class TooManySignInsError(LakeFSError):
+    """A client failed to sign in too often of late: it may try again in ``retry_after``
+    seconds (429; S3 ``SlowDown``). Its secret is not checked meanwhile."""
+
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = max(1, math.ceil(retry_after))
+        super().__init__(f"too many failed sign-ins: try again in {self.retry_after} seconds")
 
 
 class InvalidAccessKeyIdError(AuthenticationError):

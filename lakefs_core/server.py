@@ -23,6 +23,7 @@ from lakefs_core.config import ServerConfig
 from lakefs_core.gateway.app import create_gateway
 from lakefs_core.logs import configure_logging
 from lakefs_core.memory import MemoryReleaser, tune_allocator
+from lakefs_core.protocol.serving import uvicorn_http_options
 from lakefs_core.services import Services, build_services
 from lakefs_core.ui import UI_PREFIX, create_ui
 
@@ -139,7 +140,8 @@ def _uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     return {"host": host.strip("[]") or "0.0.0.0", "port": int(port),
             "log_level": config.logging.level.lower().replace("warn", "warning"),
             "log_config": None,  # uvicorn logs through ours
-            "access_log": False}
+            "access_log": False,
+            **uvicorn_http_options(config.http.max_request_head)}
 
 
 def serve(services: Services) -> None:

@@ -21,6 +21,7 @@ from lakefs_core.actions import (
 from lakefs_core.auth.backends import open_auth_store
 from lakefs_core.auth.base import BaseAuthStore
 from lakefs_core.auth.service import AuthService
+from lakefs_core.auth.throttle import SignInThrottle
 from lakefs_core.block.registry import BlockStores
 from lakefs_core.catalog import Catalog
 from lakefs_core.config import INSECURE_SECRET_KEY, ServerConfig
@@ -52,6 +53,8 @@ class Services:
     imports: Importer = field(init=False)
     #: deletes expired branches while the server runs (see :meth:`start_housekeeping`)
     housekeeper: BranchHousekeeper | None = field(init=False, default=None)
+    #: failed sign-ins at every door of this process (API, UI, S3 gateway)
+    sign_ins: SignInThrottle = field(init=False, default_factory=SignInThrottle)
 
     def __post_init__(self) -> None:
         self.imports = Importer(self.graveler)

@@ -18,10 +18,12 @@ from lakefs_core import errors
 
 log = logging.getLogger("lakefs_core.api")
 
-__all__ = ["STATUS", "error_response", "install_error_handlers", "status_of"]
+__all__ = ["STATUS", "error_response", "exception_response", "install_error_handlers",
+           "status_of"]
 
 # most specific first: the first matching class decides
 STATUS: list[tuple[type[BaseException], int]] = [
+    (errors.TooManySignInsError, 429),
     (errors.RangeNotSatisfiableError, 416),
     (errors.PayloadTooLargeError, 413),
     (errors.RequestTimeoutError, 408),
@@ -50,11 +52,22 @@ def status_of(exc: BaseException) -> int:
     return 500
 
 
-def error_response(status: int, message: str) -> JSONResponse:
+def error_response(status: int, message: str, *, retry_after: int | None = None,
+                   ) -> JSONResponse:
     # a message may quote input that is no valid text (a lone surrogate): escape it
     message = message.encode("utf-8", "backslashreplace").decode("utf-8")
-    headers = {"WWW-Authenticate": 'Basic realm="lakefs"'} if status == 401 else None
+    headers = {"WWW-Authenticate": 'Basic realm="lakefs"'} if status == 401 else {}
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
     return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+def exception_response(exc: errors.LakeFSError, message: str | None = None) -> JSONResponse:
+    """The answer to ``exc``: its status, ``message`` (its own by default) and, for a
+    client that must wait, when to try again."""
+    return error_response(status_of(exc), message or str(exc) or type(exc).__name__,
+                          retry_after=exc.retry_after
+                          if isinstance(exc, errors.TooManySignInsError) else None)
 
 
 #: lakeFS's error body
@@ -105,10 +118,10 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_of(exc)
         if status >= 500:
             log.error("request failed: %s", exc, exc_info=exc)
-        message = str(exc) or type(exc).__name__
+        message = None
         if isinstance(exc, errors.MergeConflictError):
             message = "conflict found" if not exc.paths else f"conflict found: {exc.paths[:10]}"
-        return error_response(status, message)
+        return exception_response(exc, message)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,6 +19,7 @@ import httpx
 import uvicorn
 
 from lakefs_core.config import load_server_config
+from lakefs_core.protocol.serving import uvicorn_http_options
 from lakefs_core.server import create_app
 from lakefs_core.services import Services, build_services
 from lakefs_testing.servers import child_server, free_port
@@ -48,6 +49,23 @@ class _Address:
                             auth=(key or self.access_key_id, secret or self.secret_access_key))
 
 
+    def repo_writer(self, username: str, repository: str) -> tuple[str, str]:
+        """Create ``username``, whose only policy is ``fs:*`` on ``repository`` and
+        everything in it (through the API, as the admin); its access key pair."""
+        arn = f"arn:lakefs:fs:::repository/{repository}"
+        with self.client() as admin:
+            for method, path, body in (
+                    ("POST", "/auth/policies", {"id": f"{username}-writes", "statement": [
+                        {"effect": "allow", "action": ["fs:*"], "resource": arn},
+                        {"effect": "allow", "action": ["fs:*"], "resource": f"{arn}/*"}]}),
+                    ("POST", "/auth/users", {"id": username}),
+                    ("PUT", f"/auth/users/{username}/policies/{username}-writes", None)):
+                admin.request(method, path, json=body).raise_for_status()
+            created = admin.post(f"/auth/users/{username}/credentials")
+            created.raise_for_status()
+        return created.json()["access_key_id"], created.json()["secret_access_key"]
+
+
 @dataclass
 class LiveServer(_Address):
     services: Services
@@ -69,7 +87,8 @@ def live_server(data_dir: str, env: Mapping[str, str] | None = None,
         services.auth.setup_admin("admin", ADMIN_KEY, ADMIN_SECRET)
     port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(services), host="127.0.0.1", port=port,
-                                           log_level="warning", access_log=False))
+                                           log_level="warning", access_log=False,
+                                           **uvicorn_http_options(config.http.max_request_head)))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -25,6 +25,7 @@ from lakefs_core.graveler.graveler import Graveler
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
 from lakefs_testing.replication_user import ReplicationUser
 from lakefs_testing.servers import MOTO_ENV, free_port
+from replication.__main__ import uvicorn_options as sidecar_uvicorn_options
 from replication.api import create_app as create_sidecar_app
 from replication.config import load_replication_config
 from replication.sidecar import Sidecar
@@ -76,9 +77,8 @@ class Region:
         sidecar = Sidecar(config)
         sidecar.start()
         port = port or (self.sidecar_port if not self.sidecars else free_port())
-        server = uvicorn.Server(uvicorn.Config(create_sidecar_app(sidecar), host="127.0.0.1",
-                                               port=port, log_level="warning",
-                                               access_log=False))
+        server = uvicorn.Server(uvicorn.Config(create_sidecar_app(sidecar),
+                                               **sidecar_uvicorn_options(f"127.0.0.1:{port}")))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 30

@@ -44,6 +44,25 @@ def free_port() -> int:
     raise RuntimeError("no free TCP port on 127.0.0.1 that was not handed out already")
 
 
+def send_long_header(port: int, header_bytes: int, path: str = "/_health") -> bytes:
+    """GET ``path`` on 127.0.0.1 with one header ``header_bytes`` long; the raw answer
+    (empty if the server closed the connection without a word)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nX-Long: ".encode())
+        chunk = b"a" * 4096
+        try:
+            for _ in range(header_bytes // len(chunk)):
+                sock.sendall(chunk)
+            sock.sendall(b"\r\nConnection: close\r\n\r\n")
+        except OSError:  # refused while still sending
+            pass
+        answer = b""
+        with contextlib.suppress(OSError):
+            while data := sock.recv(65536):
+                answer += data
+        return answer
+
+
 def _pg_bindir() -> str:
     candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
     for path in candidates:

@@ -5,9 +5,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 from lakefs_core.errors import LakeFSError
 from lakefs_core.logs import configure_logging
+from lakefs_core.protocol.serving import uvicorn_http_options
+
+
+def uvicorn_options(listen_address: str) -> dict[str, Any]:
+    """How uvicorn serves the mirrors API at ``listen_address`` (request heads bounded)."""
+    host, _, port = listen_address.rpartition(":")
+    return {"host": host.strip("[]") or "127.0.0.1", "port": int(port), "log_level": "warning",
+            "access_log": False, **uvicorn_http_options()}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -26,13 +35,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     sidecar = Sidecar(config)
     releaser = MemoryReleaser().start()
     sidecar.start()
-    host, _, port = config.listen_address.rpartition(":")
     logging.getLogger("replication").info(
         "replication service listening", extra={"listen_address": config.listen_address,
                                                 "region": config.region})
     try:
-        uvicorn.run(create_app(sidecar), host=host.strip("[]") or "0.0.0.0", port=int(port),
-                    log_level="warning", access_log=False)
+        uvicorn.run(create_app(sidecar), **uvicorn_options(config.listen_address))
     finally:
         sidecar.stop()
         releaser.stop()

@@ -205,6 +205,11 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             raise AuthenticationError("error authenticating request")
         return sidecar.auth.authenticate(*creds)
 
+    def may_read(repository: str) -> rbac.Permission:
+        """What seeing a repository's mirrors (their names, regions and storage
+        namespaces) takes: reading the repository itself."""
+        return rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(repository))
+
     def mirror_of(repository: str, mirror_id: str) -> Mirror:
         """The mirror, addressed by its source repository or, in its destination region,
         by its own repository's name."""
@@ -302,22 +307,24 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         here, and those whose destination is here (named by their source repository or
         by their own repository's name), so that every step of a failover works from
         the surviving region."""
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         return listing((m for m in region_mirrors() if _names(m, repository, sidecar.region)),
                        after, amount, with_heads=False)
 
     @router.get("/mirrors")
     def list_region_mirrors(after: str = "", amount: int = 100,
                             who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        """Every mirror whose source or destination is this region, with what each
-        branch serves and when its source was last confirmed there."""
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
-        return listing(region_mirrors(), after, amount, with_heads=True)
+        """Every mirror whose source or destination is this region and whose source or
+        mirror repository the caller may read, with what each branch serves and when its
+        source was last confirmed there."""
+        visible = (m for m in region_mirrors()
+                   if who.allowed(may_read(m.source_repository)) or who.allowed(may_read(m.name)))
+        return listing(visible, after, amount, with_heads=True)
 
     @router.get("/repositories/{repository}/mirrors/{mirror_id}")
     def read_mirror(repository: str, mirror_id: str,
                     who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         return mirror_json(mirror_of(repository, mirror_id))
 
     @router.delete("/repositories/{repository}/mirrors/{mirror_id}", status_code=204)
@@ -339,7 +346,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.get("/repositories/{repository}/mirrors/{mirror_id}/status")
     def mirror_status(repository: str, mirror_id: str,
                       who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         m = mirror_of(repository, mirror_id)
         now = time.time()
         branches: list[dict[str, Any]] = []
@@ -379,7 +386,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     def mirror_lag(repository: str, mirror_id: str,
                    who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         """Each branch's recent lag, as this region's sidecar sampled it."""
-        who.check(rbac.Permission(rbac.LIST_REPOSITORIES, "*"))
+        who.check(may_read(repository))
         m = mirror_of(repository, mirror_id)
         history = sidecar.lag_history
         return {

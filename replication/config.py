@@ -290,7 +290,9 @@ class ReplicationConfig(PrefixedSettings):
         regional_endpoint: URL of this region's lakeFS API.
         dst_endpoints: lakeFS URL of every other region, by region name.
         source_lakefs: the replication user's key, the same in every region.
-        listen_address: where the mirrors API listens.
+        listen_address: where the mirrors API and ``/metrics`` listen; loopback by
+            default (the server beside it proxies the API): a deployment that reaches
+            the service over the network sets it (the Helm chart and the image do).
         list_mirrors_page_size: page size of every listing of the mirrors table.
         list_repositories_page_size: page size when the mirrors manager lists this
             region's repositories.
@@ -309,7 +311,7 @@ class ReplicationConfig(PrefixedSettings):
     blockstores: BlockstoresConfig | None = None
     auth: ReplicationAuthConfig
     source_lakefs: LakeFSCredentials
-    listen_address: ListenAddress = "0.0.0.0:8008"
+    listen_address: ListenAddress = "127.0.0.1:8008"
     refstore_database: DatabaseConfig | None = Field(
         default=None, description="None: the lakeFS installation's own database"
     )

@@ -522,7 +522,9 @@ def test_replication_defaults_match_the_seed(tmp_path: Path) -> None:
         write_yaml(tmp_path / "r.yaml", minimal_replication()), env=SEED_SECRET_ENV
     )
     assert cfg.organization_name is None
-    assert cfg.listen_address == "0.0.0.0:8008"
+    # the seed says 0.0.0.0:8008; loopback on purpose (docs/REPLICATION_CONFIG.md): the
+    # mirrors API and /metrics reach no other host unless the deployment says so
+    assert cfg.listen_address == "127.0.0.1:8008"
     assert cfg.refstore_database is None
     assert cfg.list_mirrors_page_size == 1000
     assert cfg.list_repositories_page_size == 1000

@@ -24,6 +24,7 @@ from starlette.responses import StreamingResponse
 
 from lakefs_core.api.errors import error_response, install_error_handlers
 from lakefs_core.api.guard import BodyGuard
+from lakefs_core.api.security import basic_credentials, client_address
 from lakefs_core.services import Services
 
 log = logging.getLogger("lakefs_core.api")
@@ -88,8 +89,11 @@ def create_api(services: Services) -> FastAPI:
         return Response(status_code=204)
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        """Prometheus metrics (as lakeFS, unauthenticated): failed hooks."""
+    def metrics(request: Request) -> Response:
+        """Prometheus metrics (as lakeFS, unauthenticated): failed hooks; to clients of
+        ``metrics.allowed_networks`` only, since they name repositories and hooks."""
+        if not services.config.metrics.allows(client_address(request)):
+            return error_response(403, "metrics are served to metrics.allowed_networks only")
         body = (generate_latest(services.actions.alerts.registry)
                 if services.actions is not None else b"")
         return Response(body, media_type=CONTENT_TYPE_LATEST)
@@ -105,7 +109,7 @@ def create_api(services: Services) -> FastAPI:
         app.include_router(module.router, prefix=API_PREFIX)
         routers.append(module.router)
 
-    _install_replication_proxy(app, proxy_client)
+    _install_replication_proxy(app, proxy_client, services)
 
     def routes() -> Iterator[tuple[str, APIRoute]]:
         for router in routers:
@@ -132,8 +136,14 @@ def _confined(path: str) -> str | None:
     return target if target.startswith(_PROXIED_PREFIX) else None
 
 
-def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
-    """Forward ``/service/replication/*`` to this region's replication sidecar."""
+def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient,
+                               services: Services) -> None:
+    """Forward ``/service/replication/*`` to this region's replication sidecar.
+
+    A door like the API's own: failed sign-ins (the sidecar's 401s) are counted by the
+    client's address and access key, and a client that must wait is answered 429
+    here, never forwarded (the sidecar sees only this server's address).
+    """
     upstream = str(client.base_url)
 
     @app.api_route("/service/replication/{path:path}",
@@ -142,6 +152,10 @@ def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
         target = _confined(path)
         if target is None:
             return error_response(404, "not found")
+        creds = basic_credentials(request)
+        address = client_address(request)
+        if creds is not None:
+            services.sign_ins.check(address, creds[0])
         headers = {k: v for k, v in request.headers.items()
                    if k.lower() not in ("host", "content-length", "connection")}
         try:
@@ -152,6 +166,10 @@ def _install_replication_proxy(app: FastAPI, client: httpx.AsyncClient) -> None:
         except httpx.HTTPError as e:
             log.warning("replication service unreachable at %s: %s", upstream, e)
             return error_response(502, "replication service unreachable")
+        if creds is not None and resp.status_code == 401:
+            services.sign_ins.failed(address, creds[0])
+        elif creds is not None and resp.status_code < 400:
+            services.sign_ins.succeeded(address, creds[0])
         passthrough = {k: v for k, v in resp.headers.items()
                        if k.lower() not in ("content-length", "transfer-encoding", "connection",
                                             "content-encoding")}

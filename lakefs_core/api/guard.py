@@ -28,7 +28,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.routing import compile_path
 
-from lakefs_core.api.errors import error_response, status_of
+from lakefs_core.api.errors import exception_response
 from lakefs_core.api.security import CTX_STATE, authenticated
 from lakefs_core.config import HttpConfig
 from lakefs_core.errors import LakeFSError, PayloadTooLargeError
@@ -140,7 +140,7 @@ class BodyGuard:
 
     @staticmethod
     async def _refuse(scope: Scope, receive: Receive, send: Send, exc: LakeFSError) -> None:
-        response = error_response(status_of(exc), str(exc) or type(exc).__name__)
+        response = exception_response(exc)
         response.headers["connection"] = "close"
         await response(scope, receive, send)
 

@@ -69,6 +69,11 @@ def basic_credentials(request: Request) -> tuple[str, str] | None:
     return parse_basic_authorization(request.headers.get("authorization", ""))
 
 
+def client_address(request: Request) -> str:
+    """The address the request came from (what failed sign-ins are counted by)."""
+    return request.client.host if request.client else ""
+
+
 #: how long a login token is valid (lakeFS's default ``auth.login_duration``)
 LOGIN_DURATION_SECONDS = 7 * 24 * 3600
 _TOKEN_ALGORITHM = "HS256"
@@ -184,7 +189,9 @@ def authenticated(request: Request) -> Ctx:
     services = services_of(request)
     creds = basic_credentials(request)
     if creds is not None:
-        return Ctx(services=services, user=services.auth.authenticate(*creds))
+        user = services.sign_ins.attempt(client_address(request), creds[0],
+                                         lambda: services.auth.authenticate(*creds))
+        return Ctx(services=services, user=user)
     token = bearer_token(request)
     if token is None:
         raise AuthenticationError("error authenticating request")

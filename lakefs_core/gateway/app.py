@@ -20,7 +20,11 @@ import anyio
 import anyio.to_thread
 from starlette.responses import Response
 
-from lakefs_core.errors import AuthenticationError, SignatureMismatchError
+from lakefs_core.errors import (
+    AuthenticationError,
+    InvalidAccessKeyIdError,
+    SignatureMismatchError,
+)
 from lakefs_core.gateway import sigv2, sigv4, xml
 from lakefs_core.gateway.authcache import AuthCache
 from lakefs_core.gateway.errors import s3_error_of
@@ -57,6 +61,8 @@ class _Incoming:
     key: str
     query_pairs: list[tuple[str, str]]
     presigned: bool
+    #: the client's address (what failed signatures are counted by)
+    address: str
 
     @property
     def resource(self) -> str:
@@ -126,7 +132,8 @@ class Gateway:
             header_pairs=header_pairs, headers=headers, bucket=bucket, key=key,
             query_pairs=query_pairs,
             presigned=any(name in ("X-Amz-Algorithm", "AWSAccessKeyId")
-                          for name, _ in query_pairs))
+                          for name, _ in query_pairs),
+            address=(scope.get("client") or ("",))[0])
 
     def _serve(self, incoming: _Incoming, body: BodyReader,
                identity: tuple[sigv4.SignedRequest, str] | None) -> Response:
@@ -143,11 +150,19 @@ class Gateway:
             return self._error(exc, incoming)
 
     def _authenticate(self, incoming: _Incoming) -> tuple[sigv4.SignedRequest, str]:
+        """Verify the request's signature. A client that failed too often of late
+        waits (``SlowDown``) before its signature is even checked; see
+        :mod:`lakefs_core.auth.throttle`."""
         owners: dict[str, str] = {}
         method, headers = incoming.method, incoming.headers
+        sign_ins, address = self.services.sign_ins, incoming.address
+        key_ids: list[str] = []
 
         def verify(fresh: bool) -> sigv4.SignedRequest:
             def secret_for(access_key_id: str) -> str:
+                if not key_ids:
+                    sign_ins.check(address, access_key_id)
+                    key_ids.append(access_key_id)
                 credential = self.auth.credential(access_key_id, fresh=fresh)
                 owners[access_key_id] = credential.user
                 return credential.secret
@@ -164,9 +179,14 @@ class Gateway:
             raise AuthenticationError("Anonymous access is not allowed: sign requests")
 
         try:
-            signed = verify(fresh=False)
-        except SignatureMismatchError:
-            signed = verify(fresh=True)  # the key may have been re-created meanwhile
+            try:
+                signed = verify(fresh=False)
+            except SignatureMismatchError:
+                signed = verify(fresh=True)  # the key may have been re-created meanwhile
+        except (InvalidAccessKeyIdError, SignatureMismatchError):
+            sign_ins.failed(address, key_ids[0] if key_ids else "")
+            raise
+        sign_ins.succeeded(address, signed.access_key_id)
         return signed, owners[signed.access_key_id]
 
     @staticmethod

@@ -82,6 +82,9 @@ def s3_error_of(exc: BaseException, *, presigned: bool = False) -> S3ErrorInfo:
     """
     if isinstance(exc, S3Error):
         return S3ErrorInfo(exc.status, exc.code, str(exc), exc.headers)
+    if isinstance(exc, errors.TooManySignInsError):
+        return S3ErrorInfo(503, "SlowDown", f"Please reduce your request rate: {exc}",
+                           {"retry-after": str(exc.retry_after)})
     if isinstance(exc, errors.WrongSigningScopeError):
         code = "AuthorizationQueryParametersError" if presigned else "AuthorizationHeaderMalformed"
         return S3ErrorInfo(400, code, str(exc), extra=(("Region", exc.region),))

@@ -48,6 +48,7 @@ from lakefs_core.protocol.http import (
     content_range,
     header_value_safe,
     metadata_headers,
+    object_content_headers,
     parse_range,
     read_outcome,
     unsatisfied_range,
@@ -362,6 +363,11 @@ class Operations:
         for param, header in _RESPONSE_OVERRIDES.items():
             if param in req.query:
                 headers[header] = req.query[param]
+        # a link a browser opens carries its signature in the query: what is active
+        # there becomes a download; an S3 client signing headers gets S3's answer
+        headers.update(object_content_headers(
+            headers["content-type"], headers.get("content-disposition"),
+            attach_active="authorization" not in req.headers))
         return headers
 
     @staticmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+import xml.parsers.expat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -265,11 +266,40 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
+class _Declaration(Exception):
+    """A document type or entity declaration met by the parser."""
+
+
+def _refuse_declarations(body: bytes) -> None:
+    """Refuse a body that declares a document type or an entity, whatever its encoding.
+
+    The parser itself reports the declarations, after decoding the body as its XML
+    declaration or byte order mark says (UTF-16 included): no request body of S3 has
+    one, and entities are how an XML body expands or reaches outside.
+
+    Raises:
+        S3Error: ``MalformedXML`` for a declaration or a document the parser rejects.
+    """
+    def refuse(*_args: object) -> None:
+        raise _Declaration
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.StartDoctypeDeclHandler = refuse
+    parser.EntityDeclHandler = refuse
+    parser.UnparsedEntityDeclHandler = refuse
+    parser.ExternalEntityRefHandler = refuse  # type: ignore[assignment]
+    try:
+        parser.Parse(body, True)
+    except _Declaration:
+        raise S3Error("MalformedXML", "document type declarations are not accepted") from None
+    except xml.parsers.expat.ExpatError as exc:
+        raise S3Error("MalformedXML", f"the XML you provided was not well-formed: {exc}") from None
+
+
 def _parse(body: bytes, root_tag: str) -> ET.Element:
     if len(body) > MAX_XML_BODY:
         raise S3Error("MalformedXML", "request body is too large")
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise S3Error("MalformedXML", "document type declarations are not accepted")
+    _refuse_declarations(body)
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:

@@ -3,7 +3,9 @@
 - ``Range: bytes=...`` against an object's size (one range; suffix and open ranges);
 - ETag lists (``"a", W/"b", *``) and the conditional headers of a read (``If-Match``,
   ``If-None-Match``) and of a write (``If-None-Match: *``, ``If-Match: <etag>``);
-- which user metadata can travel as headers (the rest is kept, and left out).
+- which user metadata can travel as headers (the rest is kept, and left out);
+- what an answer carrying an object's bytes adds so that a browser runs none of them
+  in this server's origin (:func:`object_content_headers`).
 
 Each front door turns the outcomes into its own answer (lakeFS's JSON errors, S3's
 XML ones).
@@ -142,3 +144,44 @@ def metadata_headers(metadata: Mapping[str, str]) -> Iterator[tuple[str, str]]:
     for name, value in sorted(metadata.items()):
         if _TOKEN.match(name) and header_value_safe(value):
             yield name.lower(), value
+
+
+#: the Content-Security-Policy of every answer carrying an object's bytes: a page among
+#: them runs in a sandbox (no script, an origin of its own) and loads nothing
+OBJECT_CONTENT_SECURITY_POLICY = "sandbox; default-src 'none'"
+#: media types a browser would run or render as a document with script in it
+_ACTIVE_TYPES = frozenset({
+    "text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml",
+    "text/xsl", "application/xslt+xml", "text/javascript", "application/javascript",
+    "application/x-javascript", "text/ecmascript", "application/ecmascript",
+    "application/pdf", "text/vnd.wap.wml", "multipart/x-mixed-replace",
+    "application/vnd.wap.xhtml+xml", "text/x-component",
+})
+
+
+def is_active_content(content_type: str) -> bool:
+    """Whether a browser could run script in content of ``content_type`` (HTML, XML and
+    its dialects, SVG, JavaScript, ...)."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media in _ACTIVE_TYPES or media.endswith("+xml")
+
+
+def object_content_headers(content_type: str, disposition: str | None = None, *,
+                           attach_active: bool = True) -> dict[str, str]:
+    """The headers an answer carrying an object's bytes adds to its own, whoever stored
+    the object: ``X-Content-Type-Options: nosniff``, a sandboxing
+    Content-Security-Policy and, for active content (:func:`is_active_content`),
+    ``Content-Disposition: attachment`` unless ``disposition`` already is one.
+
+    Args:
+        content_type: The Content-Type the answer carries (stored or overridden).
+        disposition: The Content-Disposition it carries, if any.
+        attach_active: Whether active content is made a download (False for a client
+            that signs its requests, which no browser does: S3's answer stays S3's).
+    """
+    headers = {"x-content-type-options": "nosniff",
+               "content-security-policy": OBJECT_CONTENT_SECURITY_POLICY}
+    if (attach_active and is_active_content(content_type)
+            and not (disposition or "").strip().lower().startswith("attachment")):
+        headers["content-disposition"] = "attachment"
+    return headers

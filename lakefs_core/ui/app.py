@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import unquote, urlsplit
 
 from fastapi import FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,7 +14,12 @@ from fastapi.staticfiles import StaticFiles
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lakefs_core.errors import AuthenticationError, LakeFSError, NotFoundError
+from lakefs_core.errors import (
+    AuthenticationError,
+    LakeFSError,
+    NotFoundError,
+    TooManySignInsError,
+)
 from lakefs_core.services import Services
 from lakefs_core.ui.backend import ApiError, ASGIApp, Backend
 from lakefs_core.ui.context import (
@@ -27,18 +33,33 @@ from lakefs_core.ui.context import (
     url,
 )
 from lakefs_core.ui.guard import UIGuard
-from lakefs_core.ui.session import COOKIE, SESSION_SECONDS, RevokedSessions, SessionCodec
-from lakefs_core.ui.throttle import LoginThrottle
+from lakefs_core.ui.headers import PageHeaders
+from lakefs_core.ui.session import (
+    COOKIE,
+    LOGIN_COOKIE,
+    SESSION_SECONDS,
+    RevokedSessions,
+    SessionCodec,
+)
 
 #: page modules under lakefs_core.ui.pages; each defines ``router``
 PAGE_MODULES = ("repositories", "refs", "objects", "mirrors")
 
 
 def _safe_next(target: str | None) -> str:
-    """Where to go after login: a UI address only (never another site)."""
-    if target and target.startswith(UI_PREFIX + "/") and not target.startswith("//"):
-        return target
-    return url("/repositories")
+    """Where to go after login: a normalized UI address only, never another site nor a
+    path that a browser would resolve out of the UI (``..`` or ``.`` segments, encoded or
+    not, empty segments, backslashes, blanks or control characters)."""
+    fallback = url("/repositories")
+    if not target or any(c <= " " or c in "\\\x7f" for c in target):
+        return fallback
+    parts = urlsplit(target)
+    path = unquote(parts.path)
+    segments = path.split("/")
+    if (parts.scheme or parts.netloc or "\\" in path or segments[:2] != ["", UI_PREFIX[1:]]
+            or any(seg in (".", "..") for seg in segments) or "" in segments[2:-1]):
+        return fallback
+    return target
 
 
 def _error_page(request: Request, status: int, message: str) -> HTMLResponse:
@@ -57,8 +78,8 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     codec = SessionCodec(secret.get_secret_value(),
                          RevokedSessions(store=services.auth))
     app.state.ui = UIState(services, backend, codec)
-    throttle = LoginThrottle()
     app.add_middleware(UIGuard, codec=codec, prefix=UI_PREFIX)
+    app.add_middleware(PageHeaders)
     app.mount(f"{UI_PREFIX}/static", StaticFiles(directory=Path(__file__).parent / "static"),
               name="static")
 
@@ -94,37 +115,48 @@ def create_ui(services: Services, api: ASGIApp) -> FastAPI:
     async def home() -> Response:
         return RedirectResponse(url("/repositories"), status_code=303)
 
+    def login_page(request: Request, next_url: str, *, error: str = "", access_key_id: str = "",
+                   status: int = 200) -> Response:
+        """The sign-in form, with the token of this browser's login cookie (set anew if
+        the browser has none)."""
+        nonce = request.cookies.get(LOGIN_COOKIE) or codec.login_nonce()
+        resp = TEMPLATES.TemplateResponse(request, "login.html", {
+            "next": _safe_next(next_url), "url": url, "session": None, "error": error,
+            "access_key_id": access_key_id, "login_token": codec.login_token(nonce)},
+            status_code=status)
+        resp.set_cookie(LOGIN_COOKIE, nonce, path=f"{UI_PREFIX}/login", httponly=True,
+                        samesite="strict", secure=request.url.scheme == "https")
+        return resp
+
     @app.get(f"{UI_PREFIX}/login", response_class=HTMLResponse)
     async def login_form(request: Request, next: str = "") -> Response:  # noqa: A002
-        return TEMPLATES.TemplateResponse(request, "login.html", {
-            "next": _safe_next(next), "url": url, "session": None, "error": ""})
+        return login_page(request, next)
 
     @app.post(f"{UI_PREFIX}/login", response_class=HTMLResponse)
     async def login(request: Request, access_key_id: Annotated[str, Form()] = "",
                     secret_access_key: Annotated[str, Form()] = "",
+                    login_token: Annotated[str, Form()] = "",
                     next: Annotated[str, Form()] = "") -> Response:  # noqa: A002
         state = ui_state(request)
+        key = access_key_id.strip()
         address = request.client.host if request.client else ""
-
-        def refused(error: str, status: int) -> Response:
-            return TEMPLATES.TemplateResponse(request, "login.html", {
-                "next": _safe_next(next), "url": url, "session": None, "error": error,
-                "access_key_id": access_key_id}, status_code=status)
-
-        wait = throttle.retry_after(access_key_id.strip(), address)
-        if wait > 0:
-            resp = refused("too many failed sign-ins: try again in "
-                           f"{max(1, round(wait))} seconds", 429)
-            resp.headers["retry-after"] = str(max(1, round(wait)))
-            return resp
+        if not codec.login_token_valid(request.cookies.get(LOGIN_COOKIE), login_token):
+            return login_page(request, next, access_key_id=key, status=400, error=(
+                "the sign-in form is stale or comes from another site: try again"))
         try:
             principal = await run_in_threadpool(
-                state.services.access.authenticate, access_key_id.strip(), secret_access_key)
+                state.services.sign_ins.attempt, address, key,
+                lambda: state.services.access.authenticate(key, secret_access_key))
+        except TooManySignInsError as e:
+            resp = login_page(request, next, access_key_id=key, status=429, error=str(e))
+            resp.headers["retry-after"] = str(e.retry_after)
+            return resp
         except (AuthenticationError, NotFoundError):
-            throttle.failed(access_key_id.strip(), address)
-            return refused("invalid access key ID or secret access key", 401)
-        session = state.codec.new(access_key_id.strip(), secret_access_key, principal.username)
+            return login_page(request, next, access_key_id=key, status=401,
+                              error="invalid access key ID or secret access key")
+        session = state.codec.new(key, secret_access_key, principal.username)
         resp = RedirectResponse(_safe_next(next), status_code=303)
+        resp.delete_cookie(LOGIN_COOKIE, path=f"{UI_PREFIX}/login")
         resp.set_cookie(COOKIE, state.codec.seal(session), max_age=SESSION_SECONDS,
                         path=UI_PREFIX, httponly=True, samesite="lax",
                         secure=request.url.scheme == "https")

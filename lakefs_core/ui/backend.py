@@ -61,13 +61,19 @@ class Streamed:
     body: AsyncIterator[bytes]
 
 
+#: the client address of the UI's own calls of the API: never a browser's, so that the
+#: failed sign-ins of an address (counted at the login form, by the browser's address)
+#: never refuse the pages of a session that signed in from elsewhere
+IN_PROCESS_CLIENT = ("ui.in-process", 0)
+
+
 class Backend:
     """One in-process HTTP client over the server's API application."""
 
     def __init__(self, app: ASGIApp) -> None:
         self._app = app
         self._client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 0)),
+            transport=httpx.ASGITransport(app=app, client=IN_PROCESS_CLIENT),
             base_url="http://ui.local", timeout=120.0)
 
     async def close(self) -> None:
@@ -107,7 +113,7 @@ class Backend:
             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
             "query_string": urlencode(params).encode(), "root_path": "",
             "headers": [(b"host", b"ui.local"), (b"authorization", f"Basic {token}".encode())],
-            "server": ("ui.local", 80), "client": ("127.0.0.1", 0),
+            "server": ("ui.local", 80), "client": IN_PROCESS_CLIENT,
         }
         messages: asyncio.Queue[MutableMapping[str, Any]] = asyncio.Queue(maxsize=8)
         finished = asyncio.Event()

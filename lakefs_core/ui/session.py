@@ -30,6 +30,8 @@ from cryptography.fernet import Fernet, InvalidToken
 
 #: the session cookie's name
 COOKIE = "lakefs_ui_session"
+#: the cookie of a browser's sign-in form: the login form's token is bound to it
+LOGIN_COOKIE = "lakefs_ui_login"
 #: how long a session lasts (lakeFS's default login duration)
 SESSION_SECONDS = 7 * 24 * 3600
 #: at most this many revoked sessions are remembered (see :class:`RevokedSessions`)
@@ -110,11 +112,28 @@ class SessionCodec:
     def __init__(self, secret_key: str, revoked: RevokedSessions | None = None) -> None:
         derived = hmac.new(secret_key.encode(), b"lakefs-ui-session", hashlib.sha256).digest()
         self._fernet = Fernet(base64.urlsafe_b64encode(derived))
+        self._login_key = hmac.new(secret_key.encode(), b"lakefs-ui-login-form",
+                                   hashlib.sha256).digest()
         self.revoked = RevokedSessions() if revoked is None else revoked
 
     def new(self, access_key_id: str, secret_access_key: str, username: str) -> Session:
         return Session(access_key_id, secret_access_key, username, secrets.token_urlsafe(24),
                        secrets.token_urlsafe(18), time.time())
+
+    @staticmethod
+    def login_nonce() -> str:
+        """A new value of :data:`LOGIN_COOKIE`."""
+        return secrets.token_urlsafe(24)
+
+    def login_token(self, nonce: str) -> str:
+        """The login form's token for the browser holding ``nonce`` in its cookie: a
+        page of another site can neither read the cookie nor make the token, so it
+        cannot sign a browser in (with the page's own key)."""
+        return hmac.new(self._login_key, nonce.encode(), hashlib.sha256).hexdigest()
+
+    def login_token_valid(self, nonce: str | None, token: str) -> bool:
+        return bool(nonce) and hmac.compare_digest(self.login_token(nonce or "").encode(),
+                                                   token.encode())
 
     def seal(self, session: Session) -> str:
         body = json.dumps({"k": session.access_key_id, "s": session.secret_access_key,

@@ -22,6 +22,7 @@ from lakefs_core.api.security import (
     issue_token,
     verify_token,
 )
+from lakefs_core.auth.throttle import FREE_PAIR_FAILURES
 from lakefs_core.errors import AuthenticationError
 from lakefs_testing.live_server import LiveServer, live_server
 
@@ -375,3 +376,29 @@ def test_auth_capabilities_need_no_login(srv: LiveServer) -> None:
     resp = httpx.get(f"{srv.endpoint}/api/v1/auth/capabilities", timeout=10)
     assert resp.status_code == 200
     assert resp.json() == {"invite_user": False, "forgot_password": False}
+
+
+def test_failed_sign_ins_slow_the_guesser_down_not_the_owner(srv: LiveServer) -> None:
+    """Basic auth and ``/auth/login`` share one limit, keyed by the client's address and
+    key: a guesser waits ever longer (429); the owner elsewhere is never refused."""
+    key, secret = srv.repo_writer("guessed-api", "any-repo")
+    with httpx.Client(base_url=srv.api, timeout=30) as guesser:
+        for _ in range(FREE_PAIR_FAILURES + 1):
+            assert guesser.get("/user", auth=(key, "guess")).status_code == 401
+        for refused in (guesser.get("/user", auth=(key, secret)),
+                        guesser.post("/auth/login", json={"access_key_id": key,
+                                                          "secret_access_key": secret})):
+            assert refused.status_code == 429, refused.text
+            assert "too many failed sign-ins" in refused.json()["message"]
+            assert 0 < int(refused.headers["retry-after"]) <= 300
+    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as owner:
+        assert owner.get("/user", auth=(key, secret)).status_code == 200
+        assert owner.post("/auth/login", json={"access_key_id": key,
+                                               "secret_access_key": secret}).status_code == 200
+    # failed logins count too, from their own address
+    with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as guesser:
+        for _ in range(FREE_PAIR_FAILURES + 1):
+            assert guesser.post("/auth/login", json={
+                "access_key_id": key, "secret_access_key": "guess"}).status_code == 401
+        assert guesser.get("/user", auth=(key, secret)).status_code == 429

@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,7 +20,14 @@ import httpx
 import pytest
 
 from lakefs_core.errors import ObjectNotFoundError
-from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, LiveServer, live_server
+from lakefs_testing.live_server import (
+    ADMIN_KEY,
+    ADMIN_SECRET,
+    LiveServer,
+    live_server,
+    server_process,
+)
+from lakefs_testing.servers import send_long_header
 from tests.gateway.conftest import s3_client
 
 ADMIN_AUTH = "Basic " + base64.b64encode(f"{ADMIN_KEY}:{ADMIN_SECRET}".encode()).decode()
@@ -196,3 +204,16 @@ def test_a_json_body_that_is_no_valid_text_is_400_and_changes_nothing(tmp_path: 
             headers={"content-type": "application/json"})
         assert r.status_code == 201, r.text
         assert r.json()["message"] == "\U0001F600 \\ud800"
+
+
+def test_an_oversized_request_head_is_refused_and_the_server_still_answers(
+        tmp_path: Path) -> None:
+    with server_process(tmp_path / "srv",
+                        {"LAKEFS_HTTP_MAX_REQUEST_HEAD": str(16 << 10)}) as srv:
+        started = time.monotonic()
+        answer = send_long_header(srv.port, 1 << 20)
+        assert time.monotonic() - started < 10
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
+        # a head within the bound is served as ever
+        assert send_long_header(srv.port, 8 << 10).startswith(b"HTTP/1.1 204 ")
+        assert httpx.get(f"{srv.endpoint}/_health", timeout=10).status_code == 204

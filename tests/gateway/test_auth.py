@@ -11,6 +11,7 @@ import httpx
 import pytest
 from botocore.exceptions import ClientError
 
+from lakefs_core.auth.throttle import FREE_PAIR_FAILURES
 from lakefs_core.errors import ObjectNotFoundError
 from lakefs_testing.live_server import LiveServer
 from tests.gateway.conftest import MakeUser, Repo, s3_client, sign_headers
@@ -235,3 +236,25 @@ def test_unsigned_amz_headers_are_refused(repo: Repo, server: LiveServer,
     assert added.status_code == 403, added.text
     ok = httpx.put(f"{server.endpoint}/{repo.name}/main/h.txt", content=b"h", headers=headers)
     assert ok.status_code == 200, ok.text
+
+
+def test_failed_signatures_slow_the_guesser_down_not_the_owner(repo: Repo) -> None:
+    server = repo.server
+    key, secret = server.repo_writer("guessed-s3", repo.name)
+    guesser = s3_client(server.endpoint, key, "guess", signature_version="s3v4")
+    for _ in range(FREE_PAIR_FAILURES + 1):
+        assert _refused(lambda: guesser.list_objects_v2(Bucket=repo.name, Prefix="main/")) == (
+            403, "SignatureDoesNotMatch")
+    right = s3_client(server.endpoint, key, secret, signature_version="s3v4")
+    with pytest.raises(ClientError) as exc:
+        right.list_objects_v2(Bucket=repo.name, Prefix="main/")
+    response = exc.value.response
+    assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (
+        503, "SlowDown")
+    assert 0 < int(response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) <= 300
+    # the owner, from another address, is served
+    url = right.generate_presigned_url(
+        "list_objects_v2", Params={"Bucket": repo.name, "Prefix": "main/"}, ExpiresIn=60)
+    assert httpx.get(url).status_code == 503
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as owner:
+        assert owner.get(url).status_code == 200

@@ -382,3 +382,61 @@ def test_aws_chunked_unsigned_trailer_upload(repo: Repo) -> None:
     assert repo.read("main", "trailer-good") == payload
     with pytest.raises(ObjectNotFoundError):
         repo.server.services.graveler.get_entry(repo.name, "main", "trailer-bad")
+
+
+def test_a_document_type_declaration_is_refused_in_any_encoding(repo: Repo) -> None:
+    repo.s3.put_object(Bucket=repo.name, Key="main/keep", Body=b"kept")
+    document = ('<?xml version="1.0" encoding="UTF-16"?>'
+                '<!DOCTYPE Delete [<!ENTITY k "main/keep">]>'
+                '<Delete><Object><Key>&k;</Key></Object></Delete>')
+    for body in (document.encode("utf-16"), document.replace("UTF-16", "UTF-8").encode()):
+        path = f"/{repo.name}?delete"
+        headers = sign_headers(repo.server, "POST", path, {
+            "Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode()},
+            hashlib.sha256(body).hexdigest(), body)
+        response = httpx.post(f"{repo.server.endpoint}{path}", content=body, headers=headers)
+        assert response.status_code == 400, response.text
+        assert b"<Code>MalformedXML</Code>" in response.content
+    assert repo.read("main", "keep") == b"kept"
+
+
+def test_no_object_runs_script_in_the_servers_origin(repo: Repo) -> None:
+    """A repository writer's page, opened by a signed-in admin, must not run in the
+    origin of the UI: a pre-signed link and the API answer it as data."""
+    server = repo.server
+    key, secret = server.repo_writer("writer", repo.name)
+    writer = s3_client(server.endpoint, key, secret, signature_version="s3v4")
+    page = b"<html><script>fetch('/ui/repositories')</script></html>"
+    writer.put_object(Bucket=repo.name, Key="main/page.html", Body=page, ContentType="text/html")
+    with httpx.Client(base_url=server.api, auth=(key, secret)) as api:
+        api.post(f"/repositories/{repo.name}/branches/main/objects", params={"path": "api.svg"},
+                 content=b"<svg xmlns='http://www.w3.org/2000/svg'><script>1</script></svg>",
+                 headers={"content-type": "image/svg+xml"}).raise_for_status()
+        answers = [api.get(f"/repositories/{repo.name}/refs/main/objects",
+                           params={"path": path}) for path in ("page.html", "api.svg")]
+        answers.append(api.head(f"/repositories/{repo.name}/refs/main/objects",
+                                params={"path": "page.html"}))
+    for client in (writer, repo.s3):  # SigV4 and SigV2 links
+        answers += [method(client.generate_presigned_url(
+            operation, Params={"Bucket": repo.name, "Key": "main/page.html"}, ExpiresIn=60))
+            for method, operation in ((httpx.get, "get_object"), (httpx.head, "head_object"))]
+        # a link that asks for the page inline is still a download, in a sandbox
+        answers.append(httpx.get(client.generate_presigned_url(
+            "get_object", Params={"Bucket": repo.name, "Key": "main/api.svg",
+                                  "ResponseContentDisposition": "inline"}, ExpiresIn=60)))
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        csp = answer.headers["content-security-policy"]
+        assert "sandbox" in csp.split(";")[0] and "default-src 'none'" in csp
+        assert answer.headers["content-disposition"].startswith("attachment")
+        assert answer.headers["content-type"] in ("text/html", "image/svg+xml")
+    # an S3 client signing its headers gets S3's answer: the stored type, no disposition
+    got = writer.get_object(Bucket=repo.name, Key="main/page.html")
+    assert got["ContentType"] == "text/html" and "ContentDisposition" not in got
+    assert got["Body"].read() == page
+    plain = httpx.get(writer.generate_presigned_url(
+        "get_object", Params={"Bucket": repo.name, "Key": "main/api.svg",
+                              "ResponseContentType": "text/plain"}, ExpiresIn=60))
+    assert plain.headers["x-content-type-options"] == "nosniff"
+    assert "content-disposition" not in plain.headers

@@ -10,6 +10,7 @@ import pytest
 
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import MIRRORS, create_source, two_regions
+from lakefs_testing.servers import send_long_header
 
 
 @pytest.mark.parametrize("namespace", [
@@ -40,3 +41,42 @@ def test_a_namespace_that_is_no_valid_text_is_400_at_the_sidecar_itself(
                                 headers={"content-type": "application/json"})
                 assert r.status_code == 400, r.text
             assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []
+
+
+def test_the_sidecar_refuses_an_oversized_request_head(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=True) as (east, _west):
+        port = east.sidecars[0].port
+        assert send_long_header(port, 1 << 20).startswith(b"HTTP/1.1 431 ")
+        assert send_long_header(port, 8 << 10).startswith(b"HTTP/1.1 2")
+
+
+def test_a_user_sees_only_the_mirrors_of_repositories_it_may_read(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=True) as (east, _west):
+        create_source(east)
+        with east.client() as admin:
+            assert admin.post("/api/v1/repositories", json={
+                "name": "other", "storage_namespace": "local://other"}).status_code == 201
+            r = admin.post(f"{MIRRORS}/src/mirrors", json={
+                "name": "src-mirror", "region": "west", "storage_namespace": "local://m"})
+            assert r.status_code == 201, r.text
+            mirror = r.json()["id"]
+        # fs:ListRepositories on everything, and a writer of another repository
+        key, secret = east.server.repo_writer("other-writer", "other")
+        with east.client() as admin:
+            assert admin.post("/api/v1/auth/policies", json={"id": "list-all", "statement": [
+                {"effect": "allow", "action": ["fs:ListRepositories"], "resource": "*"}],
+            }).status_code == 201
+            assert admin.put("/api/v1/auth/users/other-writer/policies/list-all"
+                             ).status_code == 201
+        with east.client(key, secret) as stranger:
+            for path in ("", f"/{mirror}", f"/{mirror}/status", f"/{mirror}/lag"):
+                r = stranger.get(f"{MIRRORS}/src/mirrors{path}")
+                assert r.status_code == 403, (path, r.text)
+                assert "local://m" not in r.text
+            assert stranger.get(f"{MIRRORS}/other/mirrors").json()["results"] == []
+        key, secret = east.server.repo_writer("src-reader", "src")
+        with east.client(key, secret) as reader:
+            listed = reader.get(f"{MIRRORS}/src/mirrors").json()["results"]
+            assert [m["storage_namespace"] for m in listed] == ["local://m"]

@@ -112,7 +112,7 @@ def test_rbac_and_bad_requests(tmp_path: Path, sqlite_mirrors: dict[str, Any]) -
         with east.client(cred.access_key_id, cred.secret) as c:
             r = c.post(f"{MIRRORS}/src/mirrors", json=body)
             assert r.status_code == 403, r.text
-            assert c.get(f"{MIRRORS}/src/mirrors").status_code == 200  # ListRepositories
+            assert c.get(f"{MIRRORS}/src/mirrors").status_code == 200  # ReadRepository
         with east.client() as c:
             assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []  # nothing made
             for bad, code in [({**body, "region": "mars"}, 400),

@@ -1,14 +1,12 @@
-"""The UI's bounded bookkeeping: revoked sessions and failed sign-ins."""
+"""The UI's bounded bookkeeping of revoked sessions."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from lakefs_core.auth.store import AuthStore
 from lakefs_core.ui.session import RevokedSessions, SessionCodec
-from lakefs_core.ui.throttle import LoginThrottle
 
 
 def test_revoked_sessions_stay_revoked_past_the_bound() -> None:
@@ -45,27 +43,3 @@ def test_a_sign_out_is_seen_by_every_process_sharing_the_auth_database(
         here.revoke(fresh)
         assert not one.session_revoked("long-gone") and one.session_revoked(fresh.id)
 
-
-def test_failed_sign_ins_are_limited_per_key_and_per_address() -> None:
-    throttle = LoginThrottle(key_failures=2, address_failures=3, max_tracked=100)
-    throttle.failed("AKIA1", "10.0.0.1")
-    assert throttle.retry_after("AKIA1", "10.0.0.1") == 0
-    throttle.failed("AKIA1", "10.0.0.2")
-    assert 0 < throttle.retry_after("AKIA1", "10.0.0.9") <= throttle.window  # the key
-    assert throttle.retry_after("AKIA2", "10.0.0.1") == 0
-    throttle.failed("AKIA2", "10.0.0.1")
-    throttle.failed("AKIA3", "10.0.0.1")
-    assert throttle.retry_after("AKIA4", "10.0.0.1") > 0  # the address
-    assert throttle.retry_after("AKIA4", "10.0.0.3") == 0
-
-
-def test_failures_leave_the_window_and_memory_is_bounded() -> None:
-    throttle = LoginThrottle(window=0.2, key_failures=1, address_failures=100, max_tracked=4)
-    throttle.failed("AKIA1", "10.0.0.1")
-    assert throttle.retry_after("AKIA1", "10.0.0.1") > 0
-    time.sleep(0.25)
-    assert throttle.retry_after("AKIA1", "10.0.0.1") == 0
-    for i in range(10):
-        throttle.failed(f"AKIA{i}", f"10.0.1.{i}")
-    assert len(throttle._failures) <= 4
-    assert throttle.retry_after("AKIA9", "x") > 0  # the most recent kept

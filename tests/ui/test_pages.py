@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakefs_core.ui.throttle import KEY_FAILURES
+from lakefs_core.auth.throttle import FREE_PAIR_FAILURES
 from lakefs_testing.live_server import LiveServer, live_server
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -39,12 +39,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield s
 
 
-def _signed_in(server: LiveServer, key: str | None = None,
-               secret: str | None = None) -> tuple[httpx.Client, str]:
-    c = httpx.Client(base_url=server.endpoint, timeout=60)
-    r = c.post("/ui/login", data={"access_key_id": key or server.access_key_id,
-                                  "secret_access_key": secret or server.secret_access_key,
-                                  "next": "/ui/repositories"})
+def _sign_in(c: httpx.Client, key: str, secret: str, **fields: str) -> httpx.Response:
+    """Fill in the login form as a browser does (with the form's token and cookie)."""
+    form = c.get("/ui/login")
+    match = re.search(r'name="login_token" value="([^"]+)"', form.text)
+    assert match is not None, form.text
+    return c.post("/ui/login", data={"access_key_id": key, "secret_access_key": secret,
+                                     "login_token": match.group(1), **fields})
+
+
+def _signed_in(server: LiveServer, key: str | None = None, secret: str | None = None,
+               transport: httpx.HTTPTransport | None = None) -> tuple[httpx.Client, str]:
+    c = httpx.Client(base_url=server.endpoint, timeout=60, transport=transport)
+    r = _sign_in(c, key or server.access_key_id, secret or server.secret_access_key,
+                 next="/ui/repositories")
     assert r.status_code == 303 and r.headers["location"] == "/ui/repositories", r.text
     page = c.get("/ui/repositories")
     match = re.search(r'name="csrf" value="([^"]+)"', page.text)
@@ -113,13 +121,54 @@ def test_forged_cookies_and_foreign_next_addresses(server: LiveServer) -> None:
         r = c.get("/ui/repositories/pages/objects")
         assert r.status_code == 303
         assert r.headers["location"] == "/ui/login?next=%2Fui%2Frepositories%2Fpages%2Fobjects"
-        r = c.post("/ui/login", data={"access_key_id": server.access_key_id,
-                                      "secret_access_key": server.secret_access_key,
-                                      "next": "//evil.example/x"})
-        assert r.status_code == 303 and r.headers["location"] == "/ui/repositories"
-        r = c.post("/ui/login", data={"access_key_id": server.access_key_id,
-                                      "secret_access_key": "wrong"})
+        for target in ("//evil.example/x", "/ui/../x", "/ui/%2e%2e/api/v1/x", "/ui//evil.example",
+                       "/ui/\\evil.example", "/ui/./x", "https://evil.example/ui/x",
+                       "/ui/%5cevil", "/uix"):
+            r = _sign_in(c, server.access_key_id, server.secret_access_key, next=target)
+            assert r.status_code == 303 and r.headers["location"] == "/ui/repositories", target
+            assert 'value="/ui/repositories"' in c.get("/ui/login", params={"next": target}).text
+        r = _sign_in(c, server.access_key_id, server.secret_access_key,
+                     next="/ui/repositories/pages/objects?prefix=a/")
+        assert r.headers["location"] == "/ui/repositories/pages/objects?prefix=a/"
+        r = _sign_in(c, server.access_key_id, "wrong")
         assert r.status_code == 401 and "invalid access key" in r.text
+
+
+def test_the_login_form_cannot_be_posted_from_another_site(server: LiveServer) -> None:
+    """Login CSRF: a page elsewhere posting its own key pair signs no browser in."""
+    with httpx.Client(base_url=server.endpoint, timeout=30) as c:
+        pair = {"access_key_id": server.access_key_id,
+                "secret_access_key": server.secret_access_key}
+        for token in ({}, {"login_token": "guessed"}):
+            r = c.post("/ui/login", data={**pair, **token})
+            assert r.status_code == 400 and "comes from another site" in r.text
+            assert "lakefs_ui_session" not in c.cookies
+        # the token of one browser's cookie is no good with another's
+        form = c.get("/ui/login")
+        token = re.search(r'name="login_token" value="([^"]+)"', form.text)
+        assert token is not None
+        with httpx.Client(base_url=server.endpoint, timeout=30) as other:
+            other.get("/ui/login")
+            r = other.post("/ui/login", data={**pair, "login_token": token.group(1)})
+            assert r.status_code == 400 and "lakefs_ui_session" not in other.cookies
+        r = c.post("/ui/login", data={**pair, "login_token": token.group(1)})
+        assert r.status_code == 303 and "lakefs_ui_session" in c.cookies
+
+
+def test_no_page_may_be_framed_or_load_from_elsewhere(server: LiveServer) -> None:
+    c, _ = _signed_in(server)
+    with contextlib.closing(c), httpx.Client(base_url=server.endpoint, timeout=30) as anon:
+        answers = [anon.get("/ui/login"), anon.get("/ui/repositories"),
+                   anon.get("/ui/static/ui.css"), c.get("/ui/repositories"),
+                   c.get("/ui/repositories/pages/objects"), c.get("/ui/repositories/nope")]
+        for answer in answers:
+            assert answer.headers["x-frame-options"] == "DENY"
+            assert answer.headers["x-content-type-options"] == "nosniff"
+            csp = answer.headers["content-security-policy"]
+            assert "frame-ancestors 'none'" in csp and "default-src 'self'" in csp
+        # a download keeps its own, stricter policy
+        raw = c.get("/ui/repositories/pages/object/raw", params={"ref": "main", "path": "d.json"})
+        assert raw.headers["content-security-policy"].startswith("sandbox")
 
 
 def test_a_deleted_key_ends_its_session(server: LiveServer, tmp_path: Path) -> None:
@@ -155,25 +204,30 @@ def test_sign_out_revokes_the_session_and_its_copies(server: LiveServer) -> None
             assert c2.get("/ui/repositories/pages/objects").status_code == 200
 
 
-def test_failed_sign_ins_of_a_key_are_limited(server: LiveServer) -> None:
+def test_failed_sign_ins_slow_the_guesser_and_not_the_owner(server: LiveServer) -> None:
     auth = server.services.auth
     auth.create_user("guessed")
     auth.attach_policy_to_user("guessed", "FSReadAll")
     cred = auth.create_credentials("guessed")
     with httpx.Client(base_url=server.endpoint, timeout=30) as c:
-        for _ in range(KEY_FAILURES):
-            r = c.post("/ui/login", data={"access_key_id": cred.access_key_id,
-                                          "secret_access_key": "guess"})
+        for _ in range(FREE_PAIR_FAILURES + 1):
+            r = _sign_in(c, cred.access_key_id, "guess")
             assert r.status_code == 401 and "invalid access key" in r.text
-        # the right secret too is refused now, with the login page and when to retry
-        r = c.post("/ui/login", data={"access_key_id": cred.access_key_id,
-                                      "secret_access_key": cred.secret})
+        # the guesser's address must wait, with the login page and when to retry
+        r = _sign_in(c, cred.access_key_id, cred.secret)
         assert r.status_code == 429 and "too many failed sign-ins" in r.text
         assert 'name="access_key_id"' in r.text
         assert 0 < int(r.headers["retry-after"]) <= 300
         assert "lakefs_ui_session" not in c.cookies
-    c2, _ = _signed_in(server)  # another key from the same address still signs in
+    # the owner, from another address, signs in: to the UI and to the API
+    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+    c2, _ = _signed_in(server, cred.access_key_id, cred.secret, transport=elsewhere)
     c2.close()
+    with httpx.Client(base_url=server.api, auth=(cred.access_key_id, cred.secret),
+                      transport=httpx.HTTPTransport(local_address="127.0.0.2")) as api:
+        assert api.get("/user").status_code == 200
+    c3, _ = _signed_in(server)  # another key from the guesser's address too
+    c3.close()
 
 
 def test_bodies_are_refused_unread_without_a_session_or_past_the_limits(

@@ -29,6 +29,7 @@ from lakefs_core.api.routes.setup import UserModel as User
 from lakefs_core.api.security import (
     Ctx,
     authenticated,
+    client_address,
     group_arn,
     issue_token,
     policy_arn,
@@ -173,8 +174,9 @@ def _page_sorted(items: Sequence[T], key: Callable[[T], str], prefix: str, after
 def login(request: Request, login_information: LoginInformation) -> AuthenticationToken:
     """Trade an access key for a token usable as ``Authorization: Bearer <token>``."""
     services = services_of(request)
-    user = services.auth.authenticate(login_information.access_key_id,
-                                      login_information.secret_access_key)
+    key, secret = login_information.access_key_id, login_information.secret_access_key
+    user = services.sign_ins.attempt(client_address(request), key,
+                                     lambda: services.auth.authenticate(key, secret))
     token, expires = issue_token(
         services, user.username, access_key_id=login_information.access_key_id,
         user_created=int(user.creation_date.timestamp()))

@@ -58,6 +58,7 @@ from lakefs_core.protocol.http import (
     content_range,
     header_value_safe,
     metadata_headers,
+    object_content_headers,
     parse_range,
     quote_etag,
     read_outcome,
@@ -181,18 +182,21 @@ def _http_date(mtime: float) -> str:
 
 
 def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
-    """ETag, Last-Modified, Content-Type and ``x-lakefs-meta-*`` of an object.
+    """ETag, Last-Modified, Content-Type and ``x-lakefs-meta-*`` of an object, and what
+    keeps a browser from running its bytes in this origin.
 
     Metadata that cannot be a header (a key that is not an HTTP token, a value with
     control characters) is left out rather than breaking the response.
     """
+    content_type = _safe_header(entry.content_type or DEFAULT_CONTENT_TYPE, DEFAULT_CONTENT_TYPE)
     headers = [
         (b"etag", quote_etag(entry.etag).encode()),
         (b"last-modified", _http_date(entry.mtime).encode()),
-        (b"content-type", _safe_header(entry.content_type or DEFAULT_CONTENT_TYPE,
-                                       DEFAULT_CONTENT_TYPE)),
+        (b"content-type", content_type),
         (b"accept-ranges", b"bytes"),
     ]
+    headers.extend((name.encode(), value.encode()) for name, value
+                   in object_content_headers(content_type.decode("utf-8", "replace")).items())
     headers.extend(((META_PREFIX + name).encode(), value.encode("utf-8"))
                    for name, value in metadata_headers(entry.metadata))
     return headers

@@ -1,0 +1,70 @@
+"""How the servers (the lakeFS server, the replication service) take HTTP off the wire.
+
+A request's head (request line and headers) is bounded before it is parsed: the
+parser gathers a header's pieces by concatenation, so an endless header costs time
+quadratic in its length, and memory, before any authentication. Past
+:data:`MAX_REQUEST_HEAD` bytes (or the configured bound) the connection is answered
+``431 Request Header Fields Too Large`` and closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+#: the largest request head (request line and headers) either server reads by default
+MAX_REQUEST_HEAD = 64 << 10
+
+_TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+              b"content-type: text/plain; charset=utf-8\r\n"
+              b"connection: close\r\n")
+
+
+class BoundedHeadProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, refusing a request head longer than the bound.
+
+    The bound is uvicorn's ``h11_max_incomplete_event_size`` (so that one setting
+    bounds both of uvicorn's parsers, and the class needs no state to reach a worker
+    process). Bytes are counted from the end of one request's body to the end of the
+    next one's headers, and handed to the parser at most one byte past the bound.
+    """
+
+    _in_head = True
+    _head_bytes = 0
+
+    def _limit(self) -> int:
+        return self.config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD
+
+    def data_received(self, data: bytes) -> None:
+        limit = self._limit()
+        while data and self._in_head:
+            piece, data = data[:limit + 1 - self._head_bytes], data[limit + 1 - self._head_bytes:]
+            self._head_bytes += len(piece)
+            super().data_received(piece)
+            if self.transport.is_closing():
+                return
+            if self._in_head and self._head_bytes > limit:
+                self._refuse(limit)
+                return
+        if data:
+            super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_head, self._head_bytes = True, 0
+        super().on_message_complete()
+
+    def _refuse(self, limit: int) -> None:
+        message = f"request headers of at most {limit} bytes".encode()
+        self.transport.write(_TOO_LARGE + b"content-length: " + str(len(message)).encode()
+                             + b"\r\n\r\n" + message)
+        self.transport.close()
+
+
+def uvicorn_http_options(max_request_head: int = MAX_REQUEST_HEAD) -> dict[str, Any]:
+    """uvicorn's settings for a server that bounds request heads at ``max_request_head``."""
+    return {"http": BoundedHeadProtocol, "h11_max_incomplete_event_size": max_request_head}
