@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -405,7 +406,9 @@ def _watch_mirror_catch_up(browser: Browser, east: Region, mirror_id: str, head:
         page.wait_for_function(f"() => {_PROGRESS} === '1/1 branches current'",
                                timeout=90_000)
         assert row.locator("[data-field=mirror_head]").inner_text() == head[:12]
-        assert row.locator("[data-field=lag]").inner_text() == "current"
+        # current, with the honest lag: the time since the source was last read equal
+        assert re.fullmatch(r"current · \d+\.\d s", row.locator("[data-field=lag]").inner_text())
+        assert card.locator("[data-test=mirror-stale]").is_hidden()
         assert row.locator("svg[data-chart] polyline").count() == 1  # the lag chart
         assert card.locator("[data-test=detach]").count() == 0  # detached in west only
         page.screenshot(path=str(tmp_path / "mirrors.png"), full_page=True)
