@@ -50,7 +50,7 @@ def test_mirror_commands_across_two_regions(tmp_path: Path) -> None:
         assert ("storage_id 'second': region 'west' has no such blockstore (it has a single "
                 "blockstore: leave storage_id unset)") in refused.output
         row = ok(e, "mirror", "list", "lakefs://src").stdout.splitlines()[0].split("\t")
-        assert row[:3] == [mirror_id, "src-mirror", "west"]
+        assert row[:4] == [mirror_id, "src-mirror", "east/src", "west"]
 
         def caught_up() -> bool:
             st = json.loads(ok(w, "mirror", "status", "lakefs://src", mirror_id,
