@@ -327,6 +327,21 @@ def namespace_parts(namespace: str) -> tuple[str, list[str]]:
     return scheme, parts
 
 
+def repository_namespace(namespace: str) -> str:
+    """The namespace a repository keeps for ``namespace``: ``local:///name`` (what a
+    client builds from the advertised ``local://`` prefix as ``f"{prefix}/{name}"``,
+    and which lakeFS's local adapter also reads below its root) becomes
+    ``local://name``, so that one place has one spelling; any other is unchanged.
+
+    Outside a namespace, ``local:///<absolute path>`` names a file anywhere (imports):
+    that meaning is for addresses, never for a repository's namespace.
+    """
+    local = "local://"
+    if namespace.startswith(local + "/"):
+        return local + namespace[len(local):].lstrip("/")
+    return namespace
+
+
 def canonical_namespace(namespace: str) -> str:
     """A well-formed namespace without its trailing slash (what repositories compare)."""
     scheme, parts = namespace_parts(namespace)

@@ -303,7 +303,8 @@ class CommitEngine(StagingEngine):
             if self.has_uncommitted(repo_id, branch):
                 raise DirtyBranchError()
             dest = branch.commit_id
-            if self.is_ancestor(repo_id, source, dest):
+            # already merged: nothing to do, unless an (empty) merge commit is asked for
+            if self.is_ancestor(repo_id, source, dest) and not allow_empty:
                 raise NoChangesError(f"update branch {dest_branch}: no changes")
             base = self.find_merge_base(repo_id, source, dest)
             rm = self.ranges_for(repo)
@@ -316,7 +317,7 @@ class CommitEngine(StagingEngine):
             if result.metarange_id == dst_c.metarange_id and not allow_empty:
                 raise NoChangesError(f"update branch {dest_branch}: no changes")
             commit = Commit(
-                parents=(dest,) if squash else (dest, source),
+                parents=(dest,) if squash or source == dest else (dest, source),
                 metarange_id=result.metarange_id,
                 message=merge_message,
                 committer=committer, creation_date=self._now(),

@@ -17,7 +17,11 @@ import fnmatch
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from lakefs_core.block.registry import namespaces_overlap, validate_namespace
+from lakefs_core.block.registry import (
+    namespaces_overlap,
+    repository_namespace,
+    validate_namespace,
+)
 from lakefs_core.errors import (
     BranchExistsError,
     BranchNotFoundError,
@@ -77,6 +81,7 @@ class Graveler(PullRequestEngine):
         validate_repository_id(repo_id)
         validate_branch_name(default_branch)
         store = self.store_for(storage_id)
+        storage_namespace = repository_namespace(storage_namespace)
         validate_namespace(store, storage_namespace)
         for existing in self.all_repositories():
             if existing.id == repo_id:

@@ -76,14 +76,17 @@ class _Stopped(Exception):
 def check_import_paths(store: BlockStore, paths: Sequence[ImportPath]) -> None:
     """Refuse, before anything runs, sources that cannot be imported into ``store``.
 
+    No paths at all is an import of nothing, which lakeFS commits as an empty commit
+    with the import's message and metadata.
+
     Raises:
-        ValidationError: no paths, a path of another store or malformed, an object
-            without a destination, a store with import disabled, or a source the
-            store refuses (:meth:`BlockStore.check_import_source`).
+        ValidationError: a path of another store or malformed, an object without a
+            destination, a store with import disabled, or a source the store refuses
+            (:meth:`BlockStore.check_import_source`).
         ForbiddenError: a local path outside the allowed external prefixes.
     """
     if not paths:
-        raise ValidationError("import needs at least one path")
+        return
     if not store.import_enabled:
         raise ValidationError(
             f"import is not enabled for the {store.type} blockstore "

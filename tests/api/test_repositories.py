@@ -265,7 +265,7 @@ def test_read_only_user_can_read_and_cannot_write(server: LiveServer) -> None:
 
 
 @pytest.mark.parametrize("namespace", [
-    "local:///team/secret", "local://team//secret", "local://team/./x", "local://team/../x",
+    "local://team//secret", "local://team/./x", "local://team/../x", "local:///",
     "local://a\x00b", "local://" + "/".join(["s"] * 2000), "local://" + "x" * 300,
     "s3://bucket/x", "nothing",
 ])
