@@ -12,6 +12,7 @@ import contextlib
 import glob
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -31,14 +32,41 @@ _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
 
+#: ports below the kernel's ephemeral range (32768 and up on Linux), shared out among
+#: the test workers of a parallel run so that two never hand out the same one
+_WORKER_PORTS = range(12_000, 32_000)
+_pick = random.Random(os.getpid() ^ time.monotonic_ns())
+
+
+def _worker_ports() -> range | None:
+    """This test worker's share of :data:`_WORKER_PORTS` in a parallel run (pytest-xdist
+    names the worker ``gw<n>``, its child processes inherit it); None otherwise."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if not worker.startswith("gw") or count < 2:
+        return None
+    n = int(worker[2:]) % count
+    size = len(_WORKER_PORTS) // count
+    return range(_WORKER_PORTS.start + n * size, _WORKER_PORTS.start + (n + 1) * size)
+
+
+def _probe(port: int) -> int | None:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return None
+        return int(s.getsockname()[1])
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, and not handed out before by this process."""
+    """A TCP port free on 127.0.0.1 now, and not handed out before by this process; in
+    a parallel test run, one of this worker's own share."""
+    share = _worker_ports()
     with _handed_out_lock:
         for _ in range(1000):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in _handed_out:
+            port = _probe(_pick.choice(share) if share is not None else 0)
+            if port is not None and port not in _handed_out:
                 _handed_out.add(port)
                 return port
     raise RuntimeError("no free TCP port on 127.0.0.1 that was not handed out already")
