@@ -167,6 +167,12 @@ class Handover:
         try:
             with phases.phase("catch up"):
                 self._catch_up(mirror, time.monotonic() + timeout)
+        except HandoverError as e:
+            if not was_writable:  # read-only before: left as it was
+                raise HandoverError(
+                    f"{e}; the source was read-only before and stays so") from None
+            self._thaw(source_region, source_repo)
+            raise HandoverError(f"{e}; the source is writable again") from None
         except BaseException:
             if was_writable:
                 self._thaw(source_region, source_repo)
@@ -227,8 +233,7 @@ class Handover:
             if now > deadline:
                 raise HandoverError(
                     f"mirror {mirror.id} did not catch up with its source within the "
-                    f"timeout; the source is writable again and nothing changed: "
-                    + "; ".join(behind[:10]))
+                    "timeout, nothing changed: " + "; ".join(behind[:10]))
             time.sleep(_POLL)
 
     # ------------------------------------------------------------------ failback
