@@ -242,6 +242,15 @@ class MirrorService:
     def is_present(self, repo: str, commit_id: str) -> bool:
         return self._refstore.is_commit_present(repo, commit_id)
 
+    def _require_following(self, repo: str) -> None:
+        """Refuse to move a ref of a repository that no longer follows its source: a
+        round of replication that was under way when the mirror was detached (or
+        switched over) must not touch what its users own now."""
+        marking = self.marking(repo)
+        if marking is not None and marking.detached:
+            raise ValidationError(f"repository {repo!r} was detached: replication leaves "
+                                  "its refs alone")
+
     def _require_present(self, repo: str, commit_id: str) -> None:
         if not self._refstore.is_commit_present(repo, commit_id):
             raise CommitNotFoundError(
@@ -260,7 +269,9 @@ class MirrorService:
         Raises:
             CommitNotFoundError: ``new`` is not proven present.
             BranchChangedError: the branch is not at ``expected`` any more.
+            ValidationError: the repository was detached.
         """
+        self._require_following(repo)
         self._require_present(repo, new)
         if expected is None:
             try:
@@ -283,6 +294,7 @@ class MirrorService:
 
     def delete_branch(self, repo: str, branch: str) -> None:
         """Remove a mirror branch; the default branch stays at its last consistent commit."""
+        self._require_following(repo)
         repository = self._refstore.get_repository(repo)
         if branch == repository.default_branch:
             return
@@ -304,7 +316,9 @@ class MirrorService:
 
         Raises:
             CommitNotFoundError: the commit is not proven present.
+            ValidationError: the repository was detached.
         """
+        self._require_following(repo)
         self._require_present(repo, commit_id)
         try:
             current = self._refstore.get_tag(repo, name)
@@ -318,6 +332,7 @@ class MirrorService:
             self._refstore.create_tag(repo, Tag(name, commit_id))
 
     def delete_tag(self, repo: str, name: str) -> None:
+        self._require_following(repo)
         with contextlib.suppress(TagNotFoundError):
             self._refstore.delete_tag(repo, name)
 

@@ -121,6 +121,13 @@ def test_detach_and_delete(env: Env, mirrors: MirrorService) -> None:
     assert mirrors.detach("mirror").read_only is False
     assert mirrors.marking("mirror") == replace(MARK, detached=True)
     assert mirrors.delete_repository("mirror", "m1") is False  # detached: the users' now
+    # a replication round that was under way moves none of its refs any more
+    for move in (lambda: mirrors.promote_branch("mirror", "main", None, "c" * 64),
+                 lambda: mirrors.set_tag("mirror", "v1", "c" * 64),
+                 lambda: mirrors.delete_branch("mirror", "dev"),
+                 lambda: mirrors.delete_tag("mirror", "v1")):
+        with pytest.raises(ValidationError, match="was detached"):
+            move()
     mirrors.create_repository("other", env.namespace + "-other", "main",
                               replace(MARK, mirror_id="m2"))
     assert mirrors.delete_repository("other", "m1") is False  # not this mirror's
