@@ -172,25 +172,40 @@ def _phases(result: dict[str, Any]) -> str:
     return "\n".join(f"  {p['phase']}: {p['seconds']:.3f}s" for p in result.get("phases", []))
 
 
+def _handover(s: Session, repository_uri: str, mirror_id: str, action: str, timeout: str,
+              assume_yes: bool, question: str) -> dict[str, Any]:
+    """Confirm, then send a switchover or failback and wait for its answer."""
+    u = s.repository_uri(repository_uri)
+    seconds = flags.parse_duration(timeout)
+    flags.confirm(assume_yes, question, f"{action.capitalize()} aborted")
+    result: dict[str, Any] = s.client.request(
+        "POST", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}/{action}", retry=False,
+        json={"timeout_seconds": seconds}, timeout=seconds + 120).json()
+    return result
+
+
+def _handover_options(waits_for: str) -> Any:
+    def decorate(f: Any) -> Any:
+        for option in reversed((
+                click.argument("repository_uri", metavar="<repository URI>"),
+                click.argument("mirror_id", metavar="<mirror id>"),
+                click.option("--timeout", "timeout", default="5m", show_default=True,
+                             help=f"how long to wait for {waits_for} (e.g. 90s, 5m)"),
+                flags.yes, output_option, pass_session)):
+            f = option(f)
+        return f
+    return decorate
+
+
 @mirror.command("switchover")
-@click.argument("repository_uri", metavar="<repository URI>")
-@click.argument("mirror_id", metavar="<mirror id>")
-@click.option("--timeout", "timeout", default="5m", show_default=True,
-              help="how long to wait for the mirror to catch up (e.g. 90s, 5m)")
-@flags.yes
-@output_option
-@pass_session
+@_handover_options("the mirror to catch up")
 def switchover(s: Session, repository_uri: str, mirror_id: str, timeout: str,
                assume_yes: bool, output_format: str) -> None:
     """Planned switchover: the mirror becomes the primary, its source the read-only mirror
     (names unchanged, no commit lost)"""
-    u = s.repository_uri(repository_uri)
-    seconds = flags.parse_duration(timeout)
-    flags.confirm(assume_yes, f"Are you sure you want to switch over to mirror {mirror_id} "
-                  "(its source becomes read-only)", "Switchover aborted")
-    result = s.client.request(
-        "POST", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}/switchover", retry=False,
-        json={"timeout_seconds": seconds}, timeout=seconds + 120).json()
+    result = _handover(s, repository_uri, mirror_id, "switchover", timeout, assume_yes,
+                       f"Are you sure you want to switch over to mirror {mirror_id} "
+                       "(its source becomes read-only)")
     m = result["mirror"]
     Output(output_format).show(result, lambda r: (
         f"Switched over: repository '{m['source_repository']}' in {m['source_region']} is "
@@ -199,24 +214,14 @@ def switchover(s: Session, repository_uri: str, mirror_id: str, timeout: str,
 
 
 @mirror.command("failback")
-@click.argument("repository_uri", metavar="<repository URI>")
-@click.argument("mirror_id", metavar="<detached mirror id>")
-@click.option("--timeout", "timeout", default="5m", show_default=True,
-              help="how long to wait for the pieces of the commits kept (e.g. 90s, 5m)")
-@flags.yes
-@output_option
-@pass_session
+@_handover_options("the pieces of the commits kept")
 def failback(s: Session, repository_uri: str, mirror_id: str, timeout: str,
              assume_yes: bool, output_format: str) -> None:
     """After a failover: the old source repository follows the detached mirror's, its
     commits that never arrived kept on failover branches"""
-    u = s.repository_uri(repository_uri)
-    seconds = flags.parse_duration(timeout)
-    flags.confirm(assume_yes, f"Are you sure you want the old source of mirror {mirror_id} "
-                  "to follow this region", "Failback aborted")
-    result = s.client.request(
-        "POST", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}/failback", retry=False,
-        json={"timeout_seconds": seconds}, timeout=seconds + 120).json()
+    result = _handover(s, repository_uri, mirror_id, "failback", timeout, assume_yes,
+                       f"Are you sure you want the old source of mirror {mirror_id} to "
+                       "follow this region")
     m = result["mirror"]
 
     def text(r: dict[str, Any]) -> str:
