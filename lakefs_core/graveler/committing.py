@@ -429,9 +429,15 @@ class CommitEngine(StagingEngine):
             events=(EventType.PRE_CHERRY_PICK, EventType.POST_CHERRY_PICK))
 
     def hard_reset(self, repo_id: str, branch_name: str, ref: str) -> Branch:
-        """Point the branch at ``ref``'s commit, dropping uncommitted changes."""
-        self._check_direct_write(repo_id, branch_name)
+        """Point the branch at ``ref``'s commit, dropping uncommitted changes.
+
+        Raises:
+            CommitNotFoundError: in a (detached) former mirror, a commit replication
+                never proved present: no ref may point at what cannot be read.
+        """
+        repo = self._check_direct_write(repo_id, branch_name)
         target = self.resolve_ref(repo_id, ref).commit_id
+        self.visibility.check_servable(repo, target)
 
         def attempt() -> Branch:
             branch = self.refstore.get_branch(repo_id, branch_name)

@@ -196,6 +196,8 @@ class Graveler(PullRequestEngine):
         if expires_at is not None and expires_at <= 0:
             raise ValidationError("expires_at must be a positive unix time in seconds")
         resolved = self.resolve_ref(repo_id, source_ref)
+        # in a (detached) former mirror, never at a commit that cannot be read
+        self.visibility.check_servable(repo, resolved.commit_id)
         try:  # an existing branch fails before the hooks run, as it would after
             self.refstore.get_branch(repo_id, name)
         except BranchNotFoundError:
@@ -256,6 +258,7 @@ class Graveler(PullRequestEngine):
         repo = self._writable_repo(repo_id)
         validate_tag_name(name)
         tag = Tag(name=name, commit_id=self.resolve_ref(repo_id, ref).commit_id)
+        self.visibility.check_servable(repo, tag.commit_id)
         record = HookRecord(EventType.PRE_CREATE_TAG, repo, source_ref=tag.commit_id,
                             tag_id=name, commit_id=tag.commit_id, acting_user=user)
         run_id = self.hooks.pre(record)

@@ -65,6 +65,7 @@ class MirrorVisibility:
             return
         if not self.refstore.is_commit_present(repo.id, commit_id):
             raise CommitNotFoundError(
-                f"commit {commit_id} is not fully replicated to mirror {repo.id!r}")
+                f"commit {commit_id} is not fully replicated to {repo.id!r} (a mirror, "
+                "or one before it was detached): replication never proved its data present")
         with self._lock:
             self._present[key] = True

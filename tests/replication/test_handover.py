@@ -253,3 +253,32 @@ def test_handover_needs_the_rights_on_both_repositories(
                        json={"timeout_seconds": -1})
             assert r.status_code == 400, r.text
         assert not east.graveler.get_repository("src").read_only
+
+
+def test_no_ref_of_a_detached_mirror_points_at_a_commit_it_cannot_read(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
+        create_source(east)
+        for i in range(3):  # the mirror starts at the third: the first two are skipped
+            upload(east, "src", "main", f"f{i}", bytes([i]))
+            commit(east, "src", "main", f"c{i}")
+        head = east.graveler.get_branch("src", "main").commit_id
+        skipped = east.graveler.resolve_ref("src", "main~1").commit_id
+        mirror = _mirror_same_name(east)
+        wait_for(lambda: mirror_head(west, "src", "main") == head, 30, what="sync")
+        with west.client() as c:
+            assert c.post(f"{MIRRORS}/src/mirrors/{mirror['id']}/detach").status_code == 200
+            refused = [
+                c.put("/api/v1/repositories/src/branches/main/hard_reset",
+                      params={"ref": "main~1"}),
+                c.post("/api/v1/repositories/src/branches",
+                       json={"name": "old", "source": skipped}),
+                c.post("/api/v1/repositories/src/tags", json={"id": "old", "ref": "main~1"}),
+            ]
+            for r in refused:
+                assert r.status_code == 404, r.text
+                assert "replication never proved its data present" in r.json()["message"]
+            assert west.graveler.get_branch("src", "main").commit_id == head
+            # the commit it serves is fine to point at
+            assert c.post("/api/v1/repositories/src/tags",
+                          json={"id": "kept", "ref": head}).status_code == 201
