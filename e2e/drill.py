@@ -34,7 +34,7 @@ import json
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -120,6 +120,57 @@ class PhaseResult:
     def seconds_at_risk(self) -> float | None:
         return None if self.bound is None else self.bound.seconds_at_risk(self.event_at)
 
+    # ----------------------------------------------------------- accounting
+    def account_switchover(self, acked: Sequence[AckedCommit], reachable: Collection[str]
+                           ) -> None:
+        """``acked``: every commit the old primary acknowledged; ``reachable``: the new
+        primary's commits. A switchover loses none (RPO 0)."""
+        self.acked_by_old = len(acked)
+        self.lost = unreachable(acked, reachable)
+        if self.lost:
+            self.problems.append(f"a switchover lost {len(self.lost)} commit(s): "
+                                 f"{short(self.lost)}")
+
+    def account_failover(self, bound: RpoBound, acked: Sequence[AckedCommit],
+                         reachable: Collection[str]) -> None:
+        """``bound``: the status read before the kill (at :attr:`event_at`); ``acked``:
+        every commit the old primary acknowledged; ``reachable``: the new primary's
+        commits once it took writes. What it lacks must be within the bound."""
+        self.bound = bound
+        self.at_risk = bound.at_risk([c for c in acked if c.acked_at <= self.event_at])
+        self.missing = unreachable(acked, reachable)
+        self.outside = bound.outside(self.missing)
+        if self.outside:
+            self.problems.append(
+                f"{len(self.outside)} commit(s) the status said were confirmed were not in "
+                f"{self.new}: {short(self.outside)}")
+
+    def account_failback(self, missing: Sequence[AckedCommit], acked: Sequence[AckedCommit],
+                         *, kept: Collection[str], reachable: Collection[str]) -> None:
+        """``missing``: the commits the failover lacked; ``acked``: every commit the old
+        primary acknowledged; ``kept``: the commits reachable from the kept heads;
+        ``reachable``: the new primary's commits after the failback. Each missing
+        commit must be kept, and none lost."""
+        self.missing = list(missing)
+        self.unkept = unreachable(missing, kept)
+        self.acked_by_old = len(acked)
+        self.lost = unreachable(acked, reachable)
+        if self.unkept:
+            self.problems.append(f"failback did not keep {len(self.unkept)} diverged "
+                                 f"commit(s): {short(self.unkept)}")
+        if self.lost:
+            self.problems.append(f"{len(self.lost)} commit(s) acknowledged by {self.old} "
+                                 f"were lost: {short(self.lost)}")
+
+    def account_end(self, acked: Sequence[AckedCommit], reachable: Collection[str]) -> None:
+        """``acked``: every commit acknowledged anywhere; ``reachable``: the primary's."""
+        self.acked_by_old = len(acked)
+        self.lost = unreachable(acked, reachable)
+        if self.lost:
+            self.problems.append(f"{len(self.lost)} acknowledged commit(s) are not in "
+                                 f"{self.old}: {short(self.lost)}")
+
+    # --------------------------------------------------------------- output
     def print(self) -> None:
         say(f"\n== {self.title}")
         if self.bound is not None:
@@ -135,6 +186,9 @@ class PhaseResult:
         if self.acked_by_old:
             say(f"  RPO         {len(self.lost)} of {self.acked_by_old} commit(s) acknowledged "
                 f"by {self.old} lost" + (f": {short(self.lost)}" if self.lost else ""))
+        if self.kind == "failback":
+            say(f"  diverged    {len(self.missing)} commit(s) of {self.old} never reached "
+                f"{self.new}; {self.kept_commits} reachable from the kept heads")
         for k in self.kept:
             say(f"  kept        {k['kind']} {k['ref']} at {str(k['commit_id'])[:12]} on "
                 f"{k['branch']}")
@@ -259,12 +313,7 @@ class Drill:
         phase.api_phases = list(answer["phases"])
         self.writer.redirect(new)
         self.first_write(phase)
-        acked = self.writer.ledger.commits(old)
-        phase.acked_by_old = len(acked)
-        phase.lost = unreachable(acked, self.reachable(new))
-        if phase.lost:
-            phase.problems.append(f"a switchover lost {len(phase.lost)} commit(s): "
-                                  f"{short(phase.lost)}")
+        phase.account_switchover(self.writer.ledger.commits(old), self.reachable(new))
         return phase, str(answer["mirror"]["id"])
 
     def failover(self, mirror_id: str, old: str, new: str) -> PhaseResult:
@@ -278,19 +327,11 @@ class Drill:
         self.cluster.kill_region(old)
         phase.event_at = time.time()
         phase.timings["kill after the last ack"] = phase.event_at - last.acked_at
-        phase.bound = bound
         self.clients[new].detach_mirror(REPO, mirror_id)
         phase.timings["detach"] = time.time() - phase.event_at
         self.writer.redirect(new)
         self.first_write(phase)
-        acked = self.writer.ledger.commits(old)
-        phase.at_risk = bound.at_risk(self.writer.ledger.commits(old, until=phase.event_at))
-        phase.missing = unreachable(acked, self.reachable(new))
-        phase.outside = bound.outside(phase.missing)
-        if phase.outside:
-            phase.problems.append(
-                f"{len(phase.outside)} commit(s) the status said were confirmed were not in "
-                f"{new}: {short(phase.outside)}")
+        phase.account_failover(bound, self.writer.ledger.commits(old), self.reachable(new))
         return phase
 
     def failback(self, mirror_id: str, old: str, new: str,
@@ -306,18 +347,11 @@ class Drill:
         phase.api_phases = list(answer["phases"])
         phase.kept = list(answer["kept"])
         self.first_write(phase)
-        phase.missing = failover.missing
-        phase.unkept = unreachable(phase.missing, self.reachable(
-            new, [str(k["commit_id"]) for k in phase.kept]))
-        acked = self.writer.ledger.commits(old)
-        phase.acked_by_old = len(acked)
-        phase.lost = failover.lost = unreachable(acked, self.reachable(new))
-        if phase.unkept:
-            phase.problems.append(f"failback did not keep {len(phase.unkept)} diverged "
-                                  f"commit(s): {short(phase.unkept)}")
-        if phase.lost:
-            phase.problems.append(f"{len(phase.lost)} commit(s) acknowledged by {old} were "
-                                  f"lost: {short(phase.lost)}")
+        phase.account_failback(
+            failover.missing, self.writer.ledger.commits(old),
+            kept=self.reachable(new, [str(k["commit_id"]) for k in phase.kept]),
+            reachable=self.reachable(new))
+        failover.lost = phase.lost
         return phase, str(answer["mirror"]["id"])
 
     def finish(self, mirror_id: str, primary: str, follower: str) -> PhaseResult:
@@ -327,10 +361,7 @@ class Drill:
                             primary, follower)
         self.writer.stop()
         acked = self.writer.ledger.commits()
-        phase.lost = unreachable(acked, self.reachable(primary))
-        if phase.lost:
-            phase.problems.append(f"{len(phase.lost)} acknowledged commit(s) are not in "
-                                  f"{primary}: {short(phase.lost)}")
+        phase.account_end(acked, self.reachable(primary))
         started = time.monotonic()
         try:
             wait_for(lambda: self.in_sync(primary, mirror_id), 120, 0.2,
@@ -343,7 +374,6 @@ class Drill:
             if behind:
                 phase.problems.append(f"{len(behind)} acknowledged commit(s) are not in "
                                       f"{follower}: {short(behind)}")
-        phase.acked_by_old = len(acked)
         say(f"\n== {phase.title}")
         say(f"  {len(acked)} commit(s) acknowledged in all, "
             f"{len(self.writer.refused())} write(s) refused in all")
@@ -405,6 +435,14 @@ def report(phases: Sequence[PhaseResult]) -> None:
             f"{rto:>7}")
 
 
+def exit_status(phases: Sequence[PhaseResult], error: str = "") -> int:
+    """2: the drill itself failed; 1: a phase found a problem (a commit lost, one not
+    kept); 0: nothing lost."""
+    if error:
+        return 2
+    return 1 if any(p.problems for p in phases) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.drill",
@@ -445,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             error = f"{type(e).__name__}: {e}".splitlines()[0][:500]
     problems = [p for phase in phases for p in phase.problems]
-    status = 2 if error else 1 if problems else 0
+    status = exit_status(phases, error)
     report(phases)
     wall = time.monotonic() - started
     verdict = {0: "ok: nothing lost", 1: f"FAILED: {len(problems)} problem(s)",
