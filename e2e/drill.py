@@ -278,9 +278,14 @@ class Drill:
         if self.writer.failure is not None:
             raise RuntimeError(f"the workload stopped: {self.writer.failure!r}")
 
-    def first_write(self, phase: PhaseResult) -> None:
+    def redirect(self, phase: PhaseResult) -> None:
+        """Point the workload at the new primary (if it is not already) and wait for the
+        first write it accepted after the event."""
+        redirected = time.time()
+        self.writer.redirect(phase.new)
         phase.first_write = self.writer.wait_for_ack(phase.new, after=phase.event_at,
                                                      timeout=60)
+        phase.timings["redirect to first write"] = phase.first_write.acked_at - redirected
         phase.refused = len([r for r in self.writer.refused(after=phase.event_at)
                              if r.at <= phase.first_write.acked_at])
 
@@ -311,8 +316,7 @@ class Drill:
         answer = self.clients[new].switchover(REPO, mirror_id, self.handover_timeout)
         phase.timings["request"] = time.time() - phase.event_at
         phase.api_phases = list(answer["phases"])
-        self.writer.redirect(new)
-        self.first_write(phase)
+        self.redirect(phase)
         phase.account_switchover(self.writer.ledger.commits(old), self.reachable(new))
         return phase, str(answer["mirror"]["id"])
 
@@ -329,8 +333,7 @@ class Drill:
         phase.timings["kill after the last ack"] = phase.event_at - last.acked_at
         self.clients[new].detach_mirror(REPO, mirror_id)
         phase.timings["detach"] = time.time() - phase.event_at
-        self.writer.redirect(new)
-        self.first_write(phase)
+        self.redirect(phase)
         phase.account_failover(bound, self.writer.ledger.commits(old), self.reachable(new))
         return phase
 
@@ -346,7 +349,7 @@ class Drill:
         phase.timings["request"] = time.time() - phase.event_at
         phase.api_phases = list(answer["phases"])
         phase.kept = list(answer["kept"])
-        self.first_write(phase)
+        self.redirect(phase)
         phase.account_failback(
             failover.missing, self.writer.ledger.commits(old),
             kept=self.reachable(new, [str(k["commit_id"]) for k in phase.kept]),
@@ -422,9 +425,10 @@ def report(phases: Sequence[PhaseResult]) -> None:
     say("\nDR drill report")
     say(f"  {'phase':<36} {'RPO bound':>15} {'not copied':>10} {'lost':>5} {'kept':>7} "
         f"{'RTO':>7}")
-    say("  (RPO bound: commits / seconds at risk by the status just before the kill; "
-        "lost: acknowledged, reachable from no branch after the phase (for a failover, "
-        "after the failback); kept: diverged commits kept on failover branches)")
+    say("  RPO bound: commits / seconds at risk by the mirror's status just before the "
+        "kill;\n  lost: acknowledged, reachable from no branch after the phase (a "
+        "failover's: after the failback);\n  kept: diverged commits reachable from the "
+        "failover branches")
     for p in phases:
         bound = (f"{len(p.at_risk)} / {p.seconds_at_risk:.1f}s" if p.bound is not None
                  else "0 (switchover)" if p.kind == "switchover" else "-")
