@@ -9,9 +9,9 @@ in order, each after ``--duration`` seconds of the workload:
 1. a planned switchover east -> west while the workload writes to east (the freeze
    refuses its writes; it then writes to west, the new primary), and
 2. a switchover back, west -> east;
-3. an unplanned failover: ``kill -9`` of east's server and sidecar right after east
-   acknowledged a commit, while the workload writes, the mirror detached in west, the
-   workload on west;
+3. an unplanned failover: ``kill -9`` of east's server and sidecar while a commit is
+   on its way, in a burst of commits (two of them just acknowledged), the mirror
+   detached in west, the workload on west;
 4. a failback: east's processes restarted, the failback run from west, every head
    east made that never reached west kept on a ``failover-*`` branch.
 
@@ -51,6 +51,8 @@ BRANCHES = ("main", "etl")
 SPEC = ClusterSpec(mirrors_db="sqlite", refstore="local", storage="local",
                    replication="builtin", interval="1s", log_level="INFO", policy="broad",
                    source_repository=REPO, mirror_repository=REPO)
+#: commits the workload makes one after the other just before the kill
+BURST = 4
 #: seconds of workload per phase: by default, and with --quick
 DURATION, QUICK_DURATION = 15.0, 3.0
 
@@ -325,9 +327,12 @@ class Drill:
         phase = PhaseResult("failover", f"failover: kill -9 {old}, detach {new}", old, new)
         status = self.clients[new].mirror_status(REPO, mirror_id)
         bound = RpoBound.from_status(status, time.time())
-        # the worst moment: right after the source acknowledged a commit, before its
-        # mirror could have read it
+        # mid-write, in a burst: two commits just acknowledged, the next one on its way
+        self.writer.burst(BURST)
         last = self.writer.wait_for_ack(old, after=time.time(), timeout=30)
+        last = self.writer.wait_for_ack(old, after=last.acked_at, timeout=30)
+        if not self.writer.committing.wait(10):
+            raise TimeoutError(f"the workload sent no commit to {old} within 10s")
         self.cluster.kill_region(old)
         phase.event_at = time.time()
         phase.timings["kill after the last ack"] = phase.event_at - last.acked_at

@@ -1,10 +1,11 @@
 """A workload that keeps committing while regions fail and hand over: the DR drill's.
 
 A :class:`CommitWriter` thread commits a small change to one of a few branches every
-100-300 ms, in whichever region is its target (the drill redirects it, as an operator
-points the clients at the new primary), and records every commit a region
-acknowledged in a :class:`~e2e.ledger.CommitLedger`. Refused writes (a frozen or
-read-only repository, a region that is gone) are counted and tried again later.
+100-300 ms (or in a burst, one after the other, when asked), in whichever region is its
+target (the drill redirects it, as an operator points the clients at the new primary),
+and records every commit a region acknowledged in a :class:`~e2e.ledger.CommitLedger`.
+Refused writes (a frozen or read-only repository, a region that is gone) are counted
+and tried again later.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ class CommitWriter:
         self.pause = pause
         self.ledger = CommitLedger()
         self.refusals: list[Refusal] = []
+        #: set while a commit request is on its way (a kill then lands mid-write)
+        self.committing = threading.Event()
         #: what stopped the thread other than :meth:`stop` (a harness failure)
         self.failure: BaseException | None = None
         self._rng = random.Random(seed)
         self._region = region
         self._written = 0
+        self._burst = 0
         self._stop = threading.Event()
         self._acked = threading.Condition()
         self._thread = threading.Thread(target=self._run, name="drill-writer", daemon=True)
@@ -67,6 +71,10 @@ class CommitWriter:
     def redirect(self, region: str) -> None:
         """Write to ``region`` from the next commit on."""
         self._region = region
+
+    def burst(self, commits: int) -> None:
+        """Make the next ``commits`` commits one after the other, without pausing."""
+        self._burst = commits
 
     def start(self) -> None:
         self._thread.start()
@@ -107,7 +115,10 @@ class CommitWriter:
                     self._write(region)
                 except ApiError as e:
                     self.refusals.append(Refusal(region, time.time(), e.status, e.message))
-                self._stop.wait(self._rng.uniform(*self.pause))
+                if self._burst > 0:
+                    self._burst -= 1
+                else:
+                    self._stop.wait(self._rng.uniform(*self.pause))
         except BaseException as e:  # noqa: BLE001 - reported by the drill as its failure
             self.failure = e
 
@@ -119,7 +130,11 @@ class CommitWriter:
             self._rng.choice((0, 64, 1000)))
         client.upload(self.repo, branch, f"drill/{branch}/part-{self._rng.randrange(16):02d}",
                       body)
-        commit_id = client.commit(self.repo, branch, f"drill write {self._written}")
+        self.committing.set()
+        try:
+            commit_id = client.commit(self.repo, branch, f"drill write {self._written}")
+        finally:
+            self.committing.clear()
         with self._acked:
             self.ledger.add(AckedCommit(commit_id, region, branch, time.time()))
             self._acked.notify_all()
