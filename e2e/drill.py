@@ -77,6 +77,7 @@ class PhaseResult:
         event_at: unix time of the event (the request sent, the kill).
         first_write: the first commit the new primary acknowledged after the event.
         refused: writes refused between the event and that first write.
+        refused_by_new: of those, the new primary's refusals (status and message).
         acked_by_old: commits the old primary ever acknowledged.
         lost: of those, the ones reachable from no branch of the new primary.
         bound: the mirror's status read just before the kill (failover).
@@ -97,6 +98,7 @@ class PhaseResult:
     event_at: float = 0.0
     first_write: AckedCommit | None = None
     refused: int = 0
+    refused_by_new: list[str] = field(default_factory=list)
     acked_by_old: int = 0
     lost: list[AckedCommit] = field(default_factory=list)
     bound: RpoBound | None = None
@@ -200,6 +202,8 @@ class PhaseResult:
         say("  RTO         " + (f"{rto:.2f}s to the first write {self.new} accepted "
                                  f"({self.refused} refused meanwhile)" if rto is not None
                                  else f"no write accepted by {self.new}"))
+        for refusal in self.refused_by_new:
+            say(f"  refused by  {self.new}: {refusal}")
         if self.api_phases:
             say("  API         " + ", ".join(f"{p['phase']} {float(p['seconds']):.2f}s"
                                              for p in self.api_phases))
@@ -212,7 +216,8 @@ class PhaseResult:
         return {
             "kind": self.kind, "title": self.title, "old": self.old, "new": self.new,
             "rto_seconds": None if self.rto_seconds is None else round(self.rto_seconds, 3),
-            "refused": self.refused, "acked_by_old": self.acked_by_old,
+            "refused": self.refused, "refused_by_new": self.refused_by_new,
+            "acked_by_old": self.acked_by_old,
             "lost": [c.commit_id for c in self.lost],
             "at_risk_commits": len(self.at_risk) if self.bound else None,
             "at_risk_seconds": (None if self.seconds_at_risk is None
@@ -284,12 +289,18 @@ class Drill:
         """Point the workload at the new primary (if it is not already) and wait for the
         first write it accepted after the event."""
         redirected = time.time()
+        moved = self.writer.region != phase.new
         self.writer.redirect(phase.new)
-        phase.first_write = self.writer.wait_for_ack(phase.new, after=phase.event_at,
-                                                     timeout=60)
-        phase.timings["redirect to first write"] = phase.first_write.acked_at - redirected
-        phase.refused = len([r for r in self.writer.refused(after=phase.event_at)
-                             if r.at <= phase.first_write.acked_at])
+        first = phase.first_write = self.writer.wait_for_ack(phase.new, after=phase.event_at,
+                                                             timeout=60)
+        if moved:
+            phase.timings["redirect to first write"] = first.acked_at - redirected
+        refused = [r for r in self.writer.refused(after=phase.event_at)
+                   if r.at <= first.acked_at]
+        phase.refused = len(refused)
+        # the new primary refusing writes once the handover answered is worth seeing
+        phase.refused_by_new = [f"{r.status} {r.message[:160]}" for r in refused
+                                if r.region == phase.new]
 
     # -------------------------------------------------------------- steps
     def set_up(self) -> str:
