@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long docs browser screenshots azurite
+.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
@@ -49,6 +49,11 @@ JOBS ?=
 chaos-long: $(STAMP)
 	$(BIN)/python -m e2e.chaos_long --seeds $(SEEDS) --ops $(OPS) $(if $(JOBS),--jobs $(JOBS)) \
 		--results chaos-long.jsonl --resume $(ARGS)
+
+# the DR drill (e2e/drill.py): switchover and back, kill -9 and failover, failback, a
+# workload committing all along; RPO and RTO per phase: make drill [ARGS="--quick"]
+drill: $(STAMP)
+	$(BIN)/python -m e2e.drill $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,5 +7,7 @@
 - :mod:`e2e.invariants`: I1-I4 checked continuously through the REST API.
 - :mod:`e2e.chaos`: ``python -m e2e.chaos --seed S --ops N``.
 - :mod:`e2e.chaos_long`: many chaos seeds over every combination (``make chaos-long``).
+- :mod:`e2e.drill`: the DR drill, ``python -m e2e.drill`` (``make drill``), with its
+  workload (:mod:`e2e.writer`) and loss accounting (:mod:`e2e.ledger`).
 - :mod:`e2e.demo`: ``python -m e2e.demo``, the README's run command.
 """

@@ -156,6 +156,22 @@ class RegionClient:
     def detach_mirror(self, repo: str, mirror_id: str) -> dict[str, Any]:
         return dict(self.request("POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/detach").json())
 
+    def switchover(self, repo: str, mirror_id: str, timeout_seconds: float) -> dict[str, Any]:
+        """Planned switchover to the mirror's region: ``{detached, mirror, phases}``."""
+        return dict(self.request(
+            "POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/switchover",
+            json={"timeout_seconds": timeout_seconds}, timeout=timeout_seconds + 60).json())
+
+    def failback(self, repo: str, mirror_id: str, timeout_seconds: float) -> dict[str, Any]:
+        """Failback of a detached mirror: ``{detached, mirror, kept, phases}``."""
+        return dict(self.request(
+            "POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/failback",
+            json={"timeout_seconds": timeout_seconds}, timeout=timeout_seconds + 60).json())
+
+    def log(self, repo: str, ref: str) -> Iterator[dict[str, Any]]:
+        """Every commit reachable from ``ref``, newest first."""
+        return self._pages(f"/api/v1/repositories/{repo}/refs/{ref}/commits")
+
 
 def read_metrics(endpoint: str, *, timeout: float = 5.0) -> dict[str, float]:
     """A sidecar's Prometheus counters and gauges, summed over their labels.
