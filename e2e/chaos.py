@@ -488,6 +488,7 @@ class ChaosRun:
                                        [self.place(old), self.place(new)])
         self.audit.check(what, required, self.place(new))
         self._become_primary(new, str(response.json()["mirror"]["id"]))
+        self.src.acknowledged.update(required)  # the new primary's to keep from now on
         self._legacy(old_driver)
         self.checker.check()
         self.checker.probe_read_only()
@@ -572,6 +573,9 @@ class ChaosRun:
                                  f"{kept['ref']} on {kept['branch']}, which is at "
                                  f"{branches.get(kept['branch'])}, not {kept['commit_id']}")
         self.audit.check(what, required, self.place(new), excused=there)
+        # the failover branches are the primary's refs, and what they keep its to keep
+        self.src.adopt(branches, self.src.client.tags(self.src.repo))
+        self.src.acknowledged.update(required)
         self.failover = None
         self.mirror_id = str(answer["mirror"]["id"])
         self.checker.detached = False
