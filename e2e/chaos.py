@@ -368,6 +368,8 @@ class ChaosRun:
             try:
                 self.src.reset(step.target, f"{step.target}~{step.n}")
             except ApiError as e:
+                if e.status == 404 and self.src.heads.get(step.target) != heads[step.target]:
+                    return self.unserved_reset(step, heads[step.target], e)
                 if e.status in (400, 404):  # not that many ancestors
                     return False
                 raise
@@ -402,6 +404,17 @@ class ChaosRun:
                 print(f"  STALL: {e}", flush=True)
             return True
         raise ValueError(f"unknown step {step.kind!r}")
+
+    def unserved_reset(self, step: Step, before: str, error: ApiError) -> bool:
+        """The reset moved the branch to a commit the primary does not serve (a commit it
+        never proved present while it was a mirror): a failure of the product, reported;
+        the branch goes back to its head before, so the run goes on."""
+        self.stalls.append(f"hard reset of {step.target} to {step.target}~{step.n} in the "
+                           f"primary ({self.primary}) succeeded, but the primary does not "
+                           f"serve the new head: {error}")
+        print(f"  FAILURE {self.stalls[-1]}", flush=True)
+        self.src.reset(step.target, before)
+        return True
 
     def kill(self, step: Step) -> bool:
         region_name, _, what = step.target.partition("-")
