@@ -42,13 +42,15 @@ screenshots: $(STAMP) browser
 	$(BIN)/python -m lakefs_testing.screenshots
 
 # many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign
-# continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]
+# continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]; HANDOVER=1 has
+# the runs move the primary too (switchovers, failovers, failbacks)
 SEEDS ?= 24
 OPS ?= 40
 JOBS ?=
+HANDOVER ?=
 chaos-long: $(STAMP)
 	$(BIN)/python -m e2e.chaos_long --seeds $(SEEDS) --ops $(OPS) $(if $(JOBS),--jobs $(JOBS)) \
-		--results chaos-long.jsonl --resume $(ARGS)
+		$(if $(HANDOVER),--handover) --results chaos-long.jsonl --resume $(ARGS)
 
 # the DR drill (e2e/drill.py): switchover and back, kill -9 and failover, failback, a
 # workload committing all along; RPO and RTO per phase: make drill [ARGS="--quick"]

@@ -156,17 +156,21 @@ class RegionClient:
     def detach_mirror(self, repo: str, mirror_id: str) -> dict[str, Any]:
         return dict(self.request("POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/detach").json())
 
-    def switchover(self, repo: str, mirror_id: str, timeout_seconds: float) -> dict[str, Any]:
-        """Planned switchover to the mirror's region: ``{detached, mirror, phases}``."""
-        return dict(self.request(
-            "POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/switchover",
-            json={"timeout_seconds": timeout_seconds}, timeout=timeout_seconds + 60).json())
+    def switchover(self, repo: str, mirror_id: str, timeout_seconds: float) -> httpx.Response:
+        """Ask for a planned switchover; the answer is 200 (done) or 409 (did not catch up
+        in time, nothing changed)."""
+        return self._handover("switchover", repo, mirror_id, timeout_seconds)
 
-    def failback(self, repo: str, mirror_id: str, timeout_seconds: float) -> dict[str, Any]:
-        """Failback of a detached mirror: ``{detached, mirror, kept, phases}``."""
-        return dict(self.request(
-            "POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/failback",
-            json={"timeout_seconds": timeout_seconds}, timeout=timeout_seconds + 60).json())
+    def failback(self, repo: str, mirror_id: str, timeout_seconds: float) -> httpx.Response:
+        """Ask for the failback of a detached mirror; 200 (done, ``kept`` heads and the
+        reverse ``mirror``) or 409 (a head could not be kept)."""
+        return self._handover("failback", repo, mirror_id, timeout_seconds)
+
+    def _handover(self, action: str, repo: str, mirror_id: str,
+                  timeout_seconds: float) -> httpx.Response:
+        return self.request("POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/{action}",
+                            expect=(200, 409), json={"timeout_seconds": timeout_seconds},
+                            timeout=timeout_seconds + 60)
 
     def log(self, repo: str, ref: str) -> Iterator[dict[str, Any]]:
         """Every commit reachable from ``ref``, newest first."""

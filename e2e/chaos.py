@@ -18,8 +18,20 @@ source region on S3 and the destination on Azure, a mirror across clouds.
 
 The sidecars act as a user with seed 003's narrow replication policy by default
 (``--policy broad``, or ``admin``). ``--summary-json PATH`` writes the run's figures
-(steps, kills, commits verified, violations, failures, wall time, the combination);
+(steps, kills, switchovers, failovers, failbacks, commits verified, violations,
+failures, wall time, the combination);
 ``python -m e2e.chaos_long`` runs many seeds over every combination with it.
+
+``--handover`` adds the moves of the primary between the regions (the repository then
+carries the same name in both): planned switchovers, asked in either region while the
+workload keeps committing to the primary (what it acknowledges during the freeze must
+not be lost), and failovers (the primary region killed, its mirror watched while it
+goes blind, or the primary left running and written to after the detach), each
+followed a few steps later by the failback, after the old region is restarted. The
+checker follows the roles: the workload writes to the primary of the moment, and the
+old primary's repository, now the mirror, is checked like the first one (I1-I4); I6
+(honest lag) is checked on every status read and I7 (nothing lost) after each
+switchover and failback (see :mod:`e2e.invariants`).
 
 Exit status: 0 no violation and the mirror caught up; 1 an invariant was violated,
 or the mirror did not catch up within ``--settle-timeout``; 2 the run itself failed.
@@ -32,6 +44,7 @@ import hashlib
 import json
 import random
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -42,7 +55,9 @@ from typing import TYPE_CHECKING, Any
 
 from e2e.api import ApiError, RegionClient
 from e2e.cluster import (
+    DESTINATION,
     POLICIES,
+    SOURCE,
     STORAGES,
     Cluster,
     ClusterSpec,
@@ -51,7 +66,14 @@ from e2e.cluster import (
     scratch_dir,
     start_cluster,
 )
-from e2e.invariants import ApiMirrorChecker
+from e2e.invariants import (
+    BLIND_MARGIN,
+    ApiMirrorChecker,
+    CheckerStats,
+    HandoverAudit,
+    InvariantViolation,
+    record_violation,
+)
 from e2e.processes import terminate_as_exit
 from e2e.workload import SourceDriver
 
@@ -66,6 +88,12 @@ WEIGHTS = {
     "commit": 34, "create": 10, "delete": 5, "merge": 10, "reset": 6, "tag": 6,
     "kill": 18, "burst": 6, "pause-crr": 3, "settle": 3,
 }
+#: the steps ``--handover`` adds (a failover brings its failback later)
+HANDOVER_WEIGHTS = {"switchover": 2, "failover": 2}
+#: a failback comes this many steps (at least, at most) after its failover
+FAILBACK_AFTER = (2, 8)
+#: what a switchover or failback may take before it is refused (409)
+HANDOVER_TIMEOUT = 90.0
 VICTIMS = ("west-sidecar", "west-server", "east-sidecar", "east-server")
 
 
@@ -74,10 +102,14 @@ class Step:
     """One planned step.
 
     Attributes:
-        kind: one of :data:`WEIGHTS`.
-        target: the branch, tag or victim (``west-sidecar``, ...) the step acts on.
+        kind: one of :data:`WEIGHTS` or :data:`HANDOVER_WEIGHTS`, or ``failback``.
+        target: the branch, tag or victim (``west-sidecar``, ...) the step acts on; for a
+            switchover the region asked (``source`` or ``destination``), for a failover
+            ``kill`` (the primary region dies) or ``split`` (it lives on, and takes a few
+            more writes), for a failback the region asked (``new`` or ``old`` primary).
         other: a second branch (source of a new branch, merge destination, tag ref).
-        n: files per commit, commits per burst, ``~n`` of a reset, replica pick.
+        n: files per commit, commits per burst, ``~n`` of a reset, replica pick, the
+            commits a failover makes on the old primary.
         delay: seconds of checking after the step (how long a victim stays down).
     """
 
@@ -97,17 +129,40 @@ class Step:
             "tag": f"create or delete tag {self.target} at {self.other}",
             "kill": f"kill -9 {self.target} (replica pick {self.n})",
             "burst": f"burst of {self.n} commits to {self.target}",
+            "switchover": f"switchover asked in the {self.target} region, commits to the "
+                          "primary meanwhile",
+            "failover": (f"failover: {self.n} commit(s), kill -9 the primary region, "
+                         "watch the blind mirror, detach it" if self.target == "kill" else
+                         f"failover: detach the mirror, {self.n} more commit(s) to the old "
+                         "primary"),
+            "failback": f"failback asked in the {self.target} primary's region",
         }.get(self.kind, self.kind)
         return f"{what}, then {self.delay}s" if self.delay else what
 
 
-def plan(seed: int, ops: int) -> list[Step]:
-    """The steps of a run: a pure function of the seed and the number of steps."""
+def plan(seed: int, ops: int, *, handover: bool = False) -> list[Step]:
+    """The steps of a run: a pure function of the seed, the number of steps and whether
+    switchovers and failovers are in (without them a seed plans what it always did).
+
+    One handover at a time: no switchover or failover while a failover awaits its
+    failback, which comes :data:`FAILBACK_AFTER` steps later (the last step at the
+    latest); the run restarts the old primary's region before the failback.
+    """
     rng = random.Random(seed)
     kinds, weights = zip(*WEIGHTS.items(), strict=True)
+    all_kinds, all_weights = zip(*(WEIGHTS | HANDOVER_WEIGHTS).items(), strict=True) \
+        if handover else (kinds, weights)
     steps = []
-    for _ in range(ops):
-        kind = rng.choices(kinds, weights)[0]
+    failback_at: int | None = None
+    for i in range(ops):
+        if failback_at is not None and (i >= failback_at or i == ops - 1):
+            steps.append(Step("failback", rng.choice(("new", "old")),
+                              delay=round(rng.random() * 1.5, 2)))
+            failback_at = None
+            continue
+        kind = rng.choices(all_kinds, all_weights)[0]
+        if kind in HANDOVER_WEIGHTS and (failback_at is not None or i == ops - 1):
+            kind = rng.choices(kinds, weights)[0]
         delay = round(rng.random() * 1.5, 2)
         if kind == "commit":
             steps.append(Step(kind, rng.choice(BRANCHES), n=rng.randint(1, 4), delay=delay))
@@ -125,6 +180,12 @@ def plan(seed: int, ops: int) -> list[Step]:
                               delay=delay))
         elif kind == "burst":
             steps.append(Step(kind, rng.choice(BRANCHES), n=rng.randint(3, 6)))
+        elif kind == "switchover":
+            steps.append(Step(kind, rng.choice(("source", "destination")), delay=delay))
+        elif kind == "failover":
+            steps.append(Step(kind, rng.choice(("kill", "split")), n=rng.randint(1, 3),
+                              delay=delay))
+            failback_at = i + rng.randint(*FAILBACK_AFTER)
         else:
             steps.append(Step(kind, delay=delay))
     return steps
@@ -134,47 +195,109 @@ def plan_digest(steps: Sequence[Step]) -> str:
     return hashlib.sha256("\n".join(map(str, steps)).encode()).hexdigest()[:16]
 
 
-class ChaosRun:
-    """Executes a plan against a running cluster, checking after every step."""
+@dataclass
+class Failover:
+    """A failover awaiting its failback."""
 
-    def __init__(self, cluster: Cluster, seed: int, *, verbose: bool = False) -> None:
+    #: the old primary's region, and whether its processes were killed
+    region: str
+    killed: bool
+    #: the detached mirror (the failback starts from it)
+    mirror_id: str
+    #: what the old primary acknowledged and where its refs point
+    driver: SourceDriver
+
+
+class ChaosRun:
+    """Executes a plan against a running cluster, checking after every step.
+
+    The primary starts in ``east``, its mirror in ``west``. A switchover swaps the
+    roles (the old primary's repository becomes the reverse mirror, with a new mirror
+    id); a failover detaches the mirror, which becomes the primary, until the failback
+    makes the old primary's repository its mirror. The workload always writes to the
+    primary of the moment.
+
+    Args:
+        handover: the repositories carry the same name in both regions (so roles can
+            swap under the narrow replication policy), and with ``native`` replication
+            objects are replicated both ways.
+    """
+
+    def __init__(self, cluster: Cluster, seed: int, *, verbose: bool = False,
+                 handover: bool = False) -> None:
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.verbose = verbose
-        self.east: RegionClient = cluster.east.client()
-        self.west: RegionClient = cluster.west.client()
-        self.checker = ApiMirrorChecker(self.east, REPO, self.west, MIRROR, collect=True)
+        self.clients = {name: region.client() for name, region in cluster.regions.items()}
+        self.east, self.west = self.clients[SOURCE], self.clients[DESTINATION]
+        self.mirror_name = REPO if handover else MIRROR
+        self.primary = SOURCE
+        self.violations: list[InvariantViolation] = []
+        self.stats = CheckerStats()
+        self.checker = self._checker()
         self.src = SourceDriver(self.east, REPO, self.checker, random.Random(seed ^ 0x5EED))
+        self.audit = HandoverAudit(self.violations)
         self.done: Counter[str] = Counter()
-        self.crr: FaultyReplicator | None = None
+        self.replicators: list[FaultyReplicator] = []
+        self.handover = handover
         self.mirror_id = ""
-        #: settle steps after which the mirror had not caught up in time
+        self.failover: Failover | None = None
+        #: heads of old primaries that failbacks kept on failover branches
+        self.kept_heads = 0
+        #: region -> when its server was killed, while it is down
+        self.down_since: dict[str, float] = {}
+        #: settle steps after which the mirror had not caught up in time, handovers that
+        #: could not be done
         self.stalls: list[str] = []
 
     def close(self) -> None:
-        if self.crr is not None:
-            self.crr.stop()
-        self.east.close()
-        self.west.close()
+        for crr in self.replicators:
+            crr.stop()
+        for client in self.clients.values():
+            client.close()
 
     def log(self, message: str) -> None:
         if self.verbose:
             print(f"  {message}", flush=True)
+
+    @property
+    def secondary(self) -> str:
+        """The region of the mirror (or, during a failover, of the old primary)."""
+        return DESTINATION if self.primary == SOURCE else SOURCE
+
+    def repo_in(self, region: str) -> str:
+        """The repository's name in ``region``."""
+        return REPO if region == SOURCE else self.mirror_name
+
+    def place(self, region: str) -> tuple[RegionClient, str]:
+        return self.clients[region], self.repo_in(region)
+
+    def _checker(self) -> ApiMirrorChecker:
+        """A checker of the mirror of the primary (in the other region)."""
+        return ApiMirrorChecker(*self.place(self.primary), *self.place(self.secondary),
+                                collect=True, violations=self.violations, stats=self.stats)
 
     # -------------------------------------------------------------- set up
     def set_up(self) -> None:
         ns = self.cluster.east.namespace(REPO)
         self.src.create_repository(ns)
         self.src.write_commit("main", files=4)
-        mirror_ns = self.cluster.west.namespace(MIRROR)
-        self.mirror_id = str(self.east.create_mirror(REPO, MIRROR, "west", mirror_ns)["id"])
+        mirror_ns = self.cluster.west.namespace(self.mirror_name)
+        self.mirror_id = str(self.east.create_mirror(REPO, self.mirror_name, "west",
+                                                     mirror_ns)["id"])
         if self.cluster.spec.replication == "native":
             from e2e.crr import object_replicator
 
-            self.crr = object_replicator(self.cluster, ns, mirror_ns,
-                                         seed=self.rng.randrange(1 << 30), drop=0.25,
-                                         duplicate=0.2, max_delay=0.01)
-            self.crr.start(period=0.1)
+            ways = [(ns, mirror_ns, SOURCE, DESTINATION)]
+            if self.handover:  # bucket replication both ways: either may be the primary
+                ways.append((mirror_ns, ns, DESTINATION, SOURCE))
+            for src_ns, dst_ns, source, destination in ways:
+                crr = object_replicator(self.cluster, src_ns, dst_ns, source=source,
+                                        destination=destination,
+                                        seed=self.rng.randrange(1 << 30), drop=0.25,
+                                        duplicate=0.2, max_delay=0.01)
+                crr.start(period=0.1)
+                self.replicators.append(crr)
 
     # ----------------------------------------------------------- the steps
     def check_for(self, seconds: float) -> None:
@@ -184,6 +307,13 @@ class ChaosRun:
             time.sleep(0.05)
             self.checker.check()
 
+    def check_status(self) -> dict[str, Any] | None:
+        """I6 on the mirror's status, if there is a mirror."""
+        if self.failover is not None:
+            return None
+        return self.checker.check_status(self.mirror_id,
+                                         source_down_since=self.down_since.get(self.primary))
+
     def run(self, steps: Sequence[Step], first: int = 1, total: int | None = None) -> None:
         """Execute ``steps`` (numbered from ``first`` of ``total`` in the output)."""
         total = total or len(steps)
@@ -192,14 +322,21 @@ class ChaosRun:
             self.done[f"{step.kind}{'' if outcome else ' (skipped)'}"] += 1
             self.log(f"[{i}/{total}] {step}{'' if outcome else ' -> skipped'}")
             self.check_for(step.delay)
+            self.check_status()
             if i % 10 == 0:
                 self.checker.probe_read_only()
             if i % 10 == 0 and not self.verbose:
-                print(f"  {i}/{total} steps, {len(self.checker.violations)} "
+                print(f"  {i}/{total} steps, {len(self.violations)} "
                       "violations so far", flush=True)
 
     def execute(self, step: Step) -> bool:
         """Run one step; False when it did not apply to the current state (a no-op)."""
+        if step.kind == "switchover":
+            return self.switchover(step)
+        if step.kind == "failover":
+            return self.fail_over(step)
+        if step.kind == "failback":
+            return self.fail_back(step)
         heads = self.src.branches()
         if step.kind in ("commit", "burst"):
             if step.target not in heads:
@@ -231,12 +368,14 @@ class ChaosRun:
             try:
                 self.src.reset(step.target, f"{step.target}~{step.n}")
             except ApiError as e:
+                if e.status == 404 and self.src.heads.get(step.target) != heads[step.target]:
+                    return self.unserved_reset(step, heads[step.target], e)
                 if e.status in (400, 404):  # not that many ancestors
                     return False
                 raise
             return True
         if step.kind == "tag":
-            tags = self.east.tags(REPO)
+            tags = self.src.client.tags(self.src.repo)
             if step.target in tags:
                 self.src.delete_tag(step.target)
             elif step.other in heads:
@@ -247,13 +386,17 @@ class ChaosRun:
         if step.kind == "kill":
             return self.kill(step)
         if step.kind == "pause-crr":
-            if self.crr is None:
+            if not self.replicators:
                 return False
-            self.crr.drop = 1.0
+            for crr in self.replicators:
+                crr.drop = 1.0
             self.check_for(1.0 + step.delay)
-            self.crr.drop = 0.25
+            for crr in self.replicators:
+                crr.drop = 0.25
             return True
         if step.kind == "settle":
+            if self.failover is not None:
+                return False  # no mirror to wait for
             try:
                 self.checker.wait_in_sync(90, "the mirror to catch up (settle step)")
             except AssertionError as e:
@@ -262,14 +405,197 @@ class ChaosRun:
             return True
         raise ValueError(f"unknown step {step.kind!r}")
 
+    def unserved_reset(self, step: Step, before: str, error: ApiError) -> bool:
+        """The reset moved the branch to a commit the primary does not serve (a commit it
+        never proved present while it was a mirror): a failure of the product, reported;
+        the branch goes back to its head before, so the run goes on."""
+        self.stalls.append(f"hard reset of {step.target} to {step.target}~{step.n} in the "
+                           f"primary ({self.primary}) succeeded, but the primary does not "
+                           f"serve the new head: {error}")
+        print(f"  FAILURE {self.stalls[-1]}", flush=True)
+        self.src.reset(step.target, before)
+        return True
+
     def kill(self, step: Step) -> bool:
         region_name, _, what = step.target.partition("-")
+        if self.failover is not None and self.failover.killed \
+                and self.failover.region == region_name:
+            return False  # the whole region is down until the failback
         region = self.cluster.regions[region_name]
         victims = region.sidecars if what == "sidecar" else [region.server]
         victim = victims[step.n % len(victims)]
         victim.kill()
+        if what == "server":
+            self.down_since[region_name] = time.time()
         self.check_for(step.delay)
+        self.check_status()
         victim.start()
+        self.down_since.pop(region_name, None)
+        return True
+
+    # ---------------------------------------------------------- handovers
+    def _become_primary(self, region: str, mirror_id: str) -> None:
+        """``region`` is the primary from now on: the workload writes there, its mirror
+        (``mirror_id``; "" while there is none) is checked in the other region."""
+        previous = self.src
+        self.primary, self.mirror_id = region, mirror_id
+        self.checker = self._checker()
+        self.checker.detached = not mirror_id
+        self.src = SourceDriver(*self.place(region), self.checker, previous.rng,
+                                previous.commits)
+        client, repo = self.place(region)
+        self.src.adopt(client.branches(repo), client.tags(repo))
+
+    def _legacy(self, driver: SourceDriver) -> None:
+        """The old primary's repository is a mirror now; its own refs stay until
+        promotions replace them."""
+        self.checker.legacy_heads = dict(driver.heads)
+        self.checker.legacy_tags = dict(driver.tags)
+
+    def switchover(self, step: Step) -> bool:
+        """Ask for a switchover while committing to the primary; I7: every commit it
+        acknowledged is in the new primary, whose refs are exactly the old one's."""
+        if self.failover is not None:
+            return False
+        old, new = self.primary, self.secondary
+        asked = old if step.target == "source" else new
+        answer: dict[str, Any] = {}
+
+        def ask() -> None:  # HTTP only: processes are started from the run's own thread
+            try:
+                with self.cluster.regions[asked].client(timeout=HANDOVER_TIMEOUT) as c:
+                    answer["response"] = c.switchover(self.repo_in(asked), self.mirror_id,
+                                                      HANDOVER_TIMEOUT)
+            except Exception as e:  # noqa: BLE001 - raised again in the run's thread
+                answer["error"] = e
+
+        asking = threading.Thread(target=ask, name="switchover", daemon=True)
+        asking.start()
+        refused = 0
+        while asking.is_alive():
+            try:  # what the frozen primary acknowledges must not be lost
+                self.src.write_commit("main", files=1)
+            except ApiError as e:
+                if e.status != 403:
+                    raise
+                refused += 1
+                asking.join(0.2)
+        asking.join()
+        if "error" in answer:
+            raise answer["error"]
+        response = answer["response"]
+        self.log(f"switchover {old} -> {new}: {response.status_code}, {refused} write(s) "
+                 "refused during the freeze")
+        if response.status_code == 409:
+            try:  # nothing changed: the primary takes writes again
+                self.src.write_commit("main", files=1)
+            except ApiError as e:
+                self.stalls.append(f"switchover refused, but the primary stays read-only: "
+                                   f"{e}")
+            return False
+        old_driver = self.src
+        what = f"switchover {old} -> {new}"
+        self.audit.check_same_refs(what, old_driver.heads, old_driver.tags, self.place(new))
+        required = self.audit.required(old_driver.acknowledged,
+                                       [*old_driver.heads.values(), *old_driver.tags.values()],
+                                       [self.place(old), self.place(new)])
+        self.audit.check(what, required, self.place(new))
+        self._become_primary(new, str(response.json()["mirror"]["id"]))
+        self.src.acknowledged.update(required)  # the new primary's to keep from now on
+        self._legacy(old_driver)
+        self.checker.check()
+        self.checker.probe_read_only()
+        return True
+
+    def fail_over(self, step: Step) -> bool:
+        """The primary is lost (killed) or cut off (split): detach its mirror, which
+        becomes the primary; with ``kill``, first watch the mirror go blind (I6)."""
+        if self.failover is not None:
+            return False
+        old, new = self.primary, self.secondary
+        old_driver = self.src
+        killed = step.target == "kill"
+        if killed:
+            for _ in range(step.n):  # likely not mirrored yet when the region dies
+                old_driver.write_commit("main", files=1)
+            self.cluster.regions[old].kill()
+            self.down_since[old] = time.time()
+            self.watch_blind()
+        client, repo = self.place(new)
+        detached = client.detach_mirror(repo, self.mirror_id)
+        if detached["state"] != "detached":
+            raise AssertionError(f"detach answered {detached}")
+        self.failover = Failover(old, killed, self.mirror_id, old_driver)
+        old_driver.checker = None  # nobody mirrors the old primary any more
+        self._become_primary(new, "")
+        if not killed:  # clients that still reach the old primary keep writing there
+            for _ in range(step.n):
+                old_driver.write_commit("main", files=1)
+        return True
+
+    def watch_blind(self) -> None:
+        """Read the mirror's status until its source region has been down for longer
+        than the status's ``stale_after_seconds`` (and then once more): I6 each time."""
+        down_since = self.down_since[self.primary]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            status = self.check_status()
+            stale_after = float(status["stale_after_seconds"]) if status else 0.0
+            if status and time.time() - down_since > stale_after + BLIND_MARGIN + 0.5:
+                return
+            self.check_for(0.5)
+        raise AssertionError("the mirror's status could not be read while the source "
+                             "region was down")
+
+    def fail_back(self, step: Step) -> bool:
+        """Restart the old primary's region, ask for the failback; I7: whatever the old
+        primary acknowledged is reachable in the primary, the kept heads where the
+        answer says; then the old primary's repository is the mirror."""
+        failover = self.failover
+        if failover is None:
+            return False
+        old, new = failover.region, self.primary
+        region = self.cluster.regions[old]
+        region.start()
+        self.down_since.pop(old, None)
+        old_driver = failover.driver
+        required = self.audit.required(old_driver.acknowledged,
+                                       [*old_driver.heads.values(), *old_driver.tags.values()],
+                                       [self.place(old), self.place(new)])
+        # in the new primary already (mirrored before the failover): its own writes may
+        # have moved them off every ref since, which is no loss
+        there = self.audit.present(self.place(new), required)
+        asked = new if step.target == "new" else old
+        response = None
+        for _ in range(3):
+            response = self.clients[asked].failback(self.repo_in(asked), failover.mirror_id,
+                                                    HANDOVER_TIMEOUT)
+            if response.status_code == 200:
+                break
+            self.log(f"failback refused: {response.text[:300]}")
+        assert response is not None
+        if response.status_code != 200:
+            self.stalls.append(f"failback refused: {response.text[:300]}")
+            return False
+        answer = response.json()
+        what = f"failback of {old} to {new}"
+        branches = self.src.client.branches(self.src.repo)
+        for kept in answer["kept"]:
+            if branches.get(kept["branch"]) != kept["commit_id"]:
+                record_violation(self.violations, "I7", f"{what}: kept {kept['kind']} "
+                                 f"{kept['ref']} on {kept['branch']}, which is at "
+                                 f"{branches.get(kept['branch'])}, not {kept['commit_id']}")
+        self.audit.check(what, required, self.place(new), excused=there)
+        # the failover branches are the primary's refs, and what they keep its to keep
+        self.src.adopt(branches, self.src.client.tags(self.src.repo))
+        self.src.acknowledged.update(required)
+        self.failover = None
+        self.mirror_id = str(answer["mirror"]["id"])
+        self.checker.detached = False
+        self._legacy(old_driver)
+        self.kept_heads += len(answer["kept"])
+        self.checker.check()
+        self.checker.probe_read_only()
         return True
 
     # ------------------------------------------------------------- the end
@@ -278,22 +604,28 @@ class ChaosRun:
         for p in self.cluster.processes:
             if not p.alive:
                 p.start()
-        if self.crr is not None:
-            self.crr.drop = 0.0
+        self.down_since.clear()
+        for crr in self.replicators:
+            crr.drop = 0.0
+        if self.failover is not None and not self.fail_back(Step("failback", "new")):
+            print("NOT CONVERGED: the failback was refused", flush=True)
+            return False
         try:
             self.checker.wait_in_sync(timeout, "the mirror to catch up after the run")
         except AssertionError as e:
             print(f"NOT CONVERGED: {e}", flush=True)
             return False
+        self.check_status()
         self.checker.probe_read_only()
         return True
 
     def corrupt_one_mirror_object(self) -> str:
         """Canary: change one mirrored object's bytes behind the system's back."""
-        head = self.west.branches(MIRROR)["main"]
-        stat = next(s for s in self.west.list_objects(MIRROR, head) if s["size_bytes"])
-        path = self.cluster.west.blockstore_root / stat["physical_address"].removeprefix(
-            "local://")
+        client, repo = self.place(self.secondary)
+        head = client.branches(repo)["main"]
+        stat = next(s for s in client.list_objects(repo, head) if s["size_bytes"])
+        root = self.cluster.regions[self.secondary].blockstore_root
+        path = root / stat["physical_address"].removeprefix("local://")
         path.write_bytes(b"!" + path.read_bytes()[1:])
         self.checker.verify_commit(head, "main (canary)", force=True)
         return str(stat["path"])
@@ -329,13 +661,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary-json", type=Path,
                         help="write the run's figures here (JSON), whatever the outcome")
     parser.add_argument("--plan", action="store_true", help="print the plan and exit")
+    parser.add_argument("--handover", action="store_true",
+                        help="the plan has switchovers, and failovers each followed by "
+                             "its failback (the repository then has the same name in "
+                             "both regions)")
     parser.add_argument("--canary", action="store_true",
                         help="self-test: corrupt one mirror object mid-run (local storage); "
                              "the run must then report an I2 violation and fail")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    steps = plan(args.seed, args.ops)
-    print(f"chaos: seed {args.seed}, {args.ops} steps, plan {plan_digest(steps)}", flush=True)
+    steps = plan(args.seed, args.ops, handover=args.handover)
+    print(f"chaos: seed {args.seed}, {args.ops} steps{' with handovers' if args.handover else ''}"
+          f", plan {plan_digest(steps)}", flush=True)
     if args.plan:
         for i, step in enumerate(steps, 1):
             print(f"{i:4d} {step}")
@@ -350,7 +687,7 @@ def main(argv: list[str] | None = None) -> int:
                                "postgres" if args.mirrors_db == "postgres" else "local"),
                            replication=args.replication, sidecars_per_region=args.sidecars,
                            log_level="INFO", policy=args.policy, source_repository=REPO,
-                           mirror_repository=MIRROR)
+                           mirror_repository=REPO if args.handover else MIRROR)
     except ValueError as e:
         parser.error(str(e))
     print(f"  cluster: {spec.describe()}", flush=True)
@@ -376,6 +713,7 @@ class Outcome:
     ops: int
     plan: str
     spec: ClusterSpec
+    handover: bool = False
     run: ChaosRun | None = None
     converged: bool = False
     #: the harness's own failure (exit status 2), not an invariant violation
@@ -384,7 +722,7 @@ class Outcome:
 
     @property
     def violations(self) -> list[str]:
-        return [str(v) for v in self.run.checker.violations] if self.run else []
+        return [str(v) for v in self.run.violations] if self.run else []
 
     @property
     def failures(self) -> list[str]:
@@ -404,15 +742,22 @@ class Outcome:
 
     def summary(self) -> dict[str, Any]:
         done = self.run.done if self.run else Counter[str]()
-        stats = self.run.checker.stats if self.run else None
+        stats = self.run.stats if self.run else None
         return {
-            "seed": self.seed, "ops": self.ops, "plan": self.plan,
+            "seed": self.seed, "ops": self.ops, "plan": self.plan, "handover": self.handover,
             "combination": {"mirrors_db": self.spec.mirrors_db, "storage": self.spec.storage_label,
                             "replication": self.spec.replication, "policy": self.spec.policy,
                             "sidecars_per_region": self.spec.sidecars_per_region},
             "steps": sum(done.values()),
             "step_kinds": dict(sorted(done.items())),
             "kills": done["kill"],
+            "switchovers": done["switchover"],
+            "failovers": done["failover"],
+            "failbacks": done["failback"],
+            "kept_heads": self.run.kept_heads if self.run else 0,
+            "handover_commits_checked": self.run.audit.commits_checked if self.run else 0,
+            "status_reads": stats.status_reads if stats else 0,
+            "blind_status_reads": stats.blind_reads if stats else 0,
             "commits_verified": stats.commits_verified if stats else 0,
             "objects_compared": stats.objects_compared if stats else 0,
             "violations": self.violations,
@@ -425,12 +770,13 @@ class Outcome:
 
 def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) -> Outcome:
     """Run the plan on a fresh cluster, print the report, return the outcome."""
-    outcome = Outcome(args.seed, args.ops, plan_digest(steps), spec)
+    outcome = Outcome(args.seed, args.ops, plan_digest(steps), spec, args.handover)
     started = time.monotonic()
     try:
         with scratch_dir(args.data_dir, "lakefs-chaos-") as root, \
                 start_cluster(root, spec) as cluster:
-            run = outcome.run = ChaosRun(cluster, args.seed, verbose=args.verbose)
+            run = outcome.run = ChaosRun(cluster, args.seed, verbose=args.verbose,
+                                         handover=args.handover)
             try:
                 run.set_up()
                 run.checker.wait_in_sync(90, "the first promotion")
@@ -451,14 +797,24 @@ def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) 
     if outcome.error:
         return outcome
     assert outcome.run is not None
-    checker = outcome.run.checker
-    print(f"  steps: {', '.join(f'{k} {v}' for k, v in sorted(outcome.run.done.items()))}")
-    print(f"  checker: {checker.summary()}")
-    for v in checker.violations:
+    run = outcome.run
+    figures = outcome.summary()
+    print(f"  steps: {', '.join(f'{k} {v}' for k, v in sorted(run.done.items()))}")
+    print(f"  checker: {run.checker.summary()}, {figures['status_reads']} statuses read "
+          f"({figures['blind_status_reads']} blind)")
+    print(f"  handovers: {figures['switchovers']} switchovers, {figures['failovers']} "
+          f"failovers, {figures['failbacks']} failbacks ({figures['kept_heads']} heads kept), "
+          f"{figures['handover_commits_checked']} acknowledged commits checked after them")
+    for v in run.violations:
         print(f"  VIOLATION {v}")
-    converged = outcome.converged and not outcome.run.stalls
+    for f in run.stalls:
+        print(f"  FAILURE {f}")
+    converged = outcome.converged and not run.stalls
     verdict = "ok" if outcome.exit_status == 0 else "FAILED"
-    print(f"chaos: seed {args.seed}, {args.ops} steps: {len(checker.violations)} violations, "
+    handovers = (f" ({figures['switchovers']} switchovers, {figures['failovers']} failovers, "
+                 f"{figures['failbacks']} failbacks)" if args.handover else "")
+    print(f"chaos: seed {args.seed}, {args.ops} steps{handovers}: "
+          f"{len(run.violations)} violations, "
           f"{'converged' if converged else 'did not converge'}, "
           f"{outcome.wall_seconds:.0f}s: {verdict}", flush=True)
     return outcome

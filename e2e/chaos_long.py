@@ -16,11 +16,16 @@ regions on ``local`` or both on ``s3``; the others use the builtin copier. The d
 (``local,s3``, no pairs) is the 24-combination cycle above, seed for seed, so a campaign
 resumes with the same options it started with.
 
+``--handover`` has every run's plan move the primary between the regions too
+(switchovers, failovers and their failbacks: ``python -m e2e.chaos --handover``); its
+records are kept apart from those of runs without, so one results file may hold both.
+
 Every finished run appends one JSON line to ``--results`` (the chaos run's summary,
 its log file, when it finished). ``--resume`` skips the seeds already there (with the
 same ``--ops``), so an interrupted campaign continues where it stopped; without it an
 existing results file is refused. At the end one summary is printed, overall and per
-combination: runs, steps, kills, commits verified, violations, failures.
+combination: runs, steps, kills, switchovers, failovers, failbacks, commits verified,
+violations, failures.
 
 Ctrl-C (or SIGTERM) stops every running chaos run (SIGTERM to its process group, then
 SIGKILL after a grace period); the runs it stopped are not recorded, so ``--resume``
@@ -149,9 +154,11 @@ def load_results(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def latest_by_seed(records: Iterable[dict[str, Any]], ops: int) -> dict[int, dict[str, Any]]:
-    """Seed -> its last record with ``ops`` steps."""
-    return {int(r["seed"]): r for r in records if r.get("ops") == ops}
+def latest_by_seed(records: Iterable[dict[str, Any]], ops: int, *, handover: bool = False
+                   ) -> dict[int, dict[str, Any]]:
+    """Seed -> its last record with ``ops`` steps (and handovers or not)."""
+    return {int(r["seed"]): r for r in records
+            if r.get("ops") == ops and bool(r.get("handover")) == handover}
 
 
 def pending_seeds(seeds: Sequence[int], done: dict[int, dict[str, Any]]) -> list[int]:
@@ -185,6 +192,9 @@ class Totals:
     passed: int = 0
     steps: int = 0
     kills: int = 0
+    switchovers: int = 0
+    failovers: int = 0
+    failbacks: int = 0
     commits_verified: int = 0
     violations: int = 0
     failures: int = 0
@@ -195,6 +205,9 @@ class Totals:
         self.passed += passed(record)
         self.steps += int(record.get("steps", 0))
         self.kills += int(record.get("kills", 0))
+        self.switchovers += int(record.get("switchovers", 0))
+        self.failovers += int(record.get("failovers", 0))
+        self.failbacks += int(record.get("failbacks", 0))
         self.commits_verified += int(record.get("commits_verified", 0))
         self.violations += len(record.get("violations", ()))
         # a run that failed without naming why still counts as a failure
@@ -224,16 +237,20 @@ def summarize(records: Iterable[dict[str, Any]]) -> Summary:
 def format_summary(summary: Summary, planned: int) -> str:
     t = summary.total
     lines = [f"chaos-long: {t.runs} of {planned} runs recorded, {t.passed} passed: "
-             f"{t.steps} steps, {t.kills} kills, {t.commits_verified} commits verified, "
+             f"{t.steps} steps, {t.kills} kills, {t.switchovers} switchovers, "
+             f"{t.failovers} failovers, {t.failbacks} failbacks, "
+             f"{t.commits_verified} commits verified, "
              f"{t.violations} violations, {t.failures} failures "
              f"({t.wall_seconds / 60:.1f} run-minutes)"]
     if summary.per_combination:
         lines.append(f"  {'combination':<32} {'runs':>4} {'ok':>3} {'steps':>6} {'kills':>5} "
-                     f"{'commits':>7} {'violations':>10} {'failures':>8}")
+                     f"{'handovers':>9} {'commits':>7} {'violations':>10} {'failures':>8}")
         for combo, c in sorted(summary.per_combination.items()):
+            handovers = f"{c.switchovers}/{c.failovers}/{c.failbacks}"
             lines.append(f"  {str(combo):<32} {c.runs:>4} {c.passed:>3} {c.steps:>6} "
-                         f"{c.kills:>5} {c.commits_verified:>7} {c.violations:>10} "
-                         f"{c.failures:>8}")
+                         f"{c.kills:>5} {handovers:>9} {c.commits_verified:>7} "
+                         f"{c.violations:>10} {c.failures:>8}")
+        lines.append("  (handovers: switchovers/failovers/failbacks)")
     for r in summary.failed:
         why = (r.get("violations") or r.get("failures") or [f"exit status {r.get('exit_status')}"])
         lines.append(f"  FAILED seed {r['seed']} ({Combination.from_record(r)}): {why[0]}"
@@ -254,14 +271,15 @@ class Job:
     log: IO[bytes]
     started: float = field(default_factory=time.monotonic)
 
-    def record(self, ops: int, *, timed_out: bool) -> dict[str, Any]:
+    def record(self, ops: int, *, timed_out: bool, handover: bool = False) -> dict[str, Any]:
         """The run's results line: its summary, or what is known when it wrote none."""
         code = self.proc.returncode
         try:
             record: dict[str, Any] = json.loads(self.summary_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             c = self.combination
-            record = {"seed": self.seed, "ops": ops, "steps": 0, "kills": 0,
+            record = {"seed": self.seed, "ops": ops, "handover": handover, "steps": 0,
+                      "kills": 0, "switchovers": 0, "failovers": 0, "failbacks": 0,
                       "commits_verified": 0, "violations": [], "converged": False,
                       "combination": {"mirrors_db": c.mirrors_db, "storage": c.storage,
                                       "replication": c.replication, "policy": c.policy},
@@ -292,14 +310,14 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 
 
 def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path,
-              combo: Combination) -> Job:
+              combo: Combination, *, handover: bool = False) -> Job:
     log_path = logs / f"seed-{seed}.log"
     summary_path = work / f"seed-{seed}.json"
     summary_path.unlink(missing_ok=True)
     log = open(log_path, "wb")  # noqa: SIM115 - closed when the job ends
     argv = [sys.executable, "-m", "e2e.chaos", "--seed", str(seed), "--ops", str(ops),
             *combo.argv(), "--settle-timeout", str(settle_timeout),
-            "--summary-json", str(summary_path)]
+            "--summary-json", str(summary_path), *(["--handover"] if handover else [])]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
     return Job(seed, combo, proc, log_path, summary_path, log)
@@ -316,7 +334,8 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                     seed = queue.pop(0)
                     job = start_job(seed, args.ops, args.settle_timeout, logs, Path(tmp),
                                     combination_for(seed, args.storages,
-                                                    cross=args.cross_cloud))
+                                                    cross=args.cross_cloud),
+                                    handover=args.handover)
                     running.append(job)
                     print(f"  seed {job.seed} [{job.combination}] started (log "
                           f"{job.log_path})", flush=True)
@@ -330,11 +349,15 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                     else:
                         job.log.close()
                     running.remove(job)
-                    record = job.record(args.ops, timed_out=timed_out)
+                    record = job.record(args.ops, timed_out=timed_out,
+                                        handover=args.handover)
                     append_result(args.results, record)
                     print(f"  seed {job.seed} [{job.combination}]: "
                           f"{'ok' if passed(record) else 'FAILED'}, {record['steps']} steps, "
-                          f"{record['kills']} kills, {record['commits_verified']} commits "
+                          f"{record['kills']} kills, {record.get('switchovers', 0)}/"
+                          f"{record.get('failovers', 0)}/{record.get('failbacks', 0)} "
+                          f"switchovers/failovers/failbacks, "
+                          f"{record['commits_verified']} commits "
                           f"verified, {len(record['violations'])} violations, "
                           f"{record['wall_seconds']:.0f}s", flush=True)
         except (KeyboardInterrupt, SystemExit):
@@ -374,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the storages the seeds cycle through, each for both regions "
                              f"({', '.join(ALL_STORAGES)}; default: "
                              f"{','.join(STORAGES)})")
+    parser.add_argument("--handover", action="store_true",
+                        help="the runs move the primary too: switchovers, failovers and "
+                             "failbacks (e2e.chaos --handover)")
     parser.add_argument("--cross-cloud", action="store_true",
                         help="also every ordered pair of two of --storages (the source "
                              "region on one, the destination on the other)")
@@ -384,13 +410,15 @@ def main(argv: list[str] | None = None) -> int:
     if tuple(args.storages) != STORAGES or args.cross_cloud:
         options = (f" --storages {','.join(args.storages)}"
                    + (" --cross-cloud" if args.cross_cloud else ""))
+    if args.handover:
+        options += " --handover"
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     args.results = args.results.resolve()
     existing = load_results(args.results)
     if existing and not args.resume:
         parser.error(f"{args.results} has {len(existing)} result(s): pass --resume to "
                      "continue, or another --results")
-    done = latest_by_seed(existing, args.ops)
+    done = latest_by_seed(existing, args.ops, handover=args.handover)
     other = [s for s in seeds if s in done and Combination.from_record(done[s])
              != combination_for(s, args.storages, cross=args.cross_cloud)]
     if other:
@@ -406,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     with terminate_as_exit():
         completed = run_campaign(todo, args, logs)
-    recorded = latest_by_seed(load_results(args.results), args.ops)
+    recorded = latest_by_seed(load_results(args.results), args.ops, handover=args.handover)
     summary = summarize(recorded[s] for s in seeds if s in recorded)
     print(format_summary(summary, len(seeds)), flush=True)
     if not completed:

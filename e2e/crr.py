@@ -65,18 +65,22 @@ class S3FaultyReplicator(FaultyReplicator):
 
 
 def object_replicator(cluster: Cluster, source_namespace: str, mirror_namespace: str,
+                      *, source: str = "east", destination: str = "west",
                       **faults: Any) -> FaultyReplicator:
-    """A faulty replicator from ``east``'s namespace to ``west``'s, for the cluster's storage.
+    """A faulty replicator from ``source``'s namespace to ``destination``'s (by default
+    ``east`` to ``west``), for the cluster's storage.
 
     Args:
         cluster: the running cluster.
         source_namespace: the source repository's namespace (``local://x`` or ``s3://...``).
         mirror_namespace: the mirror's namespace in the destination.
+        source, destination: the regions replicated from and to.
         **faults: passed to the replicator (``seed``, ``drop``, ``duplicate``, ...).
     """
     if cluster.spec.storage == "s3":
-        return S3FaultyReplicator(cluster.s3_client("east"), source_namespace,
-                                  cluster.s3_client("west"), mirror_namespace, **faults)
-    src = cluster.east.blockstore_root / source_namespace.removeprefix("local://")
-    dst = cluster.west.blockstore_root / mirror_namespace.removeprefix("local://")
+        return S3FaultyReplicator(cluster.s3_client(source), source_namespace,
+                                  cluster.s3_client(destination), mirror_namespace, **faults)
+    src = cluster.regions[source].blockstore_root / source_namespace.removeprefix("local://")
+    dst = cluster.regions[destination].blockstore_root / mirror_namespace.removeprefix(
+        "local://")
     return FaultyReplicator(src, dst, **faults)

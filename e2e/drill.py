@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from e2e.cluster import Cluster, ClusterSpec, scratch_dir, start_cluster
 from e2e.ledger import AckedCommit, RpoBound, unreachable
 from e2e.processes import terminate_as_exit
@@ -326,7 +328,7 @@ class Drill:
         """Planned switchover to ``new`` while the workload writes to ``old``; RPO 0."""
         phase = PhaseResult("switchover", f"planned switchover {old} -> {new}", old, new)
         phase.event_at = time.time()
-        answer = self.clients[new].switchover(REPO, mirror_id, self.handover_timeout)
+        answer = _done(self.clients[new].switchover(REPO, mirror_id, self.handover_timeout))
         phase.timings["request"] = time.time() - phase.event_at
         phase.api_phases = list(answer["phases"])
         self.redirect(phase)
@@ -361,7 +363,7 @@ class Drill:
         self.cluster.regions[old].start()
         phase.timings["restart"] = time.time() - started
         phase.event_at = time.time()
-        answer = self.clients[new].failback(REPO, mirror_id, self.handover_timeout)
+        answer = _done(self.clients[new].failback(REPO, mirror_id, self.handover_timeout))
         phase.timings["request"] = time.time() - phase.event_at
         phase.api_phases = list(answer["phases"])
         phase.kept = list(answer["kept"])
@@ -519,3 +521,12 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _done(response: httpx.Response) -> dict[str, Any]:
+    """A handover's answer; a refusal (409) ends the drill as a failure of its own."""
+    if response.status_code != 200:
+        raise RuntimeError(f"{response.request.url.path}: {response.status_code} "
+                           f"{response.text}")
+    answer: dict[str, Any] = response.json()
+    return answer

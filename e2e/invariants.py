@@ -1,4 +1,4 @@
-"""I1-I4 (docs/ARCHITECTURE.md) checked continuously through the REST API of both regions.
+"""I1-I4, I6 and I7 (docs/ARCHITECTURE.md) checked through the REST API of both regions.
 
 The same idea as ``tests/replication/invariants.py`` (which reads both regions'
 engines in one process), but the processes here are separate, so everything goes
@@ -16,14 +16,35 @@ mirror can still be checked against it after the source is gone.
   disappears) only if the source branch was reset or deleted since that head was
   first a source head.
 - **I4 read-only**: every write a client can try on the mirror is refused.
+
+A repository that becomes a mirror by a switchover or failback (the old source,
+adopted under its own name) still holds its own heads until the first promotion
+replaces them: those *legacy* heads are served as they were, and from the moment a
+branch or tag leaves its legacy head the rules above hold for it as for any mirror.
+
+- **I6 honest lag** (:meth:`ApiMirrorChecker.check_status`): whenever the mirror's status
+  is read, every branch's ``lag_seconds`` is at least the time since its
+  ``source_confirmed_at`` (less :data:`LAG_EPSILON`: the status gives whole seconds),
+  and while the source region's server has been down for longer than the status's
+  ``stale_after_seconds`` (plus :data:`BLIND_MARGIN`) no branch is ``current`` and
+  every branch is ``stale``. The destination cannot have read the source since the
+  server died, so this holds whatever the timing; a server down for less than that
+  (the chaos run's kills) is not judged.
+- **I7 nothing lost** (:class:`HandoverAudit`): every commit the old primary acknowledged
+  and that its branches or tags still reach is, after a switchover, reachable from the
+  new primary's refs and readable there; after a failback, reachable from the new
+  primary's refs (its own or the ``failover-*`` branches the failback reported), or
+  already in the new primary before the failback (mirrored before the failover, then
+  moved away by the new primary's own writes: their decision, not a loss).
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +52,12 @@ from e2e.api import ApiError, RegionClient
 
 #: name of the object, branch and tag the read-only probes try to create on a mirror
 PROBE = "i4-probe"
+#: seconds of slack in the I6 lag check: ``source_confirmed_at`` is shown in whole
+#: seconds (rounded down), the lag to the millisecond
+LAG_EPSILON = 1.01
+#: seconds beyond ``stale_after_seconds`` after which a mirror of a dead source region
+#: must read stale: the destination's last read may have finished just after the kill
+BLIND_MARGIN = 2.0
 
 
 class InvariantViolation(AssertionError):
@@ -45,6 +72,14 @@ class InvariantViolation(AssertionError):
         super().__init__(f"{invariant}: {detail}")
         self.invariant = invariant
         self.detail = detail
+
+
+def record_violation(violations: list[InvariantViolation], invariant: str,
+                     detail: str) -> None:
+    """Add a violation to ``violations``, unless the same one is there already."""
+    v = InvariantViolation(invariant, detail)
+    if all(str(v) != str(seen) for seen in violations):
+        violations.append(v)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +102,10 @@ class CheckerStats:
     mirror_unavailable: int = 0
     #: rounds in which the source region did not answer
     source_unavailable: int = 0
+    #: mirror statuses read (I6), and those read while the source region was down
+    #: long enough that the mirror must read blind
+    status_reads: int = 0
+    blind_reads: int = 0
 
 
 @dataclass
@@ -97,6 +136,10 @@ class ApiMirrorChecker:
     mirror_heads: dict[str, str] = field(default_factory=dict)
     #: set once the mirror is detached: it is an ordinary repository from then on
     detached: bool = False
+    #: branch -> head of an adopted old source, served until a promotion replaces it
+    legacy_heads: dict[str, str] = field(default_factory=dict)
+    #: tag -> commit of an adopted old source, likewise
+    legacy_tags: dict[str, str] = field(default_factory=dict)
     _seq: itertools.count[int] = field(default_factory=itertools.count)
     _first_seen: dict[tuple[str, str], int] = field(default_factory=dict)
     _resets: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
@@ -221,11 +264,9 @@ class ApiMirrorChecker:
 
     # --------------------------------------------------------------- mirror side
     def _violation(self, invariant: str, detail: str) -> None:
-        v = InvariantViolation(invariant, detail)
         if not self.collect:
-            raise v
-        if all(str(v) != str(seen) for seen in self.violations):  # report each once
-            self.violations.append(v)
+            raise InvariantViolation(invariant, detail)
+        record_violation(self.violations, invariant, detail)
 
     def check(self) -> None:
         """One round: observe the source, then check every mirror branch and tag."""
@@ -259,8 +300,12 @@ class ApiMirrorChecker:
         for name, head in branches.items():
             if not head:
                 continue
+            if self.legacy_heads.get(name, head) != head:
+                del self.legacy_heads[name]  # promoted over: an ordinary mirror branch now
             allowed = self._first_parent_closure(self.source_heads.get(name, ()))
             if head not in allowed:
+                if name in self.legacy_heads:
+                    continue
                 self._violation("I1", f"mirror branch {name} at {head}, which its source "
                                       "branch never pointed at (nor at a descendant of it)")
                 continue
@@ -284,7 +329,11 @@ class ApiMirrorChecker:
 
     def _check_tags(self, tags: dict[str, str]) -> None:
         for name, cid in tags.items():
+            if self.legacy_tags.get(name, cid) != cid:
+                del self.legacy_tags[name]
             if cid not in self.source_tags.get(name, ()):
+                if name in self.legacy_tags:
+                    continue
                 self._violation("I1", f"mirror tag {name} at {cid}, never its source's")
                 continue
             self.verify_commit(cid, f"tag {name}")
@@ -455,6 +504,49 @@ class ApiMirrorChecker:
             raise
         return True
 
+    # ------------------------------------------------------------------- I6
+    def check_status(self, mirror_id: str, *, source_down_since: float | None = None
+                     ) -> dict[str, Any] | None:
+        """I6: read the mirror's status in its region and check that its lag is honest.
+
+        Args:
+            mirror_id: the (active) mirror.
+            source_down_since: when the source region's server was killed (Unix
+                seconds), if it has been down since.
+
+        Returns:
+            The status, or None when the mirror's region did not answer.
+        """
+        if self.detached:
+            return None
+        before = time.time()
+        try:
+            status = self.mirror.mirror_status(self.mirror_repo, mirror_id)
+        except ApiError as e:
+            if e.unreachable or e.status == 404:
+                return None
+            raise
+        self.stats.status_reads += 1
+        if status["mirror"]["state"] != "active":
+            return status
+        stale_after = float(status.get("stale_after_seconds") or 0.0)
+        down = before - source_down_since if source_down_since is not None else 0.0
+        blind = source_down_since is not None and down > stale_after + BLIND_MARGIN
+        self.stats.blind_reads += blind
+        for row in status["branches"]:
+            branch, lag = row["branch"], float(row["lag_seconds"])
+            confirmed = row.get("source_confirmed_at")
+            if confirmed is not None and lag < before - confirmed - LAG_EPSILON:
+                self._violation("I6", f"branch {branch} shows a lag of {lag:.3f}s, but "
+                                      f"its source was last confirmed "
+                                      f"{before - confirmed:.1f}s ago")
+            if blind and (row["current"] or not row["stale"]):
+                self._violation("I6", f"branch {branch} reads current={row['current']}, "
+                                      f"stale={row['stale']} while its source region has "
+                                      f"been down for {down:.1f}s (stale after "
+                                      f"{stale_after:.0f}s)")
+        return status
+
     # ---------------------------------------------------------------- progress
     def in_sync(self) -> bool:
         """Whether every source branch and tag is on the mirror at the same commit."""
@@ -500,3 +592,114 @@ class ApiMirrorChecker:
                 f"probes, {s.write_probes} refused-write probes, {len(self.violations)} "
                 f"violations (mirror unavailable {s.mirror_unavailable}x, source "
                 f"{s.source_unavailable}x)")
+
+
+# ----------------------------------------------------------------------------- I7
+#: a region's client and the repository there
+Place = tuple[RegionClient, str]
+
+
+@dataclass
+class CommitGraph:
+    """Parents of commits, read from the regions that have them (a commit never changes,
+    so what one region said holds for all)."""
+
+    parents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def parents_of(self, commit_id: str, places: Sequence[Place]) -> tuple[str, ...] | None:
+        """The commit's parents, from the first place that has it; None if none has it."""
+        known = self.parents.get(commit_id)
+        if known is not None:
+            return known
+        for client, repo in places:
+            try:
+                record = client.get_commit(repo, commit_id)
+            except ApiError as e:
+                if e.status == 404 or e.unreachable:
+                    continue
+                raise
+            known = self.parents[commit_id] = tuple(record["parents"])
+            return known
+        return None
+
+    def closure(self, heads: Iterable[str], places: Sequence[Place]) -> set[str]:
+        """Every commit reachable from ``heads`` (through all parents)."""
+        out: set[str] = set()
+        todo = [h for h in heads if h]
+        while todo:
+            cid = todo.pop()
+            if cid in out:
+                continue
+            parents = self.parents_of(cid, places)
+            if parents is None:
+                continue
+            out.add(cid)
+            todo.extend(parents)
+        return out
+
+
+@dataclass
+class HandoverAudit:
+    """I7: what a switchover or failback must not lose (see the module doc).
+
+    Args:
+        violations: where violations go (shared with the run's mirror checkers).
+    """
+
+    violations: list[InvariantViolation]
+    graph: CommitGraph = field(default_factory=CommitGraph)
+    #: acknowledged commits checked after a handover
+    commits_checked: int = 0
+
+    def required(self, acknowledged: dict[str, str], refs: Iterable[str],
+                 places: Sequence[Place]) -> dict[str, str]:
+        """The acknowledged commits (id -> branch) that ``refs`` (the old primary's heads
+        and tags) still reach."""
+        reached = self.graph.closure(refs, places)
+        return {cid: branch for cid, branch in acknowledged.items() if cid in reached}
+
+    @staticmethod
+    def present(place: Place, commits: Iterable[str]) -> set[str]:
+        """Which of ``commits`` the repository at ``place`` can read."""
+        client, repo = place
+        out = set()
+        for cid in commits:
+            try:
+                client.get_commit(repo, cid)
+            except ApiError as e:
+                if e.status != 404:
+                    raise
+                continue
+            out.add(cid)
+        return out
+
+    def check(self, what: str, required: dict[str, str], new: Place, *,
+              excused: Iterable[str] = ()) -> None:
+        """Every ``required`` commit is reachable from the refs of ``new`` and readable
+        there, or (``excused``) readable there."""
+        client, repo = new
+        refs = [*client.branches(repo).values(), *client.tags(repo).values()]
+        reached = self.graph.closure(refs, [new])
+        excused = set(excused)
+        readable = self.present(new, required)
+        for cid, branch in sorted(required.items()):
+            self.commits_checked += 1
+            if cid not in readable:
+                record_violation(self.violations, "I7", f"{what}: commit {cid} "
+                                 f"acknowledged on {branch} is not in the new primary")
+            elif cid not in reached and cid not in excused:
+                record_violation(self.violations, "I7", f"{what}: commit {cid} "
+                                 f"acknowledged on {branch} is in the new primary, but no "
+                                 "branch or tag reaches it")
+
+    def check_same_refs(self, what: str, heads: dict[str, str], tags: dict[str, str],
+                        new: Place) -> None:
+        """A switchover leaves the new primary at exactly the old primary's refs."""
+        client, repo = new
+        for kind, mine, theirs in (("branch", heads, client.branches(repo)),
+                                   ("tag", tags, client.tags(repo))):
+            for name in sorted(set(mine) | set(theirs)):
+                if mine.get(name) != theirs.get(name):
+                    record_violation(self.violations, "I7", f"{what}: {kind} {name} at "
+                                     f"{theirs.get(name)} in the new primary, the old "
+                                     f"primary's at {mine.get(name)}")

@@ -2,7 +2,10 @@
 
 Every operation goes through the source region's REST API and, once it succeeded,
 tells the :class:`~e2e.invariants.ApiMirrorChecker` where the branch now points (and
-whether that was a reset), so the checker knows every head the mirror may show.
+whether that was a reset), so the checker knows every head the mirror may show. The
+driver keeps what it did too: every commit the source acknowledged, and where each of
+its branches and tags points since, which is what a switchover or failback must not
+lose (I7).
 Object contents come from the driver's random generator: the same seed writes the
 same bytes.
 """
@@ -35,10 +38,26 @@ class SourceDriver:
     checker: ApiMirrorChecker | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     commits: int = 0
+    #: commit id -> the branch, of every commit the source acknowledged (201) to us
+    acknowledged: dict[str, str] = field(default_factory=dict)
+    #: branch -> head, as our own operations left them
+    heads: dict[str, str] = field(default_factory=dict)
+    #: tag -> commit, as our own operations left them
+    tags: dict[str, str] = field(default_factory=dict)
 
     def _moved(self, branch: str, head: str | None, *, reset: bool = False) -> None:
+        if head is None:
+            self.heads.pop(branch, None)
+        else:
+            self.heads[branch] = head
         if self.checker is not None:
             self.checker.source_moved(branch, head, reset=reset)
+
+    def adopt(self, heads: dict[str, str], tags: dict[str, str]) -> None:
+        """Start from a repository's refs as they are (one that just became primary)."""
+        self.heads, self.tags = {}, dict(tags)
+        for branch, head in heads.items():
+            self._moved(branch, head)
 
     def create_repository(self, namespace: str, default_branch: str = "main") -> None:
         self.client.create_repository(self.repo, namespace, default_branch)
@@ -62,6 +81,7 @@ class SourceDriver:
                 self.client.delete_object(self.repo, branch, self.rng.choice(others))
         head = self.client.commit(self.repo, branch, message or f"commit {self.commits} on "
                                                                 f"{branch}")
+        self.acknowledged[head] = branch
         self._moved(branch, head)
         return head
 
@@ -84,6 +104,7 @@ class SourceDriver:
             if e.status == 400 and "no changes" in e.message:
                 return None
             raise
+        self.acknowledged[head] = destination
         self._moved(destination, head)
         return head
 
@@ -96,11 +117,13 @@ class SourceDriver:
 
     def tag(self, name: str, ref: str) -> None:
         self.client.create_tag(self.repo, name, ref)
+        self.tags[name] = self.client.tags(self.repo)[name]
         if self.checker is not None:
             self.checker.observe_source()
 
     def delete_tag(self, name: str) -> None:
         self.client.delete_tag(self.repo, name)
+        self.tags.pop(name, None)
 
     def branches(self) -> dict[str, str]:
         return self.client.branches(self.repo)

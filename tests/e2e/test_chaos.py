@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.chaos import plan, plan_digest
+from e2e.chaos import FAILBACK_AFTER, plan, plan_digest
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +32,31 @@ def test_the_plan_depends_on_the_seed_only() -> None:
     printed = [_chaos("--seed", "11", "--ops", "50", "--plan", timeout=60) for _ in range(2)]
     assert printed[0].returncode == 0 and printed[0].stdout == printed[1].stdout
     assert plan_digest(plan(11, 50)) in printed[0].stdout
+
+
+def test_handover_plans_keep_one_handover_at_a_time() -> None:
+    """A failback follows each failover within its bounds (the last step at the latest),
+    nothing else moves the primary meanwhile, and without ``handover`` a seed plans
+    what it always planned."""
+    seen: set[str] = set()
+    for seed in range(40):
+        steps = plan(seed, 60, handover=True)
+        assert plan(seed, 60, handover=True) == steps
+        assert not {s.kind for s in plan(seed, 60)} & {"switchover", "failover", "failback"}
+        failover_at: int | None = None
+        for i, step in enumerate(steps):
+            seen.add(f"{step.kind}:{step.target}")
+            if step.kind == "failback":
+                assert failover_at is not None
+                assert i - failover_at <= FAILBACK_AFTER[1] or i == len(steps) - 1
+                failover_at = None
+            elif step.kind in ("switchover", "failover"):
+                assert failover_at is None
+                failover_at = i if step.kind == "failover" else None
+        assert failover_at is None
+    assert {"switchover:source", "switchover:destination", "failover:kill",
+            "failover:split", "failback:new", "failback:old"} <= seen
+    assert plan_digest(plan(11, 50)) != plan_digest(plan(11, 50, handover=True))
 
 
 def test_short_run_has_no_violation(tmp_path: Path) -> None:
@@ -75,3 +100,21 @@ def test_short_run_across_clouds_has_no_violation(tmp_path: Path) -> None:
     assert figures["violations"] == [] == figures["failures"] and figures["converged"]
     refused = _chaos("--storage", "gs,azure", "--replication", "native", timeout=60)
     assert refused.returncode == 2 and "native replication needs S3" in refused.stderr
+
+
+def test_short_run_with_handovers_has_no_violation(tmp_path: Path) -> None:
+    """Seed 56's first ten steps: a switchover asked in the mirror's region while the
+    workload commits, then a failover whose primary region is killed (one commit it
+    acknowledged likely unmirrored), the blind mirror's status read past
+    ``stale_after_seconds``, and the failback after the restart; I1-I4 on both mirrors,
+    I6 on every status read, I7 after each handover."""
+    summary = tmp_path / "summary.json"
+    run = _chaos("--seed", "56", "--ops", "10", "--handover", "--summary-json", str(summary))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "with handovers" in run.stdout and "0 violations, converged" in run.stdout
+    figures = json.loads(summary.read_text())
+    assert figures["handover"] and figures["steps"] == 10
+    assert (figures["switchovers"], figures["failovers"], figures["failbacks"]) == (1, 1, 1)
+    assert figures["handover_commits_checked"] > 0 and figures["blind_status_reads"] > 0
+    assert figures["status_reads"] > figures["blind_status_reads"]
+    assert figures["violations"] == [] == figures["failures"] and figures["converged"]

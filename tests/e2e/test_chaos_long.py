@@ -36,9 +36,15 @@ ALL = {Combination(*c) for c in itertools.product(MIRRORS_DBS, STORAGES, REPLICA
 
 def record(seed: int, ops: int = 20, *, status: int = 0, violations: tuple[str, ...] = (),
            failures: tuple[str, ...] = (), steps: int = 20, kills: int = 3,
-           commits: int = 10) -> dict[str, Any]:
+           commits: int = 10, handovers: tuple[int, int, int] | None = None
+           ) -> dict[str, Any]:
     c = combination_for(seed)
-    return {"seed": seed, "ops": ops, "exit_status": status, "steps": steps, "kills": kills,
+    extra: dict[str, Any] = {}
+    if handovers is not None:
+        extra = {"handover": True, "switchovers": handovers[0], "failovers": handovers[1],
+                 "failbacks": handovers[2]}
+    return {**extra, "seed": seed, "ops": ops, "exit_status": status, "steps": steps,
+            "kills": kills,
             "commits_verified": commits, "violations": list(violations),
             "failures": list(failures), "wall_seconds": 30.0, "log": f"seed-{seed}.log",
             "combination": {"mirrors_db": c.mirrors_db, "storage": c.storage,
@@ -131,3 +137,20 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path,
     assert "3 of 3 runs recorded, 2 passed: 60 steps, 9 kills" in out
     assert "FAILED seed 2" in out and "I4: probe landed" in out
     assert json.loads(path.read_text().splitlines()[0])["seed"] == 1
+
+
+def test_handover_runs_are_counted_and_resumed_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, record(1))  # a run without handovers, same seed and steps
+    for seed, handovers in ((1, (2, 1, 1)), (2, (0, 2, 2))):
+        append_result(path, record(seed, handovers=handovers))
+    assert sorted(latest_by_seed(load_results(path), 20)) == [1]
+    with_handovers = latest_by_seed(load_results(path), 20, handover=True)
+    assert sorted(with_handovers) == [1, 2]
+    t = summarize(with_handovers.values()).total
+    assert (t.switchovers, t.failovers, t.failbacks) == (2, 3, 3)
+    assert main(["--seeds", "2", "--ops", "20", "--results", str(path), "--resume",
+                 "--handover"]) == 0
+    out = capsys.readouterr().out
+    assert "0 to run" in out and "2 switchovers, 3 failovers, 3 failbacks" in out
