@@ -519,10 +519,6 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _done(response: httpx.Response) -> dict[str, Any]:
     """A handover's answer; a refusal (409) ends the drill as a failure of its own."""
     if response.status_code != 200:
@@ -530,3 +526,8 @@ def _done(response: httpx.Response) -> dict[str, Any]:
                            f"{response.text}")
     answer: dict[str, Any] = response.json()
     return answer
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
