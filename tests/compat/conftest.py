@@ -19,6 +19,9 @@ from lakefs_testing.live_server import LiveServer, live_server
 
 REGION = "us-east-1"
 MIB = 1 << 20
+#: the interpreter of the Python clients that install with the project (DuckDB, pyarrow,
+#: polars)
+PYTHON = sys.executable
 #: the files of the local directory every sync client uploads: an empty file and one
 #: large enough for a multipart upload among them
 TREE = {
@@ -123,5 +126,3 @@ def python_client(interpreter: Path | str, script: str, target: Target,
                target.env(), timeout=timeout)
     return done.stdout.decode()
 
-
-PYTHON = sys.executable

@@ -67,7 +67,7 @@ def test_configuration_probes_answer_as_s3(repo: Repo, caplog: pytest.LogCapture
             (s3.get_bucket_encryption, "ServerSideEncryptionConfigurationNotFoundError"),
             (s3.get_object_lock_configuration, "ObjectLockConfigurationNotFoundError"),
             (s3.get_public_access_block, "NoSuchPublicAccessBlockConfiguration")):
-        assert _error(lambda call=call: call(Bucket=bucket)) == (404, code)  # type: ignore[misc]
+        assert _error(lambda call=call: call(Bucket=bucket)) == (404, code)
     assert "LoggingEnabled" not in s3.get_bucket_logging(Bucket=bucket)
     assert s3.get_bucket_request_payment(Bucket=bucket)["Payer"] == "BucketOwner"
     s3.get_bucket_notification_configuration(Bucket=bucket)
