@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite
+.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite compat-clients
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
@@ -26,6 +26,18 @@ browser:
 	@test -x $(CHROMIUM) || { $(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium chromium-driver; }
 
+# the S3 clients of the compatibility suite (tests/compat) that are not Python packages
+# of the project: rclone and s3cmd from Debian, installed once; s3fs in a virtualenv of
+# its own, since aiobotocore pins a botocore older than the project's boto3
+S3FS_CLIENT := $(VENV)/s3fs-client/bin/python
+compat-clients: $(S3FS_CLIENT)
+	@command -v rclone >/dev/null && command -v s3cmd >/dev/null || { $(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y rclone s3cmd; }
+
+$(S3FS_CLIENT): | $(STAMP)
+	$(PYTHON) -m venv $(VENV)/s3fs-client
+	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
+
 $(AZURITE): | $(STAMP)
 	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3
 	touch $@
@@ -34,7 +46,7 @@ azurite: $(AZURITE)
 
 # the lint step (style, types, layers) runs first: CI runs `make test`; the slowest
 # tests are listed at the end, to keep the suite within its time
-test: lint browser $(AZURITE)
+test: lint browser compat-clients $(AZURITE)
 	$(BIN)/python -m pytest --durations=30
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser

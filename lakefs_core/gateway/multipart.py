@@ -108,6 +108,22 @@ class MultipartUploads:
             raise missing
         return upload
 
+    def in_progress(self, repo: Repository) -> list[MultipartUpload]:
+        """Every upload in progress in ``repo``, by key (``<branch>/<path>``), then by
+        upload id."""
+        store = self.catalog.store_of(repo)
+        prefix = join_address(repo.storage_namespace, f"{MULTIPART_PREFIX}/")
+        uploads: list[MultipartUpload] = []
+        for stat in store.list(prefix):
+            upload_id, _, name = stat.address[len(prefix):].partition("/")
+            if name != _RECORD or not _UPLOAD_ID.match(upload_id):
+                continue
+            try:
+                uploads.append(MultipartUpload(**json.loads(store.get(stat.address))))
+            except ObjectNotFoundError:
+                continue  # completed or aborted meanwhile
+        return sorted(uploads, key=lambda u: (f"{u.branch}/{u.path}", u.upload_id))
+
     def put_part(self, repo: Repository, upload: MultipartUpload, number: int,
                  data: Iterator[bytes]) -> ObjectStat:
         """Store (or replace) part ``number`` from a stream of bytes."""

@@ -32,6 +32,7 @@ from lakefs_core.errors import (
     ObjectNotFoundError,
     RangeNotSatisfiableError,
     RefNotFoundError,
+    RepositoryNotFoundError,
     StorageError,
     TagNotFoundError,
     ValidationError,
@@ -69,13 +70,41 @@ _RESPONSE_OVERRIDES = {
     "response-content-disposition": "content-disposition",
     "response-content-encoding": "content-encoding",
 }
-#: bucket sub-resources the gateway does not implement
-_UNSUPPORTED_BUCKET_QUERIES = ("acl", "policy", "cors", "lifecycle", "tagging", "website",
-                               "replication", "encryption", "notification", "logging",
-                               "object-lock", "uploads", "versions", "inventory")
-#: object sub-resources the gateway does not implement
-_UNSUPPORTED_OBJECT_QUERIES = ("acl", "tagging", "attributes", "legal-hold", "retention",
-                               "torrent", "restore", "select")
+#: bucket configurations lakeFS never has: GET answers as S3 does for a bucket without
+#: one (404 with the code S3 clients look for), DELETE has nothing to remove (204)
+_ABSENT_BUCKET_CONFIGURATIONS = {
+    "policy": ("NoSuchBucketPolicy", "The bucket policy does not exist"),
+    "cors": ("NoSuchCORSConfiguration", "The CORS configuration does not exist"),
+    "lifecycle": ("NoSuchLifecycleConfiguration", "The lifecycle configuration does not exist"),
+    "tagging": ("NoSuchTagSet", "The TagSet does not exist"),
+    "website": ("NoSuchWebsiteConfiguration",
+                "The specified bucket does not have a website configuration"),
+    "replication": ("ReplicationConfigurationNotFoundError",
+                    "The replication configuration was not found"),
+    "encryption": ("ServerSideEncryptionConfigurationNotFoundError",
+                   "The server side encryption configuration was not found"),
+    "object-lock": ("ObjectLockConfigurationNotFoundError",
+                    "Object Lock configuration does not exist for this bucket"),
+    "publicAccessBlock": ("NoSuchPublicAccessBlockConfiguration",
+                          "The public access block configuration was not found"),
+    "ownershipControls": ("OwnershipControlsNotFoundError",
+                          "The bucket ownership controls were not found"),
+}
+#: bucket configurations whose unset state S3 answers as an empty document (200)
+_EMPTY_BUCKET_CONFIGURATIONS: dict[str, tuple[str, dict[str, str]]] = {
+    "logging": ("BucketLoggingStatus", {}),
+    "notification": ("NotificationConfiguration", {}),
+    "accelerate": ("AccelerateConfiguration", {}),
+    "requestPayment": ("RequestPaymentConfiguration", {"Payer": "BucketOwner"}),
+}
+#: bucket sub-resources with no lakeFS counterpart (501, in S3's XML)
+_UNSUPPORTED_BUCKET_QUERIES = ("versions", "inventory", "analytics", "metrics",
+                               "intelligent-tiering")
+#: object sub-resources read with an empty answer (GET) or not implemented (other methods)
+_OBJECT_QUERIES = ("acl", "tagging", "attributes", "legal-hold", "retention", "torrent",
+                   "restore", "select")
+#: the largest number of uploads one ListMultipartUploads page shows
+MAX_UPLOADS = 1000
 
 
 def _xml_response(body: bytes, status: int = 200) -> Response:
@@ -100,6 +129,26 @@ def _write_conditions(req: S3Request) -> tuple[bool, str | None]:
     except UnsupportedConditionError:
         raise _not_implemented("If-None-Match other than '*' on a write") from None
     return conditions.if_absent, conditions.if_match
+
+
+def _declares_empty_body(headers: dict[str, str]) -> bool:
+    """Whether a request declares an empty payload (``aws-chunked`` ones by their decoded
+    length)."""
+    declared = headers.get("x-amz-decoded-content-length", headers.get("content-length"))
+    return declared is not None and declared.strip() == "0"
+
+
+def _split_object_or_root(key: str) -> tuple[str, str]:
+    """``(ref, path)`` of a key to delete: ``<ref>/`` (the branch root's directory
+    marker) gives an empty path.
+
+    Raises:
+        S3Error: ``NoSuchKey`` when the key names no ref.
+    """
+    ref, sep, path = key.partition("/")
+    if ref and sep and not path:
+        return ref, ""
+    return split_key(key)
 
 
 def _encode_token(marker: str) -> str:
@@ -140,9 +189,9 @@ class Operations:
             raise S3Error("MethodNotAllowed", "The specified method is not allowed", 405)
         if not req.key:
             return self._route_bucket(req)
-        for name in _UNSUPPORTED_OBJECT_QUERIES:
+        for name in _OBJECT_QUERIES:
             if req.has(name):
-                raise _not_implemented(f"object sub-resource {name!r}")
+                return self._route_object_query(req, name)
         if method == "GET":
             return self.list_parts if req.has("uploadId") else self.get_object
         if method == "HEAD":
@@ -163,6 +212,9 @@ class Operations:
 
     def _route_bucket(self, req: S3Request) -> Callable[[S3Request], Response]:
         method = req.method
+        for name in _UNSUPPORTED_BUCKET_QUERIES:
+            if req.has(name):
+                raise _not_implemented(f"bucket sub-resource {name!r}")
         if method == "HEAD":
             return self.head_bucket
         if method == "GET":
@@ -170,15 +222,36 @@ class Operations:
                 return self.get_bucket_location
             if req.has("versioning"):
                 return self.get_bucket_versioning
-            for name in _UNSUPPORTED_BUCKET_QUERIES:
-                if req.has(name):
-                    raise _not_implemented(f"bucket sub-resource {name!r}")
+            if req.has("uploads"):
+                return self.list_multipart_uploads
+            if req.has("acl"):
+                return self.get_bucket_acl
+            if any(req.has(name) for name in _ABSENT_BUCKET_CONFIGURATIONS):
+                return self.get_absent_bucket_configuration
+            if any(req.has(name) for name in _EMPTY_BUCKET_CONFIGURATIONS):
+                return self.get_empty_bucket_configuration
             return self.list_objects
         if method == "POST" and req.has("delete"):
             return self.delete_objects
-        if method in ("PUT", "DELETE"):
-            raise _not_implemented("creating and deleting buckets (use the lakeFS API)")
+        if method == "PUT" and not set(req.query) - {"x-id"}:
+            return self.create_bucket
+        if method == "DELETE" and any(req.has(name) for name in _ABSENT_BUCKET_CONFIGURATIONS):
+            return self.delete_absent_bucket_configuration
+        if method == "PUT":
+            raise _not_implemented(f"setting bucket sub-resource {sorted(req.query)[0]!r}")
+        if method == "DELETE":
+            raise _not_implemented("deleting buckets (use the lakeFS API)")
         raise S3Error("MethodNotAllowed", "The specified method is not allowed", 405)
+
+    def _route_object_query(self, req: S3Request,
+                            name: str) -> Callable[[S3Request], Response]:
+        if req.method == "GET" and name == "tagging":
+            return self.get_object_tagging
+        if req.method == "GET" and name == "acl":
+            return self.get_object_acl
+        if req.method == "DELETE" and name == "tagging":
+            return self.delete_object_tagging
+        raise _not_implemented(f"{req.method} of object sub-resource {name!r}")
 
     # -------------------------------------------------------------------- helpers
     def _repository(self, req: S3Request) -> Repository:
@@ -217,6 +290,49 @@ class Operations:
         req.check(rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(req.bucket)))
         self._repository(req)
         return Response(status_code=200, headers={"x-amz-bucket-region": self.region})
+
+    def create_bucket(self, req: S3Request) -> Response:
+        """CreateBucket: repositories are created through the lakeFS API. An existing
+        one is answered ``409 BucketAlreadyOwnedByYou``, which clients that create the
+        bucket before writing (rclone, ``aws s3 mb``) take as "it is there already"."""
+        req.check(rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(req.bucket)))
+        try:
+            self._repository(req)
+        except RepositoryNotFoundError:
+            raise _not_implemented("creating buckets (create a repository with the lakeFS "
+                                   "API)") from None
+        raise S3Error("BucketAlreadyOwnedByYou",
+                      "Your previous request to create the named bucket succeeded and you "
+                      "already own it.", 409)
+
+    def _bucket_configuration(self, req: S3Request) -> None:
+        """Check that the repository exists and may be read (configuration probes)."""
+        req.check(rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(req.bucket)))
+        self._repository(req)
+
+    def get_bucket_acl(self, req: S3Request) -> Response:
+        """GetBucketAcl: the owner has full control (lakeFS policies decide access)."""
+        self._bucket_configuration(req)
+        return _xml_response(xml.acl_document())
+
+    def get_absent_bucket_configuration(self, req: S3Request) -> Response:
+        """GetBucketPolicy, GetBucketCors, ...: S3's answer for a configuration never set."""
+        self._bucket_configuration(req)
+        name = next(name for name in _ABSENT_BUCKET_CONFIGURATIONS if req.has(name))
+        code, message = _ABSENT_BUCKET_CONFIGURATIONS[name]
+        raise S3Error(code, message, 404)
+
+    def get_empty_bucket_configuration(self, req: S3Request) -> Response:
+        """GetBucketLogging, GetBucketNotificationConfiguration, ...: empty documents."""
+        self._bucket_configuration(req)
+        name = next(name for name in _EMPTY_BUCKET_CONFIGURATIONS if req.has(name))
+        tag, children = _EMPTY_BUCKET_CONFIGURATIONS[name]
+        return _xml_response(xml.empty_configuration_document(tag, **children))
+
+    def delete_absent_bucket_configuration(self, req: S3Request) -> Response:
+        """DeleteBucketPolicy, DeleteBucketCors, ...: nothing is set, nothing to remove."""
+        self._bucket_configuration(req)
+        return Response(status_code=204)
 
     def get_bucket_location(self, req: S3Request) -> Response:
         """GetBucketLocation: the gateway's configured region."""
@@ -324,7 +440,7 @@ class Operations:
         failures: list[xml.DeleteFailure] = []
         for key in keys:
             try:
-                ref, path = split_key(key)
+                ref, path = _split_object_or_root(key)
                 req.check(self._object_permission(rbac.DELETE_OBJECT, req.bucket, path))
                 self._delete_entry(req.bucket, ref, path)
             except LakeFSError as exc:
@@ -338,6 +454,8 @@ class Operations:
 
     def _delete_entry(self, repo_id: str, branch: str, path: str) -> None:
         self._writable(repo_id, branch)
+        if not path:
+            return  # the branch root's directory marker: nothing is stored for it
         # deleting what is not there succeeds, as in S3
         with contextlib.suppress(ObjectNotFoundError):
             self.graveler.delete_entry(repo_id, branch, path)
@@ -427,6 +545,8 @@ class Operations:
     def put_object(self, req: S3Request) -> Response:
         """PutObject: store the body and stage it (412 when ``If-None-Match: *`` finds an
         object, or ``If-Match`` does not find the one it names)."""
+        if req.key.endswith("/") and _declares_empty_body(req.headers):
+            return self.put_directory_marker(req)
         branch, path = split_key(req.key)
         req.check(self._object_permission(rbac.WRITE_OBJECT, req.bucket, path))
         if_absent, if_match = _write_conditions(req)
@@ -437,6 +557,21 @@ class Operations:
             content_type=req.headers.get("content-type") or DEFAULT_CONTENT_TYPE,
             metadata=user_metadata(req.headers), if_absent=if_absent, if_match=if_match)
         return Response(status_code=200, headers={"etag": xml.quote_etag(entry.etag)})
+
+    def put_directory_marker(self, req: S3Request) -> Response:
+        """PutObject of an empty ``<ref>/<dir>/`` (``<ref>/`` included): a directory
+        marker, which tools write before the files of a directory (pyarrow, the Hadoop
+        connectors). lakeFS directories exist through their objects, so the marker is
+        accepted on a writable branch and nothing is stored."""
+        branch, _, path = req.key.partition("/")
+        if not branch:
+            raise S3Error("NoSuchKey", f"key {req.key!r} is not <ref>/<path>", 404)
+        req.check(self._object_permission(rbac.WRITE_OBJECT, req.bucket, path))
+        self._writable(req.bucket, branch)
+        body = req.body(want_md5=True)
+        body.read(0)  # verified like any payload; one longer than declared is refused
+        assert body.md5 is not None
+        return Response(status_code=200, headers={"etag": xml.quote_etag(body.md5)})
 
     def _copy_source(self, req: S3Request) -> tuple[str, str, str]:
         """``(repository, ref, path)`` of ``x-amz-copy-source`` (read permission checked)."""
@@ -468,9 +603,24 @@ class Operations:
             self.catalog.link(req.bucket, branch, path, entry)
         return _xml_response(xml.copy_result_document(entry.etag, entry.mtime))
 
+    def get_object_tagging(self, req: S3Request) -> Response:
+        """GetObjectTagging: objects carry no tags, so the TagSet is empty."""
+        self._stat(req)
+        return _xml_response(xml.tagging_document())
+
+    def delete_object_tagging(self, req: S3Request) -> Response:
+        """DeleteObjectTagging: there are no tags to remove."""
+        self._stat(req)
+        return Response(status_code=204)
+
+    def get_object_acl(self, req: S3Request) -> Response:
+        """GetObjectAcl: the owner has full control (lakeFS policies decide access)."""
+        self._stat(req)
+        return _xml_response(xml.acl_document())
+
     def delete_object(self, req: S3Request) -> Response:
         """DeleteObject: stage a delete (204 even when nothing was there)."""
-        branch, path = split_key(req.key)
+        branch, path = _split_object_or_root(req.key)
         req.check(self._object_permission(rbac.DELETE_OBJECT, req.bucket, path))
         self._delete_entry(req.bucket, branch, path)
         return Response(status_code=204)
@@ -543,6 +693,45 @@ class Operations:
         location = f"http://{req.host}/{req.bucket}/{req.key}"
         return _xml_response(xml.complete_multipart_document(location, req.bucket, req.key,
                                                              entry.etag))
+
+    def list_multipart_uploads(self, req: S3Request) -> Response:
+        """ListMultipartUploads: the uploads in progress in the repository, by key."""
+        req.check(rbac.Permission(rbac.LIST_OBJECTS, rbac.repository_arn(req.bucket)))
+        repo = self._repository(req)
+        q = req.query
+        try:
+            max_uploads = min(int(q.get("max-uploads", MAX_UPLOADS)), MAX_UPLOADS)
+        except ValueError:
+            raise S3Error("InvalidArgument", "max-uploads must be an integer") from None
+        if max_uploads < 0:
+            raise S3Error("InvalidArgument", "max-uploads must not be negative")
+        prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+        key_marker, upload_id_marker = q.get("key-marker", ""), q.get("upload-id-marker", "")
+        page = xml.UploadsPage()
+        for upload in self.uploads.in_progress(repo):
+            key = f"{upload.branch}/{upload.path}"
+            if not key.startswith(prefix) or key < key_marker or (
+                    key == key_marker and (not upload_id_marker
+                                           or upload.upload_id <= upload_id_marker)):
+                continue
+            cut = key.find(delimiter, len(prefix)) if delimiter else -1
+            if cut >= 0:
+                common = key[:cut + len(delimiter)]
+                if page.prefixes and page.prefixes[-1] == common:
+                    continue
+                entry: xml.ListedUpload | str = common
+            else:
+                entry = xml.ListedUpload(key, upload.upload_id, upload.initiated)
+            if len(page.uploads) + len(page.prefixes) == max_uploads:
+                page.truncated = True
+                break
+            if isinstance(entry, str):
+                page.prefixes.append(entry)
+            else:
+                page.uploads.append(entry)
+        return _xml_response(xml.list_multipart_uploads_document(
+            req.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
+            upload_id_marker=upload_id_marker, max_uploads=max_uploads, page=page))
 
     def abort_multipart_upload(self, req: S3Request) -> Response:
         """AbortMultipartUpload: drop the record and the parts."""

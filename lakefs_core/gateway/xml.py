@@ -238,6 +238,82 @@ def list_parts_document(bucket: str, key: str, upload_id: str, parts: Sequence[P
 
 
 @dataclass(frozen=True)
+class ListedUpload:
+    """One multipart upload in progress, as ListMultipartUploads shows it."""
+
+    key: str
+    upload_id: str
+    initiated: float
+
+
+@dataclass
+class UploadsPage:
+    """One page of ListMultipartUploads."""
+
+    uploads: list[ListedUpload] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+def list_multipart_uploads_document(bucket: str, *, prefix: str, delimiter: str,
+                                    key_marker: str, upload_id_marker: str, max_uploads: int,
+                                    page: UploadsPage) -> bytes:
+    """ListMultipartUploadsResult."""
+    root = _root("ListMultipartUploadsResult")
+    _add(root, "Bucket", bucket)
+    _add(root, "KeyMarker", key_marker)
+    _add(root, "UploadIdMarker", upload_id_marker)
+    if page.truncated and page.uploads:
+        _add(root, "NextKeyMarker", page.uploads[-1].key)
+        _add(root, "NextUploadIdMarker", page.uploads[-1].upload_id)
+    if prefix:
+        _add(root, "Prefix", prefix)
+    if delimiter:
+        _add(root, "Delimiter", delimiter)
+    _add(root, "MaxUploads", max_uploads)
+    _add(root, "IsTruncated", page.truncated)
+    for listed in page.uploads:
+        upload = _add(root, "Upload")
+        _add(upload, "Key", listed.key)
+        _add(upload, "UploadId", listed.upload_id)
+        _owner(upload, "Initiator")
+        _owner(upload)
+        _add(upload, "StorageClass", "STANDARD")
+        _add(upload, "Initiated", iso_timestamp(listed.initiated))
+    for common in page.prefixes:
+        _add(_add(root, "CommonPrefixes"), "Prefix", common)
+    return _serialize(root)
+
+
+def tagging_document() -> bytes:
+    """Tagging with an empty TagSet (objects carry no tags)."""
+    root = _root("Tagging")
+    _add(root, "TagSet")
+    return _serialize(root)
+
+
+def acl_document() -> bytes:
+    """AccessControlPolicy: the owner has full control (lakeFS policies decide access)."""
+    root = _root("AccessControlPolicy")
+    _owner(root)
+    grant = _add(_add(root, "AccessControlList"), "Grant")
+    grantee = ET.SubElement(grant, "Grantee", {
+        "xmlns:xsi": "http://www.w3.org/2001/XMLSchema-instance", "xsi:type": "CanonicalUser"})
+    _add(grantee, "ID", _OWNER_ID)
+    _add(grantee, "DisplayName", _OWNER_ID)
+    _add(grant, "Permission", "FULL_CONTROL")
+    return _serialize(root)
+
+
+def empty_configuration_document(tag: str, **children: str) -> bytes:
+    """A bucket configuration that is never set: ``<tag/>`` with fixed ``children``."""
+    root = _root(tag)
+    for name, value in children.items():
+        _add(root, name, value)
+    return _serialize(root)
+
+
+@dataclass(frozen=True)
 class DeleteFailure:
     """A key DeleteObjects could not delete."""
 

@@ -5,13 +5,21 @@ parser gathers a header's pieces by concatenation, so an endless header costs ti
 quadratic in its length, and memory, before any authentication. Past
 :data:`MAX_REQUEST_HEAD` bytes (or the configured bound) the connection is answered
 ``431 Request Header Fields Too Large`` and closed.
+
+A request that asks for ``Expect: 100-continue`` and declares no body gets its
+``100 Continue`` as soon as it is started. uvicorn sends it when the application
+first reads the body, and an empty body may never be read: the final answer would
+then come without it, which leaves some clients' pooled connections (botocore's, so
+the AWS CLI's and boto3's) out of step for their next request.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+from lakefs_core.protocol.bodies import has_body
 
 #: the largest request head (request line and headers) either server reads by default
 MAX_REQUEST_HEAD = 64 << 10
@@ -57,6 +65,13 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._in_head, self._head_bytes = True, 0
         super().on_message_complete()
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        # pipelined requests start here in turn too, so the interim answer stays in order
+        if cycle.waiting_for_100_continue and not has_body(cycle.scope["headers"]):
+            cycle.waiting_for_100_continue = False
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        super()._start_asgi_task(cycle, app)
 
     def _refuse(self, limit: int) -> None:
         message = f"request headers of at most {limit} bytes".encode()

@@ -191,3 +191,37 @@ def test_parts_served_by_two_server_processes(tmp_path: Path) -> None:
                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1},
                                                                {"PartNumber": 2, "ETag": e2}]})
         assert a.get_object(Bucket="shared", Key=key)["Body"].read() == part1 + part2
+
+
+def test_list_multipart_uploads_and_abort(repo: Repo) -> None:
+    """What ``rclone cleanup`` and ``aws s3api list-multipart-uploads`` rely on."""
+    s3, bucket = repo.s3, repo.name
+    repo.server.services.graveler.create_branch(repo.name, "dev", "main")
+    ids = {key: s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+           for key in ("main/a/one", "main/a/two", "main/b", "dev/c")}
+    s3.upload_part(Bucket=bucket, Key="main/b", UploadId=ids["main/b"], PartNumber=1,
+                   Body=b"part")
+    listed = s3.list_multipart_uploads(Bucket=bucket)
+    assert [(u["Key"], u["UploadId"]) for u in listed["Uploads"]] == sorted(ids.items())
+    assert not listed["IsTruncated"]
+    assert all(u["Initiated"].year >= 2024 for u in listed["Uploads"])
+    below = s3.list_multipart_uploads(Bucket=bucket, Prefix="main/", Delimiter="/")
+    assert [u["Key"] for u in below["Uploads"]] == ["main/b"]
+    assert [p["Prefix"] for p in below["CommonPrefixes"]] == ["main/a/"]
+    # page by page
+    seen, markers = [], {}
+    while True:
+        page = s3.list_multipart_uploads(Bucket=bucket, MaxUploads=1, **markers)
+        seen += [u["Key"] for u in page.get("Uploads", [])]
+        if not page["IsTruncated"]:
+            break
+        markers = {"KeyMarker": page["NextKeyMarker"],
+                   "UploadIdMarker": page["NextUploadIdMarker"]}
+    assert seen == sorted(ids)
+    # abort takes the upload (and its parts) away
+    s3.abort_multipart_upload(Bucket=bucket, Key="main/b", UploadId=ids["main/b"])
+    assert "main/b" not in [u["Key"] for u in s3.list_multipart_uploads(Bucket=bucket)["Uploads"]]
+    assert not any(p.is_file() for p in (_upload_dir(repo) / ids["main/b"]).rglob("*"))
+    with pytest.raises(ClientError) as exc:
+        s3.abort_multipart_upload(Bucket=bucket, Key="main/b", UploadId=ids["main/b"])
+    assert _code(exc) == "NoSuchUpload"

@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lakefs_core.errors import ObjectNotFoundError
-from tests.gateway.conftest import Repo, chunk_signatures, s3_client, sign_headers
+from tests.gateway.conftest import MakeUser, Repo, chunk_signatures, s3_client, sign_headers
 
 
 def _code(exc: pytest.ExceptionInfo[ClientError]) -> str:
@@ -141,13 +141,6 @@ def test_list_and_head_buckets(repo: Repo) -> None:
     with pytest.raises(ClientError) as exc:
         repo.s3.create_bucket(Bucket="new-bucket")
     assert _code(exc) == "NotImplemented"
-    repo.s3.put_object(Bucket=repo.name, Key="main/x", Body=b"x")
-    for call in (lambda: repo.s3.get_object_tagging(Bucket=repo.name, Key="main/x"),
-                 lambda: repo.s3.get_object_acl(Bucket=repo.name, Key="main/x"),
-                 lambda: repo.s3.list_multipart_uploads(Bucket=repo.name)):
-        with pytest.raises(ClientError) as exc:
-            call()
-        assert _code(exc) == "NotImplemented"
 
 
 def test_if_none_match_star(repo: Repo) -> None:
@@ -440,3 +433,33 @@ def test_no_object_runs_script_in_the_servers_origin(repo: Repo) -> None:
                               "ResponseContentType": "text/plain"}, ExpiresIn=60))
     assert plain.headers["x-content-type-options"] == "nosniff"
     assert "content-disposition" not in plain.headers
+
+
+def test_directory_markers_are_accepted_and_store_nothing(repo: Repo,
+                                                         make_user: MakeUser) -> None:
+    """pyarrow writes an empty ``<dir>/`` before a directory's files, the branch root
+    (``main/``) included, and again after deleting a directory's contents."""
+    s3, bucket = repo.s3, repo.name
+    empty_md5 = hashlib.md5(b"").hexdigest()
+    for key in ("main/", "main/dir/", "main/dir/sub/"):
+        assert s3.put_object(Bucket=bucket, Key=key, Body=b"")["ETag"] == f'"{empty_md5}"'
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="main/").get("Contents", []) == []
+    s3.put_object(Bucket=bucket, Key="main/dir/file", Body=b"data")
+    assert s3.delete_object(Bucket=bucket, Key="main/")[
+        "ResponseMetadata"]["HTTPStatusCode"] == 204
+    deleted = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "main/"}, {"Key": "main/dir/"}, {"Key": "main/dir/file"}]})
+    assert sorted(d["Key"] for d in deleted["Deleted"]) == ["main/", "main/dir/",
+                                                            "main/dir/file"]
+    assert deleted.get("Errors", []) == []
+    # a marker still needs a writable branch and the right to write
+    with pytest.raises(ClientError) as exc:
+        s3.put_object(Bucket=bucket, Key="no-such-branch/", Body=b"")
+    assert _code(exc) == "NoSuchKey"
+    key, secret = make_user("reader", "FSReadAll")
+    with pytest.raises(ClientError) as exc:
+        repo.client(key, secret).put_object(Bucket=bucket, Key="main/", Body=b"")
+    assert _code(exc) == "AccessDenied"
+    # a non-empty body under a name ending in "/" is still an object
+    s3.put_object(Bucket=bucket, Key="main/kept/", Body=b"content")
+    assert repo.read("main", "kept/") == b"content"
