@@ -29,6 +29,7 @@ from lakefs_testing.regions import (
     upload,
 )
 from lakefs_testing.servers import free_port
+from lakefs_testing.ui_login import ui_sign_in
 from lakefs_testing.waiting import wait_for
 from tests.replication.test_metrics_logs import branch_metric, mirror_metric, scrape
 
@@ -55,12 +56,7 @@ def _lose_source_region(east: Region, west: Region) -> None:
 
 def _ui_mirrors_page(west: Region) -> str:
     with httpx.Client(base_url=west.server.endpoint, timeout=60) as c:
-        form = c.get("/ui/login")
-        token = re.search(r'name="login_token" value="([^"]+)"', form.text)
-        assert token is not None, form.text
-        r = c.post("/ui/login", data={"access_key_id": ADMIN_KEY,
-                                      "secret_access_key": ADMIN_SECRET,
-                                      "login_token": token.group(1)})
+        r = ui_sign_in(c, ADMIN_KEY, ADMIN_SECRET)
         assert r.status_code == 303, r.text
         page = c.get("/ui/repositories/src-mirror/mirrors")
         assert page.status_code == 200, page.text

@@ -17,6 +17,7 @@ import pytest
 
 from lakefs_core.auth.throttle import FREE_PAIR_FAILURES
 from lakefs_testing.live_server import LiveServer, live_server
+from lakefs_testing.ui_login import ui_sign_in
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                     "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
@@ -39,19 +40,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield s
 
 
-def _sign_in(c: httpx.Client, key: str, secret: str, **fields: str) -> httpx.Response:
-    """Fill in the login form as a browser does (with the form's token and cookie)."""
-    form = c.get("/ui/login")
-    match = re.search(r'name="login_token" value="([^"]+)"', form.text)
-    assert match is not None, form.text
-    return c.post("/ui/login", data={"access_key_id": key, "secret_access_key": secret,
-                                     "login_token": match.group(1), **fields})
 
 
 def _signed_in(server: LiveServer, key: str | None = None, secret: str | None = None,
                transport: httpx.HTTPTransport | None = None) -> tuple[httpx.Client, str]:
     c = httpx.Client(base_url=server.endpoint, timeout=60, transport=transport)
-    r = _sign_in(c, key or server.access_key_id, secret or server.secret_access_key,
+    r = ui_sign_in(c, key or server.access_key_id, secret or server.secret_access_key,
                  next="/ui/repositories")
     assert r.status_code == 303 and r.headers["location"] == "/ui/repositories", r.text
     page = c.get("/ui/repositories")
@@ -124,13 +118,13 @@ def test_forged_cookies_and_foreign_next_addresses(server: LiveServer) -> None:
         for target in ("//evil.example/x", "/ui/../x", "/ui/%2e%2e/api/v1/x", "/ui//evil.example",
                        "/ui/\\evil.example", "/ui/./x", "https://evil.example/ui/x",
                        "/ui/%5cevil", "/uix"):
-            r = _sign_in(c, server.access_key_id, server.secret_access_key, next=target)
+            r = ui_sign_in(c, server.access_key_id, server.secret_access_key, next=target)
             assert r.status_code == 303 and r.headers["location"] == "/ui/repositories", target
             assert 'value="/ui/repositories"' in c.get("/ui/login", params={"next": target}).text
-        r = _sign_in(c, server.access_key_id, server.secret_access_key,
+        r = ui_sign_in(c, server.access_key_id, server.secret_access_key,
                      next="/ui/repositories/pages/objects?prefix=a/")
         assert r.headers["location"] == "/ui/repositories/pages/objects?prefix=a/"
-        r = _sign_in(c, server.access_key_id, "wrong")
+        r = ui_sign_in(c, server.access_key_id, "wrong")
         assert r.status_code == 401 and "invalid access key" in r.text
 
 
@@ -211,10 +205,10 @@ def test_failed_sign_ins_slow_the_guesser_and_not_the_owner(server: LiveServer) 
     cred = auth.create_credentials("guessed")
     with httpx.Client(base_url=server.endpoint, timeout=30) as c:
         for _ in range(FREE_PAIR_FAILURES + 1):
-            r = _sign_in(c, cred.access_key_id, "guess")
+            r = ui_sign_in(c, cred.access_key_id, "guess")
             assert r.status_code == 401 and "invalid access key" in r.text
         # the guesser's address must wait, with the login page and when to retry
-        r = _sign_in(c, cred.access_key_id, cred.secret)
+        r = ui_sign_in(c, cred.access_key_id, cred.secret)
         assert r.status_code == 429 and "too many failed sign-ins" in r.text
         assert 'name="access_key_id"' in r.text
         assert 0 < int(r.headers["retry-after"]) <= 300

@@ -18,6 +18,7 @@ import pytest
 
 from lakefs_core.ui import preview as previews
 from lakefs_testing.live_server import LiveServer, ServerProcess, live_server, server_process
+from lakefs_testing.ui_login import ui_sign_in
 
 MIB = 1 << 20
 
@@ -34,9 +35,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 def _signed_in(server: LiveServer | ServerProcess) -> Iterator[httpx.Client]:
     """A signed-in UI client whose requests fail, rather than wait, past 30 seconds."""
     with httpx.Client(base_url=server.endpoint, timeout=30) as c:
-        r = c.post("/ui/login", data={"access_key_id": server.access_key_id,
-                                      "secret_access_key": server.secret_access_key,
-                                      "next": "/ui/repositories"})
+        r = ui_sign_in(c, server.access_key_id, server.secret_access_key,
+                       next="/ui/repositories")
         assert r.status_code == 303, r.text
         yield c
 
