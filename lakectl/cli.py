@@ -16,7 +16,9 @@ from typing import Any, NoReturn
 import click
 
 from lakectl.commands.actions import actions
+from lakectl.commands.annotate import annotate, blame
 from lakectl.commands.auth import auth
+from lakectl.commands.bisect import bisect
 from lakectl.commands.branch import branch
 from lakectl.commands.branch_protect import branch_protect
 from lakectl.commands.commits import cherry_pick, commit, diff, find_merge_base, log, merge, show
@@ -109,9 +111,9 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (actions, auth, branch, branch_protect, cherry_pick, commit, completion, config,
-                diff, doctor, find_merge_base, fs, gc, identity, import_, log, merge, mirror,
-                refs_dump, refs_restore, repo, show, tag, usage):
+for command in (actions, annotate, auth, bisect, blame, branch, branch_protect, cherry_pick,
+                commit, completion, config, diff, doctor, find_merge_base, fs, gc, identity,
+                import_, log, merge, mirror, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,3 +84,50 @@ def test_revert_cherry_pick_show_and_merge_base(cli: CliRunner, server: LiveServ
 
     ok(cli, "tag", "create", "lakefs://hist/v1", f"lakefs://hist/{base}")
     assert ok(cli, "tag", "show", "lakefs://hist/v1").stdout == f"v1 {base}\n"
+
+
+def test_annotate(cli: CliRunner, server: LiveServer) -> None:
+    ok(cli, "repo", "create", "lakefs://blame", "local://blame")
+    put(cli, "lakefs://blame/main/dir/a", "a")
+    put(cli, "lakefs://blame/main/top", "t")
+    ok(cli, "commit", "lakefs://blame/main", "-m", "first\nsecond line")
+    first = head(server, "blame", "main")
+    put(cli, "lakefs://blame/main/dir/b", "b")
+    ok(cli, "commit", "lakefs://blame/main", "-m", "add b")
+    second = head(server, "blame", "main")
+    lines = ok(cli, "annotate", "lakefs://blame/main/").stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["dir/", "top"]
+    assert lines[0].split()[1:3] == ["admin", second[:16]] and lines[0].endswith("  add b")
+    assert lines[1].split()[2] == first[:16] and lines[1].endswith("  first")
+    recursive = ok(cli, "blame", "-r", "lakefs://blame/main/dir/").stdout.splitlines()
+    assert [(line.split()[0], line.split()[2]) for line in recursive] == [
+        ("dir/a", first[:16]), ("dir/b", second[:16])]
+
+
+def test_bisect(cli: CliRunner, server: LiveServer, tmp_path: Path) -> None:
+    ok(cli, "repo", "create", "lakefs://search", "local://search")
+    ids = []
+    for i in range(8):
+        put(cli, f"lakefs://search/main/f{i}", str(i))
+        ok(cli, "commit", "lakefs://search/main", "-m", f"c{i}")
+        ids.append(head(server, "search", "main"))
+    assert fails(cli, "bisect", "log").stderr.startswith('You need to start by "bisect start"')
+    out = ok(cli, "bisect", "start", "lakefs://search/main", f"lakefs://search/{ids[0]}").stdout
+    # seven commits, newest first: c7 .. c1
+    assert out == ("Repository: search\nBisecting: 2 commits left to test after this "
+                   f"(roughly 2 steps)\nCurrent commit lakefs://search/{ids[5]} c5\n")
+    assert (tmp_path / ".lakectl.bisect.json").is_file()
+    ok(cli, "bisect", "bad")
+    assert "Current commit lakefs://search/" in ok(cli, "bisect", "log").stdout
+    assert f"ID:            {ids[3]}" in ok(cli, "bisect", "view").stdout
+    assert ok(cli, "bisect", "reset").stdout == "Cleared bisect session\n"
+    assert fails(cli, "bisect", "reset").stderr.startswith("No active bisect session")
+
+    # the change came with c5: commits before it pass the check
+    ok(cli, "bisect", "start", "lakefs://search/main", f"lakefs://search/{ids[0]}")
+    check = ("import sys; sys.exit(0 if sys.argv[1] in "
+             f"{ids[:5]!r} else 1)")
+    out = ok(cli, "bisect", "run", sys.executable, "-c", check, ":BISECT_ID:").stdout
+    assert out.endswith(f"Found commit lakefs://search/{ids[5]} c5\n")
+    assert "-- BAD [" in out and "-- GOOD [" in out
+    ok(cli, "bisect", "reset")
