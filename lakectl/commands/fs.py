@@ -38,12 +38,12 @@ def fs() -> None:
     """View and manipulate objects"""
 
 
-def _no_progress(f: Any) -> Any:
+def no_progress_option(f: Any) -> Any:
     return click.option("--no-progress", is_flag=True,
                         help="Disable progress bar animation for IO operations")(f)
 
 
-def _parallelism(f: Any) -> Any:
+def parallelism_option(f: Any) -> Any:
     return click.option("-p", "--parallelism", type=click.IntRange(min=1), default=25,
                         show_default=True, help="Max concurrent operations to perform")(f)
 
@@ -51,7 +51,7 @@ def _parallelism(f: Any) -> Any:
 PRESIGN_DISABLED = "Pre-signed URL support is currently disabled for this lakeFS server"
 
 
-def _pre_sign(f: Any) -> Any:
+def pre_sign_option(f: Any) -> Any:
     return click.option("--pre-sign/--no-pre-sign", default=None,
                         help="Use pre-signed URLs when downloading/uploading data "
                              "(default: when the repository's store supports them)")(f)
@@ -67,7 +67,7 @@ def _store_presigns(s: Session, repository: str) -> bool:
     return bool(store.get("pre_sign_support"))
 
 
-def _presign_mode(s: Session, repository: str, asked: bool | None) -> bool:
+def presign_mode(s: Session, repository: str, asked: bool | None) -> bool:
     """``--pre-sign`` as given, else what the store offers; asked for and not offered
     is an error."""
     if asked is False:
@@ -107,7 +107,7 @@ def _stat_text(o: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _summary(operation: str, **counts: int) -> str:
+def transfer_summary(operation: str, **counts: int) -> str:
     done = [f"{name.capitalize()}: {n}" for name, n in counts.items() if n > 0]
     return f"\n{operation} Summary:\n\n" + ("\n".join(done) if done else "No changes")
 
@@ -147,7 +147,7 @@ def ls(s: Session, path_uri: str, recursive: bool, output_format: str) -> None:
 
 @fs.command("stat")
 @click.argument("path_uri", metavar="<path URI>")
-@_pre_sign
+@pre_sign_option
 @output_option
 @pass_session
 def stat(s: Session, path_uri: str, pre_sign: bool | None, output_format: str) -> None:
@@ -175,13 +175,13 @@ def presign(s: Session, path_uri: str) -> None:
 
 @fs.command("cat")
 @click.argument("path_uri", metavar="<path URI>")
-@_pre_sign
+@pre_sign_option
 @pass_session
 def cat(s: Session, path_uri: str, pre_sign: bool | None) -> None:
     """Dump content of object to stdout"""
     u = s.path_uri(path_uri)
     stdout = sys.stdout.buffer
-    with _object_stream(s, u, u.path_or_empty, _presign_mode(s, u.repository, pre_sign)) as resp:
+    with _object_stream(s, u, u.path_or_empty, presign_mode(s, u.repository, pre_sign)) as resp:
         for chunk in resp.iter_bytes(CHUNK):
             stdout.write(chunk)
     stdout.flush()
@@ -210,7 +210,7 @@ def _read(f: IO[bytes]) -> Iterator[bytes]:
         yield chunk
 
 
-def _upload(s: Session, u: LakeFSURI, path: str, f: IO[bytes], size: int | None,
+def upload_object(s: Session, u: LakeFSURI, path: str, f: IO[bytes], size: int | None,
             content_type: str, presigned: bool, bars: Transfers,
             *overall: Any) -> dict[str, Any]:
     task = bars.bar(f"upload {path}", size)
@@ -256,9 +256,9 @@ def _upload_presigned(s: Session, u: LakeFSURI, path: str, f: IO[bytes], size: i
 @click.option("-r", "--recursive", is_flag=True,
               help="recursively copy all files under local source")
 @click.option("--content-type", default="", help="MIME type of contents")
-@_no_progress
-@_parallelism
-@_pre_sign
+@no_progress_option
+@parallelism_option
+@pre_sign_option
 @output_option
 @pass_session
 def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type: str,
@@ -267,13 +267,13 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
     """Upload a local file to the specified URI"""
     u = s.path_uri(path_uri)
     out = Output(output_format)
-    presigned = _presign_mode(s, u.repository, pre_sign)
+    presigned = presign_mode(s, u.repository, pre_sign)
     if not recursive:
         if u.path_or_empty.endswith("/") or not u.path_or_empty:
             raise Fatal("target path is not a valid URI")
         with Transfers(not no_progress) as bars:
             if source == STDIN:
-                stats = _upload(s, u, u.path_or_empty, sys.stdin.buffer, None,
+                stats = upload_object(s, u, u.path_or_empty, sys.stdin.buffer, None,
                                 content_type, presigned, bars)
             else:
                 try:
@@ -281,7 +281,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
                 except OSError as e:
                     raise Fatal(f"open {source}: {e.strerror}") from None
                 with f:
-                    stats = _upload(s, u, u.path_or_empty, f, os.fstat(f.fileno()).st_size,
+                    stats = upload_object(s, u, u.path_or_empty, f, os.fstat(f.fileno()).st_size,
                                     content_type, presigned, bars)
         out.show(stats, _stat_text)
         return
@@ -297,7 +297,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
 
     def one(p: Path) -> dict[str, Any]:
         with p.open("rb") as f:
-            return _upload(s, u, prefix + p.relative_to(root).as_posix(), f,
+            return upload_object(s, u, prefix + p.relative_to(root).as_posix(), f,
                            p.stat().st_size, content_type, presigned, bars, overall)
 
     with Transfers(not no_progress) as bars:
@@ -307,11 +307,11 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
     if out.json:
         out.page(uploaded)
     else:
-        out.echo(_summary("Upload", uploaded=len(uploaded)))
+        out.echo(transfer_summary("Upload", uploaded=len(uploaded)))
 
 
 # --- download ------------------------------------------------------------------------------
-def _download(s: Session, u: LakeFSURI, path: str, dest: Path, presigned: bool,
+def download_object(s: Session, u: LakeFSURI, path: str, dest: Path, presigned: bool,
               bars: Transfers, *overall: Any) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -325,7 +325,7 @@ def _download(s: Session, u: LakeFSURI, path: str, dest: Path, presigned: bool,
     bars.finish(task)
 
 
-def _inside(root: Path, relative: str) -> Path:
+def path_inside(root: Path, relative: str) -> Path:
     """``root/relative``, refusing an object path that would land outside ``root``."""
     target = (root / relative).resolve()
     if not target.is_relative_to(root.resolve()):
@@ -338,15 +338,15 @@ def _inside(root: Path, relative: str) -> Path:
 @click.argument("destination", metavar="[<destination path>]", required=False, default=".")
 @click.option("-r", "--recursive", is_flag=True, hidden=True,
               help="recursively download all objects under path (always, for a prefix)")
-@_no_progress
-@_parallelism
-@_pre_sign
+@no_progress_option
+@parallelism_option
+@pre_sign_option
 @pass_session
 def download(s: Session, path_uri: str, destination: str, recursive: bool, no_progress: bool,
              parallelism: int, pre_sign: bool | None) -> None:
     """Download object(s) from a given repository path"""
     u = _path_or_ref(s, path_uri)
-    presigned = _presign_mode(s, u.repository, pre_sign)
+    presigned = presign_mode(s, u.repository, pre_sign)
     remote = u.path_or_empty
     single = None
     if remote and not remote.endswith("/"):
@@ -361,8 +361,8 @@ def download(s: Session, path_uri: str, destination: str, recursive: bool, no_pr
         if dest.is_dir() or destination.endswith(os.sep):
             dest = dest / posixpath.basename(remote)
         with Transfers(not no_progress) as bars:
-            _download(s, u, remote, dest, presigned, bars)
-        click.echo(_summary("Download", downloaded=1))
+            download_object(s, u, remote, dest, presigned, bars)
+        click.echo(transfer_summary("Download", downloaded=1))
         return
 
     prefix = remote + "/" if remote and not remote.endswith("/") else remote
@@ -371,14 +371,14 @@ def download(s: Session, path_uri: str, destination: str, recursive: bool, no_pr
     if not objects and remote:
         raise Fatal(f"{u}: no such object or prefix")
     root = Path(destination)
-    targets = [(o["path"], _inside(root, o["path"][len(prefix):])) for o in objects]
+    targets = [(o["path"], path_inside(root, o["path"][len(prefix):])) for o in objects]
     total = sum(int(o.get("size_bytes") or 0) for o in objects)
     with Transfers(not no_progress) as bars:
         overall = bars.bar(f"download {len(objects)} files", total)
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            list(pool.map(lambda t: _download(s, u, t[0], t[1], presigned, bars, overall),
+            list(pool.map(lambda t: download_object(s, u, t[0], t[1], presigned, bars, overall),
                           targets))
-    click.echo(_summary("Download", downloaded=len(objects)))
+    click.echo(transfer_summary("Download", downloaded=len(objects)))
 
 
 # --- rm ------------------------------------------------------------------------------------

@@ -19,9 +19,10 @@ from tests.lakectl.test_live import api, environment, fails, ok
 
 #: lakeFS's lakectl top-level commands (``lakectl --help``), less its hidden ones
 LAKEFS_COMMANDS = {
-    "actions", "auth", "branch", "branch-protect", "cherry-pick", "commit", "completion",
-    "config", "diff", "doctor", "find-merge-base", "fs", "gc", "identity", "import", "log",
-    "merge", "refs-dump", "refs-restore", "repo", "show", "tag", "usage"}
+    "actions", "annotate", "auth", "bisect", "branch", "branch-protect", "cherry-pick",
+    "commit", "completion", "config", "diff", "doctor", "find-merge-base", "fs", "gc",
+    "identity", "import", "local", "log", "merge", "refs-dump", "refs-restore", "repo",
+    "show", "tag", "usage"}
 
 
 @pytest.fixture(scope="module")
