@@ -106,7 +106,7 @@ def validate(path: str) -> None:
     Tries to parse the input action file as lakeFS action file.
     """
     try:
-        with (click.open_file(path, "rb")) as f:
+        with click.open_file(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise Fatal(f"open {path}: {e.strerror}") from None

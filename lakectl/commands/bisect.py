@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from lakectl.commands.commits import _commit_text
+from lakectl.commands.commits import commit_text
 from lakectl.output import Fatal
 from lakectl.session import Session, pass_session
 
@@ -147,7 +147,7 @@ def view() -> None:
         click.echo(state.status())
         return
     for c in state.commits:
-        click.echo(_commit_text(c, show_meta_range_id=True))
+        click.echo(commit_text(c, show_meta_range_id=True))
 
 
 @bisect.command("reset")

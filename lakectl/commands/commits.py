@@ -33,10 +33,10 @@ def commit(s: Session, branch_uri: str, message: str, meta: tuple[str, ...],
         out.echo(f"Branch: {u}")
     created = s.json("POST", f"/repositories/{u.repository}/branches/{u.ref}/commits",
                      ok=(201,), json=body)
-    out.show(created, lambda c: _created_text(u.ref, c))
+    out.show(created, lambda c: commit_created_text(u.ref, c))
 
 
-def _created_text(branch: str, c: dict[str, Any]) -> str:
+def commit_created_text(branch: str, c: dict[str, Any]) -> str:
     return (f'Commit for branch "{branch}" completed.\n\n'
             f"ID: {c['id']}\n"
             f"Message: {c['message']}\n"
@@ -44,7 +44,7 @@ def _created_text(branch: str, c: dict[str, Any]) -> str:
             f"Parents: {', '.join(c.get('parents') or [])}\n")
 
 
-def _commit_text(c: dict[str, Any], show_meta_range_id: bool) -> str:
+def commit_text(c: dict[str, Any], show_meta_range_id: bool) -> str:
     lines = ["", f"ID:            {c['id']}"]
     if c.get("committer"):
         lines.append(f"Author:        {c['committer']}")
@@ -117,7 +117,7 @@ def log(s: Session, ref_uri: str, amount: int, after: str, limit: bool, dot: boo
         out.echo(_dot(commits))
     else:
         for c in commits:
-            out.echo(_commit_text(c, show_meta_range_id))
+            out.echo(commit_text(c, show_meta_range_id))
         if pagination and pagination.get("has_more") and interactive():
             out.echo(f'\nfor more results run with --amount {amount} '
                      f'--after "{pagination.get("next_offset", "")}"')
@@ -224,7 +224,7 @@ def cherry_pick(s: Session, commit_ref: str, branch_uri: str, parent_number: int
         raise Fatal("parent number must be positive, if specified")
     created = s.json("POST", f"/repositories/{u.repository}/branches/{u.ref}/cherry-pick",
                      ok=(201,), json={"ref": ref.ref, "parent_number": parent_number or 1})
-    out.show(created, lambda c: _created_text(u.ref, c))
+    out.show(created, lambda c: commit_created_text(u.ref, c))
 
 
 @click.group("show")
@@ -242,7 +242,7 @@ def show_commit(s: Session, commit_uri: str, show_meta_range_id: bool,
     """See detailed information about a commit"""
     u = s.ref_uri(commit_uri, "commit URI")
     commit = s.json("GET", f"/repositories/{u.repository}/commits/{u.ref}")
-    Output(output_format).show(commit, lambda c: _commit_text(c, show_meta_range_id))
+    Output(output_format).show(commit, lambda c: commit_text(c, show_meta_range_id))
 
 
 @click.command("find-merge-base")

@@ -211,8 +211,8 @@ def _read(f: IO[bytes]) -> Iterator[bytes]:
 
 
 def upload_object(s: Session, u: LakeFSURI, path: str, f: IO[bytes], size: int | None,
-            content_type: str, presigned: bool, bars: Transfers,
-            *overall: Any) -> dict[str, Any]:
+                  content_type: str, presigned: bool, bars: Transfers,
+                  *overall: Any) -> dict[str, Any]:
     task = bars.bar(f"upload {path}", size)
     headers = {"content-type": content_type or "application/octet-stream"}
     if presigned:
@@ -274,15 +274,16 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
         with Transfers(not no_progress) as bars:
             if source == STDIN:
                 stats = upload_object(s, u, u.path_or_empty, sys.stdin.buffer, None,
-                                content_type, presigned, bars)
+                                      content_type, presigned, bars)
             else:
                 try:
                     f = open(source, "rb")  # noqa: SIM115 - closed below
                 except OSError as e:
                     raise Fatal(f"open {source}: {e.strerror}") from None
                 with f:
-                    stats = upload_object(s, u, u.path_or_empty, f, os.fstat(f.fileno()).st_size,
-                                    content_type, presigned, bars)
+                    stats = upload_object(s, u, u.path_or_empty, f,
+                                          os.fstat(f.fileno()).st_size, content_type,
+                                          presigned, bars)
         out.show(stats, _stat_text)
         return
 
@@ -298,7 +299,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
     def one(p: Path) -> dict[str, Any]:
         with p.open("rb") as f:
             return upload_object(s, u, prefix + p.relative_to(root).as_posix(), f,
-                           p.stat().st_size, content_type, presigned, bars, overall)
+                                 p.stat().st_size, content_type, presigned, bars, overall)
 
     with Transfers(not no_progress) as bars:
         overall = bars.bar(f"upload {len(files)} files", total)
@@ -312,7 +313,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
 
 # --- download ------------------------------------------------------------------------------
 def download_object(s: Session, u: LakeFSURI, path: str, dest: Path, presigned: bool,
-              bars: Transfers, *overall: Any) -> None:
+                    bars: Transfers, *overall: Any) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     with _object_stream(s, u, path, presigned) as resp:
@@ -376,8 +377,8 @@ def download(s: Session, path_uri: str, destination: str, recursive: bool, no_pr
     with Transfers(not no_progress) as bars:
         overall = bars.bar(f"download {len(objects)} files", total)
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            list(pool.map(lambda t: download_object(s, u, t[0], t[1], presigned, bars, overall),
-                          targets))
+            list(pool.map(lambda t: download_object(s, u, t[0], t[1], presigned, bars,
+                                                    overall), targets))
     click.echo(transfer_summary("Download", downloaded=len(objects)))
 
 

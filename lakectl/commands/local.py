@@ -21,7 +21,7 @@ import click
 import yaml
 
 from lakectl import flags
-from lakectl.commands.commits import _created_text
+from lakectl.commands.commits import commit_created_text
 from lakectl.commands.fs import (
     download_object,
     no_progress_option,
@@ -312,7 +312,7 @@ def commit(s: Session, directory: str, message: str, meta: tuple[str, ...],
     counts = {k: sum(1 for c in changes.values() if c == v) for k, v in
               (("uploaded", ADDED), ("modified", MODIFIED), ("removed", REMOVED))}
     click.echo(transfer_summary("Upload", **counts))
-    click.echo(_created_text(u.ref, created))
+    click.echo(commit_created_text(u.ref, created))
 
 
 def _conflicts(local_changes: dict[str, str], remote_changes: dict[str, str]) -> list[str]:
