@@ -4,7 +4,6 @@ policies attached to either, as lakectl prints them."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -426,17 +425,9 @@ def policies() -> None:
 def policies_create(s: Session, id_: str, statement_document: str,
                     output_format: str) -> None:
     """Create a policy"""
-    try:
-        if statement_document == "-":
-            doc = json.load(sys.stdin)
-        else:
-            with open(statement_document) as f:
-                doc = json.load(f)
-    except OSError as e:
-        raise Fatal(f"could not open policy document: open {statement_document}: "
-                    f"{e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise Fatal(f"could not parse statement JSON document: {e}") from None
+    doc = flags.read_json_file(statement_document,
+                               open_prefix="could not open policy document: ",
+                               parse_prefix="could not parse statement JSON document: ")
     if not isinstance(doc, dict):
         raise Fatal("could not parse statement JSON document: not an object")
     created = s.json("POST", "/auth/policies", ok=(201,),

@@ -3,13 +3,12 @@ rules (how many days objects stay reachable after leaving a branch)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Any
 
 import click
 
-from lakectl.output import Fatal, Output
+from lakectl import flags
+from lakectl.output import Output
 from lakectl.session import Session, pass_session
 
 
@@ -56,16 +55,7 @@ def set_config(s: Session, repository_uri: str, filename: str) -> None:
     }
     """
     u = s.repository_uri(repository_uri, "repository")
-    try:
-        if filename == "-":
-            rules = json.load(sys.stdin)
-        else:
-            with open(filename) as f:
-                rules = json.load(f)
-    except OSError as e:
-        raise Fatal(f"open {filename}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise Fatal(str(e)) from None
+    rules = flags.read_json_file(filename)
     s.call("PUT", f"/repositories/{u.repository}/settings/gc_rules", ok=(204,), json=rules)
 
 

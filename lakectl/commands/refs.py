@@ -4,7 +4,6 @@ tags) written to its storage namespace, and read back into a bare repository."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Any
 
@@ -80,17 +79,7 @@ def refs_restore(s: Session, repository_uri: str, manifest: str, pull_interval: 
     """
     u = s.repository_uri(repository_uri, "repository URI")
     click.echo(f"Repository: {u}")
-    try:
-        if manifest == "-":
-            text = sys.stdin.read()
-        else:
-            with open(manifest) as f:
-                text = f.read()
-        refs = json.loads(text)
-    except OSError as e:
-        raise Fatal(f"open {manifest}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise Fatal(str(e)) from None
+    refs = flags.read_json_file(manifest)
     path = f"/repositories/{u.repository}/restore"
     task = s.json("POST", path, ok=(202,), json=refs)
     status = _wait(s, path, task["id"], pull_interval, pull_expiry)
