@@ -7,20 +7,30 @@ address (``branch URI not a valid branch uri``), a usage error, a missing file.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from lakectl.commands.actions import actions
+from lakectl.commands.annotate import annotate, blame
+from lakectl.commands.auth import auth
+from lakectl.commands.bisect import bisect
 from lakectl.commands.branch import branch
 from lakectl.commands.branch_protect import branch_protect
-from lakectl.commands.commits import commit, diff, log, merge
+from lakectl.commands.commits import cherry_pick, commit, diff, find_merge_base, log, merge, show
+from lakectl.commands.completion import completion
+from lakectl.commands.configure import config, doctor
 from lakectl.commands.fs import fs
+from lakectl.commands.gc import gc
+from lakectl.commands.identity import identity, usage
 from lakectl.commands.importing import import_
+from lakectl.commands.local import local
 from lakectl.commands.mirror import mirror
+from lakectl.commands.refs import refs_dump, refs_restore
 from lakectl.commands.repo import repo
 from lakectl.commands.tag import tag
 from lakectl.output import DEATH_LINE, EXIT_ERROR, Fatal
@@ -42,6 +52,8 @@ class LakectlGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:  # the reader went away (| head): not an error
+            _quit_quietly()
         except ApiError as e:
             raise Fatal(e.message or str(e)) from e
         except LakeFSError as e:
@@ -54,15 +66,29 @@ class LakectlGroup(click.Group):
              **extra: Any) -> Any:
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()
         except click.ClickException as e:  # usage errors too: lakectl exits 1 for all
             e.show()
             sys.exit(EXIT_ERROR)
         except click.Abort:
             click.echo(f"Aborted\n{DEATH_LINE}", err=True)
             sys.exit(EXIT_ERROR)
-        except BrokenPipeError:  # the reader went away (| head): not an error
-            sys.exit(0)
+        except BrokenPipeError:
+            _quit_quietly()
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _quit_quietly() -> NoReturn:
+    """Exit 0 with stdout pointed at /dev/null, so that flushing it at exit cannot fail
+    again (lakectl ... | head)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        sys.exit(0)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    sys.exit(0)
 
 
 @click.group(cls=LakectlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,8 +112,10 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (repo, branch, branch_protect, tag, commit, log, diff, merge, fs, import_, mirror,
-                actions):
+for command in (actions, annotate, auth, bisect, blame, branch, branch_protect, cherry_pick,
+                commit, completion, config, diff, doctor, find_merge_base, fs, gc, identity,
+                import_, local, log, merge, mirror, refs_dump, refs_restore, repo, show, tag,
+                usage):
     lakectl.add_command(command)
 
 

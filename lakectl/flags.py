@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -94,5 +96,26 @@ def key_values(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def read_json_file(path: str, *, open_prefix: str = "", parse_prefix: str = "") -> Any:
+    """The JSON document in the file ``path`` (``-``: stdin), as a flag names it.
+
+    Raises:
+        Fatal: the file cannot be read (``open_prefix`` + ``open <path>: <reason>``), or
+            is not JSON (``parse_prefix`` + the parser's message).
+    """
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path) as f:
+                text = f.read()
+    except OSError as e:
+        raise Fatal(f"{open_prefix}open {path}: {e.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise Fatal(f"{parse_prefix}{e}") from None
+
+
 __all__ = ["DEFAULT_AMOUNT", "commit_message", "commit_options", "confirm", "key_values",
-           "pagination", "yes"]
+           "pagination", "read_json_file", "yes"]

@@ -1,5 +1,6 @@
 """``lakectl actions runs list|describe``: the runs of a repository's actions and the
-hooks they ran, with each hook's output."""
+hooks they ran, with each hook's output; ``lakectl actions validate``: an action file
+parsed as the server parses it."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import click
 from lakectl import flags
 from lakectl.output import Fatal, Output, output_option
 from lakectl.session import Session, pass_session
+from lakefs_core.actions.action import parse_action
+from lakefs_core.errors import ValidationError
 
 RUN_HEADERS = ("Run ID", "Event", "Branch", "Start Time", "End Time", "Commit ID", "Status")
 HOOK_HEADERS = ("Hook Run ID", "Hook ID", "Start Time", "End Time", "Action", "Status")
@@ -93,3 +96,22 @@ def describe(s: Session, repository_uri: str, run_id: str, amount: int, after: s
     if amount and pagination.get("has_more"):
         out.echo(f'for more results run with --amount {amount} '
                  f'--after "{pagination.get("next_offset", "")}"')
+
+
+@actions.command("validate")
+@click.argument("path", metavar="<path>")
+def validate(path: str) -> None:
+    """Validate action file
+
+    Tries to parse the input action file as lakeFS action file.
+    """
+    try:
+        with click.open_file(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise Fatal(f"open {path}: {e.strerror}") from None
+    try:
+        parse_action(path, data)
+    except ValidationError as e:
+        raise Fatal(str(e)) from None
+    click.echo(f"File validated successfully: '{path}'")

@@ -110,3 +110,30 @@ def reset(s: Session, branch_uri: str, prefix: str, object_: str, assume_yes: bo
         body = {"type": "reset"}
     flags.confirm(assume_yes, question, "Reset aborted")
     s.call("PUT", f"/repositories/{u.repository}/branches/{u.ref}", ok=(204,), json=body)
+
+
+@branch.command("revert")
+@click.argument("branch_uri", metavar="<branch URI>")
+@click.argument("commits", metavar="<commit ref to revert> [<more commits>...]", nargs=-1,
+                required=True)
+@click.option("-m", "--parent-number", type=int, default=None,
+              help="the parent number (starting from 1) of the mainline. The revert will "
+                   "reverse the change relative to the specified parent.")
+@flags.yes
+@pass_session
+def revert(s: Session, branch_uri: str, commits: tuple[str, ...], parent_number: int | None,
+           assume_yes: bool) -> None:
+    """Given a commit, record a new commit to reverse the effect of this commit
+
+    The commits will be reverted in left-to-right order.
+    """
+    u = s.branch_uri(branch_uri, "branch")
+    click.echo(f"Branch: {u}")
+    if parent_number is not None and parent_number <= 0:
+        raise Fatal("parent number must be non-negative, if specified")
+    flags.confirm(assume_yes, "Are you sure you want to revert the effect of commits "
+                  + " ".join(commits), "Revert aborted")
+    for commit_ref in commits:
+        s.call("POST", f"/repositories/{u.repository}/branches/{u.ref}/revert", ok=(204,),
+               json={"ref": commit_ref, "parent_number": parent_number or 0})
+        click.echo(f"commit {commit_ref} successfully reverted")

@@ -1,4 +1,5 @@
-"""``lakectl commit``, ``log``, ``diff`` and ``merge``."""
+"""``lakectl commit``, ``log``, ``diff``, ``merge``, ``cherry-pick``, ``show commit`` and
+``find-merge-base``."""
 
 from __future__ import annotations
 
@@ -32,17 +33,18 @@ def commit(s: Session, branch_uri: str, message: str, meta: tuple[str, ...],
         out.echo(f"Branch: {u}")
     created = s.json("POST", f"/repositories/{u.repository}/branches/{u.ref}/commits",
                      ok=(201,), json=body)
-    if out.json:
-        out.dump(created)
-        return
-    out.echo(f'Commit for branch "{u.ref}" completed.\n\n'
-             f"ID: {created['id']}\n"
-             f"Message: {created['message']}\n"
-             f"Timestamp: {date(created.get('creation_date'))}\n"
-             f"Parents: {', '.join(created.get('parents') or [])}\n")
+    out.show(created, lambda c: commit_created_text(u.ref, c))
 
 
-def _commit_text(c: dict[str, Any], show_meta_range_id: bool) -> str:
+def commit_created_text(branch: str, c: dict[str, Any]) -> str:
+    return (f'Commit for branch "{branch}" completed.\n\n'
+            f"ID: {c['id']}\n"
+            f"Message: {c['message']}\n"
+            f"Timestamp: {date(c.get('creation_date'))}\n"
+            f"Parents: {', '.join(c.get('parents') or [])}\n")
+
+
+def commit_text(c: dict[str, Any], show_meta_range_id: bool) -> str:
     lines = ["", f"ID:            {c['id']}"]
     if c.get("committer"):
         lines.append(f"Author:        {c['committer']}")
@@ -115,7 +117,7 @@ def log(s: Session, ref_uri: str, amount: int, after: str, limit: bool, dot: boo
         out.echo(_dot(commits))
     else:
         for c in commits:
-            out.echo(_commit_text(c, show_meta_range_id))
+            out.echo(commit_text(c, show_meta_range_id))
         if pagination and pagination.get("has_more") and interactive():
             out.echo(f'\nfor more results run with --amount {amount} '
                      f'--after "{pagination.get("next_offset", "")}"')
@@ -194,3 +196,70 @@ def merge(s: Session, source_ref: str, destination_ref: str, strategy: str, forc
             raise Fatal("Conflict found.") from e
         raise
     out.show(result, lambda r: f'Merged "{src.ref}" into "{dst.ref}" to get "{r["reference"]}".')
+
+
+@click.command("cherry-pick")
+@click.argument("commit_ref", metavar="<commit ref>")
+@click.argument("branch_uri", metavar="<branch>")
+@click.option("-m", "--parent-number", type=int, default=None,
+              help="the parent number (starting from 1) of the cherry-picked commit. The "
+                   "cherry-pick will apply the change relative to the specified parent.")
+@output_option
+@pass_session
+def cherry_pick(s: Session, commit_ref: str, branch_uri: str, parent_number: int | None,
+                output_format: str) -> None:
+    """Apply the changes introduced by an existing commit
+
+    Apply the changes from the given commit to the tip of the branch. The changes will be
+    added as a new commit.
+    """
+    ref = s.ref_uri(commit_ref, "ref")
+    u = s.branch_uri(branch_uri, "branch")
+    out = Output(output_format)
+    if not out.json:
+        out.echo(f"Branch: {u}")
+    if u.repository != ref.repository:
+        raise Fatal("Repository mismatch for destination branch and cherry-pick ref")
+    if parent_number is not None and parent_number <= 0:
+        raise Fatal("parent number must be positive, if specified")
+    created = s.json("POST", f"/repositories/{u.repository}/branches/{u.ref}/cherry-pick",
+                     ok=(201,), json={"ref": ref.ref, "parent_number": parent_number or 1})
+    out.show(created, lambda c: commit_created_text(u.ref, c))
+
+
+@click.group("show")
+def show() -> None:
+    """See detailed information about an entity"""
+
+
+@show.command("commit")
+@click.argument("commit_uri", metavar="<commit URI>")
+@click.option("--show-meta-range-id", is_flag=True, help="show meta range ID")
+@output_option
+@pass_session
+def show_commit(s: Session, commit_uri: str, show_meta_range_id: bool,
+                output_format: str) -> None:
+    """See detailed information about a commit"""
+    u = s.ref_uri(commit_uri, "commit URI")
+    commit = s.json("GET", f"/repositories/{u.repository}/commits/{u.ref}")
+    Output(output_format).show(commit, lambda c: commit_text(c, show_meta_range_id))
+
+
+@click.command("find-merge-base")
+@click.argument("source_ref", metavar="<source ref>")
+@click.argument("destination_ref", metavar="<destination ref>")
+@output_option
+@pass_session
+def find_merge_base(s: Session, source_ref: str, destination_ref: str,
+                    output_format: str) -> None:
+    """Find the commits for the merge operation"""
+    src = s.ref_uri(source_ref, "source ref")
+    dst = s.ref_uri(destination_ref, "destination ref")
+    out = Output(output_format)
+    if not out.json:
+        out.echo(f"Source: {src}\nDestination: {dst}")
+    if dst.repository != src.repository:
+        raise Fatal("both references must belong to the same repository")
+    found = s.json("GET", f"/repositories/{dst.repository}/refs/{src.ref}/merge/{dst.ref}")
+    out.show(found, lambda r: f'Found base "{r["base_commit_id"]}" when merging '
+                              f'"{r["source_commit_id"]}" into "{r["destination_commit_id"]}".')

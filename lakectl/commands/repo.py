@@ -1,4 +1,4 @@
-"""``lakectl repo create|list|delete``."""
+"""``lakectl repo create|create-bare|list|delete``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,32 @@ def create(s: Session, repository_uri: str, storage_namespace: str, default_bran
              f"storage namespace: {created['storage_namespace']}\n"
              f"default branch: {created['default_branch']}\n"
              f"timestamp: {created['creation_date']}")
+
+
+@repo.command("create-bare")
+@click.argument("repository_uri", metavar="<repository URI>")
+@click.argument("storage_namespace", metavar="<storage namespace>")
+@click.option("-d", "--default-branch", default="main", show_default=True,
+              help="the default branch name of this repository (will not be created)")
+@click.option("--storage-id", default="", help="the storage of this repository (multi-store)")
+@output_option
+@pass_session
+def create_bare(s: Session, repository_uri: str, storage_namespace: str, default_branch: str,
+                storage_id: str, output_format: str) -> None:
+    """Create a new repository with no initial branch or commit"""
+    u = s.repository_uri(repository_uri, "repository")
+    out = Output(output_format)
+    if not out.json:
+        out.echo(f"Repository: {u}")
+    body: dict[str, object] = {"name": u.repository, "storage_namespace": storage_namespace,
+                               "default_branch": default_branch}
+    if storage_id:
+        body["storage_id"] = storage_id
+    created = s.json("POST", "/repositories", ok=(201,), params={"bare": "true"}, json=body)
+    out.show(created, lambda r: f"Repository '{r['id']}' created:\n"
+                                f"storage namespace: {r['storage_namespace']}\n"
+                                f"default branch: {r['default_branch']}\n"
+                                f"timestamp: {r['creation_date']}")
 
 
 @repo.command("list")
