@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from lakefs_core.errors import ValidationError
-from lakefs_core.graveler.hooks import EventType
+from lakefs_core.events import EventType
 
 #: where a repository keeps its action files (lakeFS's prefix)
 ACTIONS_PREFIX = "_lakefs_actions/"
