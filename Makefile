@@ -44,10 +44,12 @@ $(AZURITE): | $(STAMP)
 
 azurite: $(AZURITE)
 
-# the lint step (style, types, layers) runs first: CI runs `make test`; the slowest
-# tests are listed at the end, to keep the suite within its time
+# the lint step (style, types, layers) runs first: CI runs `make test`; the tests run on
+# two workers (pytest-xdist, a file's tests on one worker; each worker starts its own
+# PostgreSQL, moto, Azurite and emulators, on ports of its own share), and the slowest
+# are listed at the end, to keep the suite within its time
 test: lint browser compat-clients $(AZURITE)
-	$(BIN)/python -m pytest --durations=30
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser
 screenshots: $(STAMP) browser
