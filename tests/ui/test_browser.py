@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import Browser, Page
 
-from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
+from lakefs_testing.browser import Watch, sign_in, watched_page
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, live_server
 from lakefs_testing.regions import (
     MIRRORS,
@@ -28,52 +27,17 @@ from lakefs_testing.regions import (
     commit,
     create_mirror,
     create_source,
-    two_regions,
 )
 from lakefs_testing.regions import upload as api_upload
 from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.servers import free_port
 from lakefs_testing.waiting import wait_for
 from lakefs_testing.webhook import WebhookServer
+from tests.ui.conftest import MakeUser
 
 pytestmark = pytest.mark.slow
 
 CSV = b"lake,area_km2,country\nVictoria,59947,Uganda\nBaikal,31722,Russia\nTiticaca,8372,Peru\n"
-
-
-@pytest.fixture(scope="module")
-def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
-    tmp = tmp_path_factory.mktemp("ui")
-    mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
-    # native object replication: the test copies objects itself, so it can hold one back
-    with two_regions(tmp, mirrors, mode="native", interval="1s") as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:  # BrowserMissing (a failure) when Chromium is not installed
-        yield b
-
-
-@pytest.fixture
-def admin(browser: Browser, regions: tuple[Region, Region],
-          tmp_path: Path) -> Iterator[tuple[Page, Watch]]:
-    east, _ = regions
-    with watched_page(browser) as (page, watch):
-        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
-        yield page, watch
-        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
-    assert watch.problems == []
-
-
-def _user(region: Region, name: str, policy: str | None) -> tuple[str, str]:
-    auth = region.server.services.auth
-    auth.create_user(name)
-    if policy:
-        auth.attach_policy_to_user(name, policy)
-    cred = auth.create_credentials(name)
-    return cred.access_key_id, cred.secret
 
 
 def test_sign_in_is_required_and_sign_out_ends_the_session(
@@ -335,10 +299,11 @@ hooks:
 
 
 def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
-                                                       regions: tuple[Region, Region]) -> None:
+                                                       regions: tuple[Region, Region],
+                                                       make_user: MakeUser) -> None:
     east, _ = regions
     create_source(east, "readable")
-    key, secret = _user(east, "viewer", "FSReadAll")
+    key, secret = make_user(east, "viewer", "FSReadAll")
     endpoint = east.server.endpoint
     with watched_page(browser) as (page, watch):
         sign_in(page, endpoint, key, secret)
@@ -364,7 +329,7 @@ def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
     with east.client() as c:
         assert c.get("/api/v1/repositories/sneaky").status_code == 404
 
-    key, secret = _user(east, "nobody", None)
+    key, secret = make_user(east, "nobody", None)
     with watched_page(browser, expected_statuses={403}) as (page, watch):
         sign_in(page, endpoint, key, secret)
         response = page.goto(f"{endpoint}/ui/repositories/readable/objects")
@@ -452,7 +417,11 @@ def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
         page.once("dialog", lambda d: d.accept())
         page.click("[data-test=detach]")
         assert "detached" in page.inner_text("[role=status]")
-        assert "Detached from mirror" in page.inner_text("[data-test=mirror-banner]")
+        assert page.inner_text("[data-test=mirror-banner]").startswith("Detached mirror")
+        assert page.inner_text("[data-test=detached-badge]") == "detached mirror"
         page.click("nav.tabs >> text=Objects")
         assert page.locator("[data-test=upload]").count() == 1  # writable now
+        page.goto(f"{west.server.endpoint}/ui/repositories")
+        assert page.inner_text("tr[data-repo=src-west] [data-test=detached-badge]") == \
+            "detached mirror"
     assert watch.problems == []
