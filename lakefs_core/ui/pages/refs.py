@@ -183,16 +183,25 @@ async def reset_changes(p: PageDep, repository: str, csrf: FormStr, branch: Form
 
 
 # --- compare and merge --------------------------------------------------------------
-async def _conflicts(p: Page, repository: str, base: str, compare: str) -> list[str]:
-    """Paths both refs changed differently since their merge base (what a merge of
-    ``compare`` into ``base`` would refuse)."""
+async def _merge_bases(p: Page, repository: str, base: str,
+                       compare: str) -> dict[str, Any] | None:
+    """The merge base of a merge of ``compare`` into ``base`` and the commits it joins;
+    None when the refs have no common history."""
     try:
-        bases = await p.api("GET", f"/repositories/{q(repository)}/refs/{q(compare)}"
-                                   f"/merge/{q(base)}")
+        bases: dict[str, Any] = await p.api(
+            "GET", f"/repositories/{q(repository)}/refs/{q(compare)}/merge/{q(base)}")
     except ApiError as e:
-        if e.status == 404:  # no common history: nothing to compare against
-            return []
+        if e.status == 404:
+            return None
         raise
+    return bases
+
+
+async def _conflicts(p: Page, repository: str, bases: dict[str, Any] | None) -> list[str]:
+    """Paths both refs changed differently since their merge base (what a merge would
+    refuse; ``bases``: as :func:`_merge_bases` gives them)."""
+    if bases is None:  # no common history: nothing to compare against
+        return []
     merge_base = bases["base_commit_id"]
     ours = {d["path"]: d for d in (await _diff(p, repository, merge_base, bases[
         "destination_commit_id"], limit=CONFLICT_SCAN))[0]}
@@ -221,11 +230,15 @@ async def compare(p: PageDep, repository: str, base: str = "", compare: str = ""
     diff: list[dict[str, Any]] = []
     truncated = False
     conflicts: list[str] = []
+    merge_base = view.ref
     if compare:
         diff, truncated = await _diff(p, repository, view.ref, compare, "three_dot")
-        conflicts = await _conflicts(p, repository, view.ref, compare)
+        bases = await _merge_bases(p, repository, view.ref, compare)
+        conflicts = await _conflicts(p, repository, bases)
+        merge_base = bases["base_commit_id"] if bases else view.ref
     return p.render("compare.html", view=view, tab="compare", branches=names, base=view.ref,
                     compare=compare, diff=diff, truncated=truncated, conflicts=conflicts,
+                    merge_base=merge_base,
                     can_merge=view.ref in names and p.can(
                         rbac.CREATE_COMMIT, rbac.branch_arn(repository, view.ref)))
 
