@@ -47,10 +47,20 @@ async def _names(p: Page, path: str) -> list[str]:
     return [str(r["id"]) for r in (await _section(p, path))[0]]
 
 
-async def _listing(p: Page, path: str, prefix: str, after: str) -> dict[str, Any]:
-    listing: dict[str, Any] = await p.api("GET", path, params={
-        "prefix": prefix, "after": after, "amount": PAGE_SIZE})
-    return listing
+async def _list_page(p: Page, template: str, path: str, prefix: str, after: str,
+                     **context: Any) -> Response:
+    """A listing page; refused, the page says why (answering 403), under the message a
+    refused form came back with."""
+    try:
+        listing = await p.api("GET", path, params={
+            "prefix": prefix, "after": after, "amount": PAGE_SIZE})
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return p.render(template, e.status, rows=[], pagination={}, prefix=prefix,
+                        refusal=e.message, **context)
+    return p.render(template, rows=listing["results"], pagination=listing["pagination"],
+                    prefix=prefix, refusal="", **context)
 
 
 @router.get("/auth")
@@ -61,9 +71,7 @@ async def home() -> Response:
 # --- users --------------------------------------------------------------------------
 @router.get("/auth/users")
 async def users(p: PageDep, prefix: str = "", after: str = "") -> Response:
-    listing = await _listing(p, "/auth/users", prefix, after)
-    return p.render("auth_users.html", tab="users", users=listing["results"],
-                    pagination=listing["pagination"], prefix=prefix)
+    return await _list_page(p, "auth_users.html", "/auth/users", prefix, after, tab="users")
 
 
 @router.post("/auth/users")
@@ -189,9 +197,8 @@ async def revoke_credentials(p: PageDep, user: str, csrf: FormStr, access_key_id
 # --- groups ---------------------------------------------------------------------------
 @router.get("/auth/groups")
 async def groups(p: PageDep, prefix: str = "", after: str = "") -> Response:
-    listing = await _listing(p, "/auth/groups", prefix, after)
-    return p.render("auth_groups.html", tab="groups", groups=listing["results"],
-                    pagination=listing["pagination"], prefix=prefix)
+    return await _list_page(p, "auth_groups.html", "/auth/groups", prefix, after,
+                            tab="groups")
 
 
 @router.post("/auth/groups")
@@ -296,9 +303,8 @@ async def _save_policy(p: Page, method: str, path: str, name: str, document: str
 
 @router.get("/auth/policies")
 async def policies(p: PageDep, prefix: str = "", after: str = "") -> Response:
-    listing = await _listing(p, "/auth/policies", prefix, after)
-    return p.render("auth_policies.html", tab="policies", policies=listing["results"],
-                    pagination=listing["pagination"], prefix=prefix, example=POLICY_EXAMPLE)
+    return await _list_page(p, "auth_policies.html", "/auth/policies", prefix, after,
+                            tab="policies", example=POLICY_EXAMPLE)
 
 
 @router.post("/auth/policies")
@@ -313,7 +319,8 @@ async def create_policy(p: PageDep, csrf: FormStr, id: FormStr,  # noqa: A002
 @router.get("/auth/policies/{policy}")
 async def policy_page(p: PageDep, policy: str) -> Response:
     record = await p.api("GET", f"/auth/policies/{q(policy)}")
-    document = json.dumps({"statement": record["statement"]}, indent=2)
+    document = json.dumps({"statement": [{k: v for k, v in st.items() if v is not None}
+                                         for st in record["statement"]]}, indent=2)
     return p.render("auth_policy.html", tab="policies", policy=record, document=document)
 
 
