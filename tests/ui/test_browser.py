@@ -62,7 +62,7 @@ def test_sign_in_is_required_and_sign_out_ends_the_session(
         assert "/ui/login" in page.url
         page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
         assert "/ui/login" in page.url
-        page.context.add_cookies(kept)  # and a copy of it is refused by the server
+        page.context.add_cookies(kept)  # type: ignore[arg-type]  # a copy is refused too
         page.goto(f"{endpoint}/ui/repositories")
         assert "/ui/login" in page.url
     assert watch.problems == []
@@ -410,7 +410,10 @@ def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
 
         page.click("nav.tabs >> text=Mirrors")
         dialogs: list[str] = []
-        page.once("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        def dismiss(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+        page.once("dialog", dismiss)
         page.click("[data-test=detach]")  # dismissed: nothing happens
         assert dialogs and "cannot be undone" in dialogs[0]
         assert "mirror" in page.inner_text("[data-test=mirror-banner]").lower()
@@ -425,3 +428,34 @@ def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
         assert page.inner_text("tr[data-repo=src-west] [data-test=detached-badge]") == \
             "detached mirror"
     assert watch.problems == []
+
+
+def test_a_mirror_created_from_the_ui_appears_and_goes_active(
+        admin: tuple[Page, Watch], regions: tuple[Region, Region]) -> None:
+    east, west = regions
+    create_source(east, "made-here")
+    page, _ = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories/made-here/mirrors")
+    assert page.locator("[data-test=no-mirrors]").count() == 1
+
+    def create(region: str) -> None:
+        page.click("[data-test=create-mirror]")
+        page.fill("#create-mirror input[name=region]", region)
+        page.fill("#create-mirror input[name=storage_namespace]", "local://made-here-west")
+        page.click("#create-mirror button[type=submit]")
+
+    create("nowhere")  # the replication service's refusal, shown
+    alert = page.inner_text("[role=alert]")
+    assert "cannot create the mirror" in alert and "unknown region 'nowhere'" in alert
+    assert "'west'" in alert  # it names the regions it knows
+    create("west")  # the mirror repository is named as its source by default
+    assert "repository made-here in region west" in page.inner_text("[role=status]")
+    card = page.locator("[data-test=mirror]")
+    assert card.count() == 1 and "→ west" in card.inner_text()
+    page.wait_for_function(  # the page refreshes itself: no reload
+        "() => document.querySelector('[data-test=mirror-state]').textContent === 'active'",
+        timeout=60_000)
+    marking = west.graveler.mirror_marking("made-here")
+    assert marking is not None and marking.source_repository == "made-here"
+    page.reload()  # the form now suggests the regions of the mirrors it knows
+    assert page.locator("#region-list option[value=west]").count() == 1

@@ -139,13 +139,13 @@ def test_the_login_form_cannot_be_posted_from_another_site(server: LiveServer) -
             assert "lakefs_ui_session" not in c.cookies
         # the token of one browser's cookie is no good with another's
         form = c.get("/ui/login")
-        token = re.search(r'name="login_token" value="([^"]+)"', form.text)
-        assert token is not None
+        found = re.search(r'name="login_token" value="([^"]+)"', form.text)
+        assert found is not None
         with httpx.Client(base_url=server.endpoint, timeout=30) as other:
             other.get("/ui/login")
-            r = other.post("/ui/login", data={**pair, "login_token": token.group(1)})
+            r = other.post("/ui/login", data={**pair, "login_token": found.group(1)})
             assert r.status_code == 400 and "lakefs_ui_session" not in other.cookies
-        r = c.post("/ui/login", data={**pair, "login_token": token.group(1)})
+        r = c.post("/ui/login", data={**pair, "login_token": found.group(1)})
         assert r.status_code == 303 and "lakefs_ui_session" in c.cookies
 
 
