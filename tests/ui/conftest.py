@@ -1,6 +1,6 @@
 """What the browser tests of the web UI share: one pair of live regions and one headless
 Chromium for the whole run (each test uses repositories and users of its own), a page
-signed in as the admin, and users made with the auth service."""
+signed in as the admin, users made with the auth service, and forms sent by hand."""
 
 from __future__ import annotations
 
@@ -16,6 +16,21 @@ from lakefs_testing.regions import Region, two_regions
 
 #: makes a user in a region, with a policy attached if given: its key id and secret
 MakeUser = Callable[[Region, str, "str | None"], tuple[str, str]]
+
+
+def post_by_hand(page: Page, action: str, fields: dict[str, str]) -> None:
+    """Submit a form the page does not offer, with the session's token, as a user could
+    by hand (the API is what must refuse it)."""
+    csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
+    page.evaluate("""([action, fields]) => {
+        const f = document.createElement('form');
+        f.method = 'post'; f.action = action;
+        for (const [k, v] of Object.entries(fields)) {
+            const i = document.createElement('input'); i.name = k; i.value = v;
+            f.appendChild(i);
+        }
+        document.body.appendChild(f); f.submit();
+    }""", [action, {"csrf": csrf or "", **fields}])
 
 
 @pytest.fixture(scope="session")

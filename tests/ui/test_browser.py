@@ -33,7 +33,7 @@ from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.servers import free_port
 from lakefs_testing.waiting import wait_for
 from lakefs_testing.webhook import WebhookServer
-from tests.ui.conftest import MakeUser
+from tests.ui.conftest import MakeUser, post_by_hand
 
 pytestmark = pytest.mark.slow
 
@@ -313,16 +313,7 @@ def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
         page.goto(f"{endpoint}/ui/repositories/readable/objects")
         assert page.locator("[data-test=upload]").count() == 0
         # a form made by hand (with the session's token) is refused by the API
-        csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
-        page.evaluate("""([csrf]) => {
-            const f = document.createElement('form');
-            f.method = 'post'; f.action = '/ui/repositories';
-            for (const [k, v] of [['csrf', csrf], ['name', 'sneaky']]) {
-                const i = document.createElement('input'); i.name = k; i.value = v;
-                f.appendChild(i);
-            }
-            document.body.appendChild(f); f.submit();
-        }""", [csrf])
+        post_by_hand(page, "/ui/repositories", {"name": "sneaky"})
         page.wait_for_url("**/ui/repositories?error=*")
         assert "insufficient permissions" in page.inner_text("[role=alert]")
     assert watch.problems == []

@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Page
 
 from lakefs_testing.browser import Watch, sign_in, watched_page
 from lakefs_testing.regions import Region
-from tests.ui.conftest import MakeUser
+from tests.ui.conftest import MakeUser, post_by_hand
 
 pytestmark = pytest.mark.slow
 
@@ -118,16 +118,7 @@ def test_a_user_without_auth_permissions_gets_the_apis_refusal_from_forms_too(
         sign_in(page, endpoint, key, secret)
         response = page.goto(f"{endpoint}/ui/auth/groups")
         assert response is not None and response.status == 403
-        csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
-        page.evaluate("""([csrf]) => {  // a form made by hand, with the session's token
-            const f = document.createElement('form');
-            f.method = 'post'; f.action = '/ui/auth/users';
-            for (const [k, v] of [['csrf', csrf], ['id', 'mallory']]) {
-                const i = document.createElement('input'); i.name = k; i.value = v;
-                f.appendChild(i);
-            }
-            document.body.appendChild(f); f.submit();
-        }""", [csrf])
+        post_by_hand(page, "/ui/auth/users", {"id": "mallory"})  # with the token
         page.wait_for_url("**/ui/auth/users?error=*")
         assert "cannot create user mallory: insufficient permissions" in page.inner_text(
             "[role=alert]")

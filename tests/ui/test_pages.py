@@ -278,3 +278,42 @@ def test_a_bare_repository_and_a_tag_with_a_slash(server: LiveServer) -> None:
         assert r.status_code == 303 and "notice=tag+release%2F1+deleted" in r.headers["location"]
     with server.client() as api:
         assert api.get("/repositories/pages/tags/release/1").status_code == 404
+
+
+def test_an_object_diff_reads_each_side_within_its_bound_and_says_so(
+        server: LiveServer) -> None:
+    big = b"".join(b"%07d some text of the line\n" % i for i in range(60_000))  # ~2 MiB
+    with server.client() as api:
+        for data in (big, big.replace(b"0000010 some", b"0000010 SOME")):
+            r = api.post("/repositories/pages/branches/main/objects",
+                         params={"path": "long.txt"}, content=data)
+            assert r.status_code == 201, r.text
+            r = api.post("/repositories/pages/branches/main/commits",
+                         json={"message": "long text"})
+            assert r.status_code == 201, r.text
+        head = r.json()
+    c, _ = _signed_in(server)
+    with contextlib.closing(c):
+        page = c.get("/ui/repositories/pages/object/diff", params={
+            "left": head["parents"][0], "right": head["id"], "path": "long.txt"})
+    assert page.status_code == 200
+    assert "compared on its first 1,048,5" in page.text and f"of {len(big):,} bytes" in page.text
+    assert re.search(r'<tr class="changed">.*0000010 some.*0000010 SOME', page.text)
+
+
+def test_administration_forms_need_the_sessions_token(server: LiveServer) -> None:
+    c, csrf = _signed_in(server)
+    with contextlib.closing(c):
+        for path, data in [("/ui/auth/users", {"id": "forged"}),
+                           ("/ui/auth/groups", {"id": "forged"}),
+                           ("/ui/auth/policies", {"id": "forged", "document": "[]"}),
+                           ("/ui/auth/users/admin/credentials", {})]:
+            r = c.post(path, data={**data, "csrf": "not-the-token"})
+            assert r.status_code == 400 and "the form is stale" in r.text, path
+        r = c.post("/ui/auth/users", data={"id": "made", "csrf": csrf})
+        assert r.status_code == 303 and "user made created" in r.headers["location"].replace(
+            "+", " ")
+    with server.client() as api:
+        assert api.get("/auth/users/forged").status_code == 404
+        assert api.get("/auth/groups/forged").status_code == 404
+        assert api.get("/auth/users/made").status_code == 200

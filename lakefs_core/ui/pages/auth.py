@@ -63,6 +63,19 @@ async def _list_page(p: Page, template: str, path: str, prefix: str, after: str,
                     prefix=prefix, refusal="", **context)
 
 
+async def _create(p: Page, kind: str, collection: str, body: dict[str, Any]) -> Response:
+    """Create a user or group (``kind``) and go to its page; refused, back to the list."""
+    name = str(body["id"])
+    try:
+        await p.api("POST", f"/auth/{collection}", json=body)
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return redirect(url(f"/auth/{collection}"),
+                        error=f"cannot create {kind} {name}: {e.message}")
+    return redirect(url(f"/auth/{collection}/{q(name)}"), notice=f"{kind} {name} created")
+
+
 @router.get("/auth")
 async def home() -> Response:
     return redirect(url("/auth/users"))
@@ -77,14 +90,7 @@ async def users(p: PageDep, prefix: str = "", after: str = "") -> Response:
 @router.post("/auth/users")
 async def create_user(p: PageDep, csrf: FormStr, id: FormStr) -> Response:  # noqa: A002
     p.check_form(csrf)
-    name = id.strip()
-    try:
-        await p.api("POST", "/auth/users", json={"id": name})
-    except ApiError as e:
-        if e.status == 401:
-            raise
-        return redirect(url("/auth/users"), error=f"cannot create user {name}: {e.message}")
-    return redirect(url(f"/auth/users/{q(name)}"), notice=f"user {name} created")
+    return await _create(p, "user", "users", {"id": id.strip()})
 
 
 @router.post("/auth/users/{user}/delete")
@@ -205,15 +211,8 @@ async def groups(p: PageDep, prefix: str = "", after: str = "") -> Response:
 async def create_group(p: PageDep, csrf: FormStr, id: FormStr,  # noqa: A002
                        description: FormStr = "") -> Response:
     p.check_form(csrf)
-    name = id.strip()
-    try:
-        await p.api("POST", "/auth/groups",
-                    json={"id": name, "description": description.strip() or None})
-    except ApiError as e:
-        if e.status == 401:
-            raise
-        return redirect(url("/auth/groups"), error=f"cannot create group {name}: {e.message}")
-    return redirect(url(f"/auth/groups/{q(name)}"), notice=f"group {name} created")
+    return await _create(p, "group", "groups", {"id": id.strip(),
+                                                "description": description.strip() or None})
 
 
 @router.post("/auth/groups/{group}/delete")

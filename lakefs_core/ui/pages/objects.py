@@ -170,7 +170,7 @@ async def _version(p: Page, repository: str, ref: str, path: str
 async def object_diff(p: PageDep, repository: str, path: str, left: str,
                       right: str) -> Response:
     """What changed in the object at ``path`` from ``left`` to ``right``: its text side by
-    side, or its table's columns, row counts and rows (see :mod:`..object_diff`)."""
+    side, or its table's columns, row counts and rows (see :mod:`lakefs_core.ui.object_diff`)."""
     view = await repo_view(p, repository, right, resolve=False)
     (old_stat, old_base), (new_stat, new_base) = (
         await _version(p, repository, left, path), await _version(p, repository, right, path))
@@ -178,9 +178,7 @@ async def object_diff(p: PageDep, repository: str, path: str, left: str,
         raise ApiError(404, f"{path} is neither at {left} nor at {right}")
     shown = new_stat or old_stat or {}
     kind = previews.kind_of(path, str(shown.get("content_type") or ""))
-    limit = diffs.TEXT_BYTES
-    if kind == "parquet":
-        limit = previews.PARQUET_MAX_BYTES
+    limit = previews.PARQUET_MAX_BYTES if kind == "parquet" else diffs.TEXT_BYTES
     versions = []
     for stat, base in ((old_stat, old_base), (new_stat, new_base)):
         size = int((stat or {}).get("size_bytes") or 0)
