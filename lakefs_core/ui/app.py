@@ -43,7 +43,7 @@ from lakefs_core.ui.session import (
 )
 
 #: page modules under lakefs_core.ui.pages; each defines ``router``
-PAGE_MODULES = ("repositories", "refs", "objects", "mirrors")
+PAGE_MODULES = ("repositories", "refs", "objects", "mirrors", "auth")
 
 
 def _safe_next(target: str | None) -> str:

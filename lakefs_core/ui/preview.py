@@ -91,7 +91,11 @@ def json_preview(data: bytes, truncated: bool) -> Preview:
     return Preview("json", text=text, note=f"the first {len(data):,} bytes" if truncated else "")
 
 
-def csv_preview(data: bytes, truncated: bool) -> Preview:
+def csv_rows(data: bytes, truncated: bool, limit: int,
+             cells: int | None = None) -> tuple[list[list[str]], bool]:
+    """The header and at most ``limit`` rows (and ``cells`` cells) of a CSV's first
+    bytes, and whether those are all of its rows (``truncated``: the bytes are only the
+    object's first ones)."""
     text = _decode(data, truncated)
     lines = text.splitlines()
     if truncated and lines:
@@ -101,12 +105,25 @@ def csv_preview(data: bytes, truncated: bool) -> Preview:
     except csv.Error:
         dialect = csv.excel
     reader = csv.reader(lines, dialect)
-    rows = [row for _, row in zip(range(TABLE_ROWS + 1), reader, strict=False)]
+    header = next(reader, None)
+    if header is None:
+        return [], not truncated
+    limit = _within(limit, cells, len(header))
+    rows = [header, *(row for _, row in zip(range(limit), reader, strict=False))]
+    return rows, not truncated and next(reader, None) is None
+
+
+def _within(limit: int, cells: int | None, columns: int) -> int:
+    """``limit`` rows, fewer if more would hold over ``cells`` cells (never none)."""
+    return limit if cells is None else max(1, min(limit, cells // max(1, columns)))
+
+
+def csv_preview(data: bytes, truncated: bool) -> Preview:
+    rows, complete = csv_rows(data, truncated, TABLE_ROWS)
     if not rows:
         return Preview("table", note="empty")
-    more = truncated or len(lines) > len(rows)
     return Preview("table", columns=rows[0], rows=rows[1:],
-                   note=f"the first {len(rows) - 1} rows" if more else "")
+                   note="" if complete else f"the first {len(rows) - 1} rows")
 
 
 def _sniff_sample(lines: list[str]) -> str:
@@ -119,35 +136,68 @@ def _sniff_sample(lines: list[str]) -> str:
     return sample[:cut if cut > 0 else SNIFF_CHARS]
 
 
+@dataclass
+class ParquetRows:
+    """The leading rows of a Parquet file, as far as the decoding bound allows."""
+
+    columns: list[str]
+    #: each column's Arrow type, as text
+    types: list[str]
+    rows: list[list[object]]
+    #: the file's row count, by its footer
+    total: int
+    #: why no rows were decoded although the file has some ("" otherwise)
+    refused: str = ""
+
+
+def parquet_rows(data: bytes, limit: int, cells: int | None = None) -> ParquetRows:
+    """At most ``limit`` leading rows (and ``cells`` cells) of the Parquet file ``data``,
+    from the row groups that decode to at most :data:`PARQUET_MAX_DECODED` bytes
+    together.
+
+    Raises:
+        pa.ArrowException, OSError: not a readable Parquet file.
+    """
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    meta = parquet.metadata
+    schema = parquet.schema_arrow
+    columns, types = schema.names, [str(t) for t in schema.types]
+    limit = _within(limit, cells, len(columns))
+    groups, too_large = _leading_row_groups(meta, limit)
+    if not groups and too_large:
+        return ParquetRows(columns, types, [], meta.num_rows, refused=(
+            f"its first row group decodes to {too_large:,} bytes, more than the "
+            f"{PARQUET_MAX_DECODED:,} decoded here"))
+    rows: list[list[object]] = []
+    for batch in parquet.iter_batches(batch_size=min(limit, 10_000), row_groups=groups):
+        rows.extend(list(row.values()) for row in batch.to_pylist()[:limit - len(rows)])
+        if len(rows) >= limit:
+            break
+    return ParquetRows(columns, types, rows, meta.num_rows)
+
+
 def parquet_preview(data: bytes) -> Preview:
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        meta = parquet.metadata
-        groups, too_large = _leading_row_groups(meta)
-        if not groups and too_large:
-            return Preview("none", note=(
-                f"too large to preview: its first row group decodes to {too_large:,} "
-                f"bytes, more than the {PARQUET_MAX_DECODED:,} a preview decodes"))
-        batch = next(parquet.iter_batches(batch_size=TABLE_ROWS, row_groups=groups), None)
+        read = parquet_rows(data, TABLE_ROWS)
     except (pa.ArrowException, OSError) as e:
         return Preview("text", text=f"not a readable Parquet file: {e}")
-    columns = parquet.schema_arrow.names
-    total = meta.num_rows
-    if batch is None:
-        return Preview("table", columns=columns, note="no rows")
-    shown = [[_cell(v) for v in row.values()] for row in batch.to_pylist()]
-    note = f"the first {len(shown)} of {total:,} rows" if total > len(shown) else ""
-    return Preview("table", columns=columns, rows=shown, note=note)
+    if read.refused:
+        return Preview("none", note=f"too large to preview: {read.refused}")
+    if not read.rows:
+        return Preview("table", columns=read.columns, note="no rows")
+    shown = [[cell(v) for v in row] for row in read.rows]
+    note = f"the first {len(shown)} of {read.total:,} rows" if read.total > len(shown) else ""
+    return Preview("table", columns=read.columns, rows=shown, note=note)
 
 
-def _leading_row_groups(meta: pq.FileMetaData) -> tuple[list[int], int]:
-    """The first row groups, up to :data:`TABLE_ROWS` rows, that decode to at most
+def _leading_row_groups(meta: pq.FileMetaData, limit: int) -> tuple[list[int], int]:
+    """The first row groups, up to ``limit`` rows, that decode to at most
     :data:`PARQUET_MAX_DECODED` bytes together (by the sizes in the footer): their
     indexes, and the decoded size of the group that did not fit (0 when none)."""
     groups: list[int] = []
     decoded = rows = 0
     for i in range(meta.num_row_groups):
-        if rows >= TABLE_ROWS:
+        if rows >= limit:
             break
         group = meta.row_group(i)
         size = max(group.total_byte_size, sum(
@@ -160,7 +210,7 @@ def _leading_row_groups(meta: pq.FileMetaData) -> tuple[list[int], int]:
     return groups, 0
 
 
-def _cell(value: object) -> str:
+def cell(value: object) -> str:
     if value is None:
         return ""
     text = str(value)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from playwright.sync_api import Browser, Page
 
-from lakefs_testing.browser import Watch, chromium, sign_in, watched_page
+from lakefs_testing.browser import Watch, sign_in, watched_page
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, live_server
 from lakefs_testing.regions import (
     MIRRORS,
@@ -28,52 +27,17 @@ from lakefs_testing.regions import (
     commit,
     create_mirror,
     create_source,
-    two_regions,
 )
 from lakefs_testing.regions import upload as api_upload
 from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.servers import free_port
 from lakefs_testing.waiting import wait_for
 from lakefs_testing.webhook import WebhookServer
+from tests.ui.conftest import MakeUser, post_by_hand
 
 pytestmark = pytest.mark.slow
 
 CSV = b"lake,area_km2,country\nVictoria,59947,Uganda\nBaikal,31722,Russia\nTiticaca,8372,Peru\n"
-
-
-@pytest.fixture(scope="module")
-def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
-    tmp = tmp_path_factory.mktemp("ui")
-    mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
-    # native object replication: the test copies objects itself, so it can hold one back
-    with two_regions(tmp, mirrors, mode="native", interval="1s") as pair:
-        yield pair
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as b:  # BrowserMissing (a failure) when Chromium is not installed
-        yield b
-
-
-@pytest.fixture
-def admin(browser: Browser, regions: tuple[Region, Region],
-          tmp_path: Path) -> Iterator[tuple[Page, Watch]]:
-    east, _ = regions
-    with watched_page(browser) as (page, watch):
-        sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
-        yield page, watch
-        page.screenshot(path=str(tmp_path / "last.png"), full_page=True)
-    assert watch.problems == []
-
-
-def _user(region: Region, name: str, policy: str | None) -> tuple[str, str]:
-    auth = region.server.services.auth
-    auth.create_user(name)
-    if policy:
-        auth.attach_policy_to_user(name, policy)
-    cred = auth.create_credentials(name)
-    return cred.access_key_id, cred.secret
 
 
 def test_sign_in_is_required_and_sign_out_ends_the_session(
@@ -98,7 +62,7 @@ def test_sign_in_is_required_and_sign_out_ends_the_session(
         assert "/ui/login" in page.url
         page.goto(f"{endpoint}/ui/repositories")  # the cookie is gone
         assert "/ui/login" in page.url
-        page.context.add_cookies(kept)  # and a copy of it is refused by the server
+        page.context.add_cookies(kept)  # type: ignore[arg-type]  # a copy is refused too
         page.goto(f"{endpoint}/ui/repositories")
         assert "/ui/login" in page.url
     assert watch.problems == []
@@ -335,10 +299,11 @@ hooks:
 
 
 def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
-                                                       regions: tuple[Region, Region]) -> None:
+                                                       regions: tuple[Region, Region],
+                                                       make_user: MakeUser) -> None:
     east, _ = regions
     create_source(east, "readable")
-    key, secret = _user(east, "viewer", "FSReadAll")
+    key, secret = make_user(east, "viewer", "FSReadAll")
     endpoint = east.server.endpoint
     with watched_page(browser) as (page, watch):
         sign_in(page, endpoint, key, secret)
@@ -348,23 +313,14 @@ def test_a_viewer_sees_no_write_actions_and_is_refused(browser: Browser,
         page.goto(f"{endpoint}/ui/repositories/readable/objects")
         assert page.locator("[data-test=upload]").count() == 0
         # a form made by hand (with the session's token) is refused by the API
-        csrf = page.get_attribute("form[action='/ui/logout'] input[name=csrf]", "value")
-        page.evaluate("""([csrf]) => {
-            const f = document.createElement('form');
-            f.method = 'post'; f.action = '/ui/repositories';
-            for (const [k, v] of [['csrf', csrf], ['name', 'sneaky']]) {
-                const i = document.createElement('input'); i.name = k; i.value = v;
-                f.appendChild(i);
-            }
-            document.body.appendChild(f); f.submit();
-        }""", [csrf])
+        post_by_hand(page, "/ui/repositories", {"name": "sneaky"})
         page.wait_for_url("**/ui/repositories?error=*")
         assert "insufficient permissions" in page.inner_text("[role=alert]")
     assert watch.problems == []
     with east.client() as c:
         assert c.get("/api/v1/repositories/sneaky").status_code == 404
 
-    key, secret = _user(east, "nobody", None)
+    key, secret = make_user(east, "nobody", None)
     with watched_page(browser, expected_statuses={403}) as (page, watch):
         sign_in(page, endpoint, key, secret)
         response = page.goto(f"{endpoint}/ui/repositories/readable/objects")
@@ -445,14 +401,52 @@ def test_mirror_page_goes_current_the_mirror_shows_a_banner_and_detaches(
 
         page.click("nav.tabs >> text=Mirrors")
         dialogs: list[str] = []
-        page.once("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        def dismiss(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+        page.once("dialog", dismiss)
         page.click("[data-test=detach]")  # dismissed: nothing happens
         assert dialogs and "cannot be undone" in dialogs[0]
         assert "mirror" in page.inner_text("[data-test=mirror-banner]").lower()
         page.once("dialog", lambda d: d.accept())
         page.click("[data-test=detach]")
         assert "detached" in page.inner_text("[role=status]")
-        assert "Detached from mirror" in page.inner_text("[data-test=mirror-banner]")
+        assert page.inner_text("[data-test=mirror-banner]").startswith("Detached mirror")
+        assert page.inner_text("[data-test=detached-badge]") == "detached mirror"
         page.click("nav.tabs >> text=Objects")
         assert page.locator("[data-test=upload]").count() == 1  # writable now
+        page.goto(f"{west.server.endpoint}/ui/repositories")
+        assert page.inner_text("tr[data-repo=src-west] [data-test=detached-badge]") == \
+            "detached mirror"
     assert watch.problems == []
+
+
+def test_a_mirror_created_from_the_ui_appears_and_goes_active(
+        admin: tuple[Page, Watch], regions: tuple[Region, Region]) -> None:
+    east, west = regions
+    create_source(east, "made-here")
+    page, _ = admin
+    page.goto(f"{east.server.endpoint}/ui/repositories/made-here/mirrors")
+    assert page.locator("[data-test=no-mirrors]").count() == 1
+
+    def create(region: str) -> None:
+        page.click("[data-test=create-mirror]")
+        page.fill("#create-mirror input[name=region]", region)
+        page.fill("#create-mirror input[name=storage_namespace]", "local://made-here-west")
+        page.click("#create-mirror button[type=submit]")
+
+    create("nowhere")  # the replication service's refusal, shown
+    alert = page.inner_text("[role=alert]")
+    assert "cannot create the mirror" in alert and "unknown region 'nowhere'" in alert
+    assert "'west'" in alert  # it names the regions it knows
+    create("west")  # the mirror repository is named as its source by default
+    assert "repository made-here in region west" in page.inner_text("[role=status]")
+    card = page.locator("[data-test=mirror]")
+    assert card.count() == 1 and "→ west" in card.inner_text()
+    page.wait_for_function(  # the page refreshes itself: no reload
+        "() => document.querySelector('[data-test=mirror-state]').textContent === 'active'",
+        timeout=60_000)
+    marking = west.graveler.mirror_marking("made-here")
+    assert marking is not None and marking.source_repository == "made-here"
+    page.reload()  # the form now suggests the regions of the mirrors it knows
+    assert page.locator("#region-list option[value=west]").count() == 1

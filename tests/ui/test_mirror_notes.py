@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Browser
 
 from lakefs_core.ui.pages.mirrors import notes_apart
-from lakefs_testing.browser import chromium, sign_in, watched_page
+from lakefs_testing.browser import sign_in, watched_page
 from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET
 from lakefs_testing.regions import (
     MIRRORS,
@@ -55,7 +56,8 @@ def test_the_notice_about_tags_is_set_apart_from_the_errors() -> None:
 
 
 @pytest.mark.slow
-def test_a_mirror_whose_user_may_not_list_tags_shows_a_note(tmp_path: Path) -> None:
+def test_a_mirror_whose_user_may_not_list_tags_shows_a_note(browser: Browser,
+                                                            tmp_path: Path) -> None:
     mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp_path / "mirrors.db")}}
     policy = without_list_tags(
         narrow_replication_policy("src", "src-mirror", "local://src-mirror"))
@@ -80,7 +82,7 @@ def test_a_mirror_whose_user_may_not_list_tags_shows_a_note(tmp_path: Path) -> N
                              what="the tags notice in the status")
             assert error == TAGS_NOTICE
             assert west.graveler.list_tags("src-mirror") == []
-            with chromium() as browser, watched_page(browser) as (page, watch):
+            with watched_page(browser) as (page, watch):
                 sign_in(page, east.server.endpoint, ADMIN_KEY, ADMIN_SECRET)
                 page.goto(f"{east.server.endpoint}/ui/repositories/src/mirrors")
                 card = page.locator(f"[data-mirror='{mirror['id']}']")

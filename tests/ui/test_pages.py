@@ -139,13 +139,13 @@ def test_the_login_form_cannot_be_posted_from_another_site(server: LiveServer) -
             assert "lakefs_ui_session" not in c.cookies
         # the token of one browser's cookie is no good with another's
         form = c.get("/ui/login")
-        token = re.search(r'name="login_token" value="([^"]+)"', form.text)
-        assert token is not None
+        found = re.search(r'name="login_token" value="([^"]+)"', form.text)
+        assert found is not None
         with httpx.Client(base_url=server.endpoint, timeout=30) as other:
             other.get("/ui/login")
-            r = other.post("/ui/login", data={**pair, "login_token": token.group(1)})
+            r = other.post("/ui/login", data={**pair, "login_token": found.group(1)})
             assert r.status_code == 400 and "lakefs_ui_session" not in other.cookies
-        r = c.post("/ui/login", data={**pair, "login_token": token.group(1)})
+        r = c.post("/ui/login", data={**pair, "login_token": found.group(1)})
         assert r.status_code == 303 and "lakefs_ui_session" in c.cookies
 
 
@@ -278,3 +278,42 @@ def test_a_bare_repository_and_a_tag_with_a_slash(server: LiveServer) -> None:
         assert r.status_code == 303 and "notice=tag+release%2F1+deleted" in r.headers["location"]
     with server.client() as api:
         assert api.get("/repositories/pages/tags/release/1").status_code == 404
+
+
+def test_an_object_diff_reads_each_side_within_its_bound_and_says_so(
+        server: LiveServer) -> None:
+    big = b"".join(b"%07d some text of the line\n" % i for i in range(60_000))  # ~2 MiB
+    with server.client() as api:
+        for data in (big, big.replace(b"0000010 some", b"0000010 SOME")):
+            r = api.post("/repositories/pages/branches/main/objects",
+                         params={"path": "long.txt"}, content=data)
+            assert r.status_code == 201, r.text
+            r = api.post("/repositories/pages/branches/main/commits",
+                         json={"message": "long text"})
+            assert r.status_code == 201, r.text
+        head = r.json()
+    c, _ = _signed_in(server)
+    with contextlib.closing(c):
+        page = c.get("/ui/repositories/pages/object/diff", params={
+            "left": head["parents"][0], "right": head["id"], "path": "long.txt"})
+    assert page.status_code == 200
+    assert "compared on its first 1,048,5" in page.text and f"of {len(big):,} bytes" in page.text
+    assert re.search(r'<tr class="changed">.*0000010 some.*0000010 SOME', page.text)
+
+
+def test_administration_forms_need_the_sessions_token(server: LiveServer) -> None:
+    c, csrf = _signed_in(server)
+    with contextlib.closing(c):
+        for path, data in [("/ui/auth/users", {"id": "forged"}),
+                           ("/ui/auth/groups", {"id": "forged"}),
+                           ("/ui/auth/policies", {"id": "forged", "document": "[]"}),
+                           ("/ui/auth/users/admin/credentials", {})]:
+            r = c.post(path, data={**data, "csrf": "not-the-token"})
+            assert r.status_code == 400 and "the form is stale" in r.text, path
+        r = c.post("/ui/auth/users", data={"id": "made", "csrf": csrf})
+        assert r.status_code == 303 and "user made created" in r.headers["location"].replace(
+            "+", " ")
+    with server.client() as api:
+        assert api.get("/auth/users/forged").status_code == 404
+        assert api.get("/auth/groups/forged").status_code == 404
+        assert api.get("/auth/users/made").status_code == 200

@@ -6,15 +6,28 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.graveler.model import MirrorMarking
-from lakefs_core.ui.context import ApiError, Page
+from lakefs_core.ui.context import ApiError, Page, redirect
 
 
 def q(value: str) -> str:
     """One path segment of an API address."""
     return quote(value, safe="")
+
+
+async def act(p: Page, back: str, method: str, path: str, done: str, **kwargs: Any) -> Response:
+    """Call the API for a form and go back to ``back`` with what happened (the API's
+    refusal as the error shown there)."""
+    try:
+        await p.api_raw(method, path, **kwargs)
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return redirect(back, error=e.message)
+    return redirect(back, notice=done)
 
 
 @dataclass

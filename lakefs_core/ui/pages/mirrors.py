@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Form
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from lakefs_core.auth import rbac
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
 from lakefs_core.ui.pages.common import q, repo_view
 
@@ -93,7 +94,47 @@ async def mirrors(p: PageDep, repository: str) -> Response:
             raise
         error = e.message
     return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
-                    served=served, mirrors_error=error, now=time.time())
+                    served=served, mirrors_error=error, now=time.time(),
+                    regions=await _regions_seen(p) if not error else [],
+                    can_mirror=not view.is_mirror and p.can(
+                        rbac.MIRROR_REPOSITORY, rbac.repository_arn(view.id)))
+
+
+async def _regions_seen(p: Page) -> list[str]:
+    """The regions of the mirrors this region's replication service knows, to suggest as
+    a new mirror's region (the service has no listing of its configured regions; an
+    unknown region is refused with the list of those it knows)."""
+    try:
+        listing = await p.replication("GET", "/mirrors", params={"amount": 1000})
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return []
+    seen = {str(m.get(k) or "") for m in listing["results"] for k in ("region", "source_region")}
+    return sorted(seen - {""})
+
+
+@router.post("/repositories/{repository}/mirrors")
+async def create(p: PageDep, repository: str, csrf: FormStr, region: FormStr,
+                 storage_namespace: FormStr, name: FormStr = "",
+                 storage_id: FormStr = "") -> Response:
+    """Create a mirror of ``repository`` in another region (the mirror repository is
+    named as the source unless ``name`` is given)."""
+    p.check_form(csrf)
+    back = url(f"/repositories/{q(repository)}/mirrors")
+    body = {"region": region.strip(), "storage_namespace": storage_namespace.strip(),
+            "name": name.strip() or repository}
+    if storage_id.strip():
+        body["storage_id"] = storage_id.strip()
+    try:
+        made = await p.replication("POST", f"/repositories/{q(repository)}/mirrors", json=body)
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return redirect(back, error=f"cannot create the mirror: {e.message}")
+    return redirect(back, notice=f"mirror {made.get('id', '')} of {repository} created: "
+                                 f"repository {made.get('name', body['name'])} in region "
+                                 f"{made.get('region', body['region'])}")
 
 
 @router.get("/repositories/{repository}/mirrors/{mirror_id}/status.json")

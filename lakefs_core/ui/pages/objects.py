@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Form, UploadFile
@@ -11,6 +11,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.auth import rbac
+from lakefs_core.ui import object_diff as diffs
 from lakefs_core.ui import preview as previews
 from lakefs_core.ui.backend import API
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
@@ -92,6 +93,17 @@ async def delete_object(p: PageDep, repository: str, csrf: FormStr, branch: Form
     return redirect(back, notice=f"deleted {path} on {branch} (uncommitted)")
 
 
+async def _read(p: Page, base: str, path: str, limit: int, size: int) -> bytes:
+    """The first ``limit`` bytes of an object of ``size`` bytes (``base``: the objects
+    of its ref in the API), read with a range."""
+    limit = min(limit, size)
+    if not limit:
+        return b""
+    resp = await p.api_raw("GET", base, params={"path": path},
+                           headers={"range": f"bytes=0-{limit - 1}"})
+    return bytes(resp.content[:limit])
+
+
 @router.get("/repositories/{repository}/object")
 async def show(p: PageDep, repository: str, path: str, ref: str = "") -> Response:
     view = await repo_view(p, repository, ref)
@@ -106,12 +118,8 @@ async def show(p: PageDep, repository: str, path: str, ref: str = "") -> Respons
     elif kind == "parquet" and size > previews.PARQUET_MAX_BYTES:
         preview = previews.Preview("none", note="too large to preview")
     else:
-        limit = size if kind == "parquet" else min(size, previews.PREVIEW_BYTES)
-        data = b""
-        if limit:
-            resp = await p.api_raw("GET", base, params={"path": path},
-                                   headers={"range": f"bytes=0-{limit - 1}"})
-            data = resp.content
+        data = await _read(p, base, path, size if kind == "parquet" else previews.PREVIEW_BYTES,
+                           size)
         preview = await run_in_threadpool(previews.preview, path, content_type, data, size)
     names = await branch_names(p, repository)
     prefix = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
@@ -142,3 +150,50 @@ async def raw(p: PageDep, repository: str, path: str, ref: str,
     if "content-length" in answer.headers:
         headers["content-length"] = answer.headers["content-length"]
     return StreamingResponse(answer.body, media_type=content_type, headers=headers)
+
+
+async def _version(p: Page, repository: str, ref: str, path: str
+                   ) -> tuple[dict[str, Any] | None, str]:
+    """The object's stat at ``ref`` and the API's objects address there; no stat where
+    the object is absent."""
+    base = f"/repositories/{q(repository)}/refs/{q(ref)}/objects"
+    try:
+        stat: dict[str, Any] = await p.api("GET", f"{base}/stat", params={"path": path})
+    except ApiError as e:
+        if e.status == 404:
+            return None, base
+        raise
+    return stat, base
+
+
+@router.get("/repositories/{repository}/object/diff")
+async def object_diff(p: PageDep, repository: str, path: str, left: str,
+                      right: str) -> Response:
+    """What changed in the object at ``path`` from ``left`` to ``right``: its text side by
+    side, or its table's columns, row counts and rows (see :mod:`lakefs_core.ui.object_diff`)."""
+    view = await repo_view(p, repository, right, resolve=False)
+    (old_stat, old_base), (new_stat, new_base) = (
+        await _version(p, repository, left, path), await _version(p, repository, right, path))
+    if old_stat is None and new_stat is None:
+        raise ApiError(404, f"{path} is neither at {left} nor at {right}")
+    shown = new_stat or old_stat or {}
+    kind = previews.kind_of(path, str(shown.get("content_type") or ""))
+    limit = previews.PARQUET_MAX_BYTES if kind == "parquet" else diffs.TEXT_BYTES
+    versions = []
+    for stat, base in ((old_stat, old_base), (new_stat, new_base)):
+        size = int((stat or {}).get("size_bytes") or 0)
+        too_big = kind == "parquet" and size > limit  # said so by the table's comparison
+        data = b"" if stat is None or too_big or kind == "image" else await _read(
+            p, base, path, limit, size)
+        versions.append(diffs.Version(stat is not None, data, size))
+    old, new = versions
+    text: diffs.TextDiff | None = None
+    table: diffs.TableDiff | None = None
+    if kind in ("csv", "parquet"):
+        table = await run_in_threadpool(lambda: diffs.table_diff(
+            diffs.read_table(kind, old), diffs.read_table(kind, new)))
+    elif kind != "image" and not diffs.is_binary(old.data) and not diffs.is_binary(new.data):
+        text = await run_in_threadpool(diffs.text_diff, old, new)
+    return p.render("object_diff.html", view=view, tab="compare", path=path, left=left,
+                    right=right, old=old_stat, new=new_stat, kind=kind, text=text,
+                    table=table)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lakefs_core.auth import rbac
 from lakefs_core.ui.context import ApiError, Page, page, redirect, url
-from lakefs_core.ui.pages.common import branch_names, listing, q, repo_view
+from lakefs_core.ui.pages.common import act, branch_names, listing, q, repo_view
 
 router = APIRouter()
 PageDep = Annotated[Page, Depends(page)]
@@ -21,17 +21,6 @@ FormStr = Annotated[str, Form()]
 DIFF_LIMIT = 1000
 #: the changes on each side looked at to find conflicts before a merge
 CONFLICT_SCAN = 10_000
-
-
-async def _act(p: Page, back: str, method: str, path: str, done: str, **kwargs: Any) -> Response:
-    """Call the API for a form and go back to ``back`` with what happened."""
-    try:
-        await p.api_raw(method, path, **kwargs)
-    except ApiError as e:
-        if e.status == 401:
-            raise
-        return redirect(back, error=e.message)
-    return redirect(back, notice=done)
 
 
 # --- branches and tags ----------------------------------------------------------------
@@ -58,7 +47,7 @@ async def branches(p: PageDep, repository: str) -> Response:
 async def add_protection(p: PageDep, repository: str, csrf: FormStr,
                          pattern: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "POST",
+    return await act(p, url(f"/repositories/{q(repository)}/branches"), "POST",
                       f"/repositories/{q(repository)}/branch_protection",
                       f"branches matching {pattern.strip()} are protected",
                       json={"pattern": pattern.strip()})
@@ -68,7 +57,7 @@ async def add_protection(p: PageDep, repository: str, csrf: FormStr,
 async def remove_protection(p: PageDep, repository: str, csrf: FormStr,
                             pattern: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
+    return await act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
                       f"/repositories/{q(repository)}/branch_protection",
                       f"protection rule {pattern} removed", json={"pattern": pattern})
 
@@ -77,7 +66,7 @@ async def remove_protection(p: PageDep, repository: str, csrf: FormStr,
 async def create_branch(p: PageDep, repository: str, csrf: FormStr, name: FormStr,
                         source: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "POST",
+    return await act(p, url(f"/repositories/{q(repository)}/branches"), "POST",
                       f"/repositories/{q(repository)}/branches",
                       f"branch {name.strip()} created",
                       json={"name": name.strip(), "source": source.strip()})
@@ -86,7 +75,7 @@ async def create_branch(p: PageDep, repository: str, csrf: FormStr, name: FormSt
 @router.post("/repositories/{repository}/branches/delete")
 async def delete_branch(p: PageDep, repository: str, branch: FormStr, csrf: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
+    return await act(p, url(f"/repositories/{q(repository)}/branches"), "DELETE",
                       f"/repositories/{q(repository)}/branches/{q(branch)}",
                       f"branch {branch} deleted")
 
@@ -102,7 +91,7 @@ async def tags(p: PageDep, repository: str) -> Response:
 async def create_tag(p: PageDep, repository: str, csrf: FormStr, name: FormStr,
                      ref: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/tags"), "POST",
+    return await act(p, url(f"/repositories/{q(repository)}/tags"), "POST",
                       f"/repositories/{q(repository)}/tags", f"tag {name.strip()} created",
                       json={"id": name.strip(), "ref": ref.strip()})
 
@@ -110,7 +99,7 @@ async def create_tag(p: PageDep, repository: str, csrf: FormStr, name: FormStr,
 @router.post("/repositories/{repository}/tags/delete")
 async def delete_tag(p: PageDep, repository: str, tag: FormStr, csrf: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/tags"), "DELETE",
+    return await act(p, url(f"/repositories/{q(repository)}/tags"), "DELETE",
                       f"/repositories/{q(repository)}/tags/{q(tag)}", f"tag {tag} deleted")
 
 
@@ -188,22 +177,31 @@ async def commit_changes(p: PageDep, repository: str, csrf: FormStr, branch: For
 @router.post("/repositories/{repository}/changes/reset")
 async def reset_changes(p: PageDep, repository: str, csrf: FormStr, branch: FormStr) -> Response:
     p.check_form(csrf)
-    return await _act(p, url(f"/repositories/{q(repository)}/changes", ref=branch), "PUT",
+    return await act(p, url(f"/repositories/{q(repository)}/changes", ref=branch), "PUT",
                       f"/repositories/{q(repository)}/branches/{q(branch)}",
                       f"uncommitted changes on {branch} discarded", json={"type": "reset"})
 
 
 # --- compare and merge --------------------------------------------------------------
-async def _conflicts(p: Page, repository: str, base: str, compare: str) -> list[str]:
-    """Paths both refs changed differently since their merge base (what a merge of
-    ``compare`` into ``base`` would refuse)."""
+async def _merge_bases(p: Page, repository: str, base: str,
+                       compare: str) -> dict[str, Any] | None:
+    """The merge base of a merge of ``compare`` into ``base`` and the commits it joins;
+    None when the refs have no common history."""
     try:
-        bases = await p.api("GET", f"/repositories/{q(repository)}/refs/{q(compare)}"
-                                   f"/merge/{q(base)}")
+        bases: dict[str, Any] = await p.api(
+            "GET", f"/repositories/{q(repository)}/refs/{q(compare)}/merge/{q(base)}")
     except ApiError as e:
-        if e.status == 404:  # no common history: nothing to compare against
-            return []
+        if e.status == 404:
+            return None
         raise
+    return bases
+
+
+async def _conflicts(p: Page, repository: str, bases: dict[str, Any] | None) -> list[str]:
+    """Paths both refs changed differently since their merge base (what a merge would
+    refuse; ``bases``: as :func:`_merge_bases` gives them)."""
+    if bases is None:  # no common history: nothing to compare against
+        return []
     merge_base = bases["base_commit_id"]
     ours = {d["path"]: d for d in (await _diff(p, repository, merge_base, bases[
         "destination_commit_id"], limit=CONFLICT_SCAN))[0]}
@@ -232,11 +230,15 @@ async def compare(p: PageDep, repository: str, base: str = "", compare: str = ""
     diff: list[dict[str, Any]] = []
     truncated = False
     conflicts: list[str] = []
+    merge_base = view.ref
     if compare:
         diff, truncated = await _diff(p, repository, view.ref, compare, "three_dot")
-        conflicts = await _conflicts(p, repository, view.ref, compare)
+        bases = await _merge_bases(p, repository, view.ref, compare)
+        conflicts = await _conflicts(p, repository, bases)
+        merge_base = bases["base_commit_id"] if bases else view.ref
     return p.render("compare.html", view=view, tab="compare", branches=names, base=view.ref,
                     compare=compare, diff=diff, truncated=truncated, conflicts=conflicts,
+                    merge_base=merge_base,
                     can_merge=view.ref in names and p.can(
                         rbac.CREATE_COMMIT, rbac.branch_arn(repository, view.ref)))
 
