@@ -4,6 +4,7 @@ mirrors show the mixed state."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lakectl import lakectl
 from lakefs_testing.regions import (
     Region,
     commit,
@@ -24,6 +26,7 @@ from lakefs_testing.regions import (
 )
 from lakefs_testing.replicator import FaultyReplicator
 from lakefs_testing.waiting import wait_for
+from tests.lakectl.test_mirror import ok, runner
 
 GROUPS = "/service/replication/v1/groups"
 REPOS = ("features", "labels")
@@ -146,3 +149,54 @@ def test_a_group_serves_both_new_commits_at_once_lone_mirrors_a_mixed_state(
         finally:
             for r in crr:
                 r.stop()
+
+
+def test_lakectl_creates_cuts_shows_and_deletes_a_group(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
+        heads = {}
+        for repo in REPOS:
+            create_source(east, repo)
+            upload(east, repo, "main", "v0", repo.encode())
+            heads[repo] = commit(east, repo, "main", f"{repo} v0")
+        mirrors = {repo: create_mirror(east, repo, repo, f"local://{repo}")["id"]
+                   for repo in REPOS}
+        e, w = runner(east, tmp_path), runner(west, tmp_path)
+        # members must go from this region to the group's region, each in one group
+        refused = e.invoke(lakectl, ["mirror", "group", "create", "g", "--region", "east",
+                                       "--member", mirrors["features"]])
+        assert refused.exit_code != 0 and "not another known region" in refused.output
+        created = ok(e, "mirror", "group", "create", "pipeline", "--region", "west",
+                     "--member", mirrors["features"], "--member", f"{mirrors['labels']}:main")
+        group_id = created.stdout.split("'")[1]
+        assert f"Members: {mirrors['features']}:main, {mirrors['labels']}:main" in created.stdout
+        again = e.invoke(lakectl, ["mirror", "group", "create", "other", "--region", "west",
+                                   "--member", mirrors["labels"]])
+        assert again.exit_code != 0 and "in a group already" in again.output
+        assert ok(w, "mirror", "group", "list").stdout.split("\t")[:2] == [group_id, "pipeline"]
+        # a requested cut with unchanged heads is the last one; a moved head makes a new one
+        first = json.loads(ok(e, "mirror", "group", "cut", group_id, "-o", "json").stdout)
+        assert first["sequence"] == 1
+        upload(east, "labels", "main", "v1", b"1")
+        l1 = commit(east, "labels", "main", "labels v1")
+        second = json.loads(ok(e, "mirror", "group", "cut", group_id, "-o", "json").stdout)
+        assert second["sequence"] >= 2
+        assert {h["commit_id"] for h in second["heads"]} == {heads["features"], l1}
+
+        def served() -> dict[str, Any]:
+            return dict(json.loads(ok(w, "mirror", "group", "status", group_id,
+                                      "-o", "json").stdout))
+
+        wait_for(lambda: served()["current"], 60, what="the group is current")
+        assert mirror_head(west, "labels", "main") == l1
+        assert "Served Cut:" in ok(w, "mirror", "group", "status", group_id).stdout
+        # the group is changed in its source region only
+        refused = w.invoke(lakectl, ["mirror", "group", "delete", group_id, "-y"])
+        assert refused.exit_code != 0 and "source region" in refused.output
+        ok(e, "mirror", "group", "delete", group_id, "-y")
+        assert ok(e, "mirror", "group", "list").stdout == ""
+        # the mirrors follow their sources on their own again
+        upload(east, "features", "main", "v1", b"1")
+        f1 = commit(east, "features", "main", "features v1")
+        wait_for(lambda: mirror_head(west, "features", "main") == f1, 60,
+                 what="features follows alone")
