@@ -15,7 +15,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mirrors_db.errors import InvalidMirrorArgumentError, MalformedRowError
-from mirrors_db.models import ChangeEvent, Lease, Mirror, MirrorBranch, MirrorState, RowKind
+from mirrors_db.models import (
+    ChangeEvent,
+    GroupCut,
+    GroupMember,
+    GroupProgress,
+    Lease,
+    Mirror,
+    MirrorBranch,
+    MirrorGroup,
+    MirrorState,
+    RowKind,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -191,13 +202,132 @@ def lease_from_dict(data: Mapping[Any, Any], key: str) -> Lease:
     )
 
 
+# --- groups, cuts, group progress ----------------------------------------------------
+def members_to_json(members: tuple[GroupMember, ...]) -> str:
+    return json.dumps([[m.mirror_id, m.branch] for m in members], separators=(",", ":"),
+                      ensure_ascii=False)
+
+
+def heads_to_json(heads: Mapping[GroupMember, str]) -> str:
+    return json.dumps([[m.mirror_id, m.branch, c] for m, c in heads.items()],
+                      separators=(",", ":"), ensure_ascii=False)
+
+
+def _json_list(r: _Reader, name: str, width: int) -> list[list[str]]:
+    try:
+        value = json.loads(r.text(name))
+        if not isinstance(value, list) or not all(
+                isinstance(v, list) and len(v) == width and all(isinstance(x, str) for x in v)
+                for v in value):
+            raise ValueError(f"a list of {width}-string lists")
+    except ValueError as exc:
+        raise r.fail(f"field {name!r}: {exc}") from None
+    return value
+
+
+def group_to_dict(group: MirrorGroup) -> dict[str, Any]:
+    """Encode a mirror group as a JSON-ready dict."""
+    return {
+        "organization_id": group.organization_id,
+        "id": group.id,
+        "name": group.name,
+        "source_region": group.source_region,
+        "destination_region": group.destination_region,
+        "members": members_to_json(group.members),
+        "last_cut": group.last_cut,
+        "heads_read_at": _opt_micros(group.heads_read_at),
+        "created_at": to_micros(group.created_at),
+        "updated_at": to_micros(group.updated_at),
+        "version": group.version,
+    }
+
+
+def group_from_dict(data: Mapping[Any, Any], key: str) -> MirrorGroup:
+    """Decode a mirror group; raises MalformedRowError."""
+    r = _Reader(data, key)
+    return MirrorGroup(
+        organization_id=r.text("organization_id"),
+        id=r.text("id"),
+        name=r.text("name"),
+        source_region=r.text("source_region"),
+        destination_region=r.text("destination_region"),
+        members=tuple(GroupMember(m, b) for m, b in _json_list(r, "members", 2)),
+        last_cut=r.count("last_cut"),
+        heads_read_at=r.opt_time("heads_read_at"),
+        created_at=r.time("created_at"),
+        updated_at=r.time("updated_at"),
+        version=r.integer("version"),
+    )
+
+
+def cut_to_dict(cut: GroupCut) -> dict[str, Any]:
+    """Encode a cut as a JSON-ready dict."""
+    return {
+        "organization_id": cut.organization_id,
+        "group_id": cut.group_id,
+        "sequence": cut.sequence,
+        "heads": heads_to_json(cut.heads),
+        "taken_at": to_micros(cut.taken_at),
+        "reason": cut.reason,
+    }
+
+
+def cut_from_dict(data: Mapping[Any, Any], key: str) -> GroupCut:
+    """Decode a cut; raises MalformedRowError."""
+    r = _Reader(data, key)
+    return GroupCut(
+        organization_id=r.text("organization_id"),
+        group_id=r.text("group_id"),
+        sequence=r.integer("sequence"),
+        heads={GroupMember(m, b): c for m, b, c in _json_list(r, "heads", 3)},
+        taken_at=r.time("taken_at"),
+        reason=r.text("reason"),
+    )
+
+
+def group_progress_to_dict(p: GroupProgress) -> dict[str, Any]:
+    """Encode a group's progress as a JSON-ready dict."""
+    return {
+        "organization_id": p.organization_id,
+        "group_id": p.group_id,
+        "served_cut": p.served_cut,
+        "served_taken_at": _opt_micros(p.served_taken_at),
+        "served_at": _opt_micros(p.served_at),
+        "waiting_cut": p.waiting_cut,
+        "waiting_for": p.waiting_for,
+        "error": p.error,
+        "updated_at": _opt_micros(p.updated_at),
+        "version": p.version,
+    }
+
+
+def group_progress_from_dict(data: Mapping[Any, Any], key: str) -> GroupProgress:
+    """Decode a group's progress; raises MalformedRowError."""
+    r = _Reader(data, key)
+    return GroupProgress(
+        organization_id=r.text("organization_id"),
+        group_id=r.text("group_id"),
+        served_cut=r.count("served_cut"),
+        served_taken_at=r.opt_time("served_taken_at"),
+        served_at=r.opt_time("served_at"),
+        waiting_cut=r.count("waiting_cut"),
+        waiting_for=r.opt_text("waiting_for") or "",
+        error=r.opt_text("error") or "",
+        updated_at=r.time("updated_at"),
+        version=r.integer("version"),
+    )
+
+
 # --- change events ------------------------------------------------------------------
 _ENCODERS: dict[RowKind, Callable[[Any], dict[str, Any]]] = {
     RowKind.MIRROR: mirror_to_dict, RowKind.BRANCH: branch_to_dict, RowKind.LEASE: lease_to_dict,
+    RowKind.GROUP: group_to_dict, RowKind.CUT: cut_to_dict,
+    RowKind.GROUP_PROGRESS: group_progress_to_dict,
 }
-_DECODERS: dict[RowKind, Callable[[Mapping[Any, Any], str], Mirror | MirrorBranch | Lease]] = {
+_DECODERS: dict[RowKind, Callable[[Mapping[Any, Any], str], Any]] = {
     RowKind.MIRROR: mirror_from_dict, RowKind.BRANCH: branch_from_dict,
-    RowKind.LEASE: lease_from_dict,
+    RowKind.LEASE: lease_from_dict, RowKind.GROUP: group_from_dict, RowKind.CUT: cut_from_dict,
+    RowKind.GROUP_PROGRESS: group_progress_from_dict,
 }
 
 

@@ -39,6 +39,9 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_ex
 
 from mirrors_db.codec import (
     branch_from_dict,
+    cut_from_dict,
+    group_from_dict,
+    group_progress_from_dict,
     lease_from_dict,
     to_micros,
 )
@@ -48,6 +51,8 @@ from mirrors_db.dynamodb_items import (
     BY_DESTINATION,
     BY_SOURCE,
     CONDITION_FAILED,
+    CUT_PREFIX,
+    GROUP_PREFIX,
     LEASE_PREFIX,
     MIRROR_NAMES,
     MIRROR_PREFIX,
@@ -58,8 +63,15 @@ from mirrors_db.dynamodb_items import (
     TransactionConflict,
     branch_item,
     branch_key,
+    cut_item,
+    cut_sort_key,
     deserialize,
     error_code,
+    group_item,
+    group_key,
+    group_name_guard,
+    group_progress_item,
+    group_progress_key,
     mirror_from_item,
     mirror_item,
     name_guard,
@@ -72,6 +84,8 @@ from mirrors_db.dynamodb_streams import (
 )
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
+    GroupExistsError,
+    GroupNotFoundError,
     InvalidStateTransitionError,
     LeaseHeldError,
     LeaseLostError,
@@ -83,10 +97,14 @@ from mirrors_db.errors import (
     VersionConflictError,
 )
 from mirrors_db.models import (
+    CUTS_KEPT,
     Clock,
+    GroupCut,
+    GroupProgress,
     Lease,
     Mirror,
     MirrorBranch,
+    MirrorGroup,
     MirrorState,
     RowKind,
     check_branch_key,
@@ -543,6 +561,139 @@ class DynamoDBMirrorsTable(MirrorsTable):
             raise VersionConflictError(
                 f"progress of branch {branch!r} of mirror {mirror_id!r} is at version "
                 f"{version}, not {expected_version}") from None
+
+    # --- mirror groups ---------------------------------------------------------------------
+    def _version_check(self, expected_version: int) -> dict[str, Any]:
+        return {"ConditionExpression": "#version = :v",
+                "ExpressionAttributeNames": {"#version": "version"},
+                "ExpressionAttributeValues": serialize({":v": expected_version})}
+
+    def _insert_group(self, group: MirrorGroup) -> None:
+        absent = "attribute_not_exists(row_id)"
+        reasons = self._transact([
+            {"Put": {"TableName": self._table, "Item": serialize(group_item(group)),
+                     "ConditionExpression": absent}},
+            {"Put": {"TableName": self._table, "ConditionExpression": absent,
+                     "Item": {**group_name_guard(group), "group_id": {"S": group.id}}}},
+        ])
+        if reasons is not None:
+            raise GroupExistsError(f"a group with id {group.id!r} or name {group.name!r} "
+                                   "exists already")
+
+    def get_group(self, organization_id: str, group_id: str) -> MirrorGroup:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        item = self._get(group_key(organization_id, group_id))
+        if item is None:
+            raise GroupNotFoundError(organization_id, group_id)
+        return group_from_dict(item, f"{organization_id}/{item[SK]}")
+
+    def list_groups(self, organization_id: str) -> list[MirrorGroup]:
+        check_key_part(organization_id, "organization_id")
+        items = self._query(
+            KeyConditionExpression="#k = :k AND begins_with(#s, :p)",
+            ExpressionAttributeNames={"#k": PK, "#s": SK},
+            ExpressionAttributeValues=serialize({":k": organization_id, ":p": GROUP_PREFIX}),
+            ConsistentRead=True)
+        return [group_from_dict(i, f"{organization_id}/{i[SK]}") for i in items]
+
+    def _group_conflict(self, org: str, group_id: str, expected_version: int) -> NoReturn:
+        current = self.get_group(org, group_id)  # raises if missing
+        raise VersionConflictError(
+            f"group {group_id!r} is at version {current.version}, not {expected_version}")
+
+    def _update_group(self, new: MirrorGroup, expected_version: int) -> MirrorGroup:
+        try:
+            self._call("put_item", CONDITION_FAILED, TableName=self._table,
+                       Item=serialize(group_item(new)), **self._version_check(expected_version))
+        except botocore.exceptions.ClientError:
+            self._group_conflict(new.organization_id, new.id, expected_version)
+        return new
+
+    def delete_group(self, organization_id: str, group_id: str,
+                     expected_version: int | None = None) -> None:
+        current = self.get_group(organization_id, group_id)
+        if expected_version is not None and current.version != expected_version:
+            self._group_conflict(organization_id, group_id, expected_version)
+        reasons = self._transact([
+            {"Delete": {"TableName": self._table, "Key": group_key(organization_id, group_id),
+                        **self._version_check(current.version)}},
+            {"Delete": {"TableName": self._table, "Key": group_name_guard(current)}},
+        ])
+        if reasons is not None:
+            raise VersionConflictError(f"group {group_id!r} changed while being deleted")
+        # cuts go after the group: orphans no reader reaches (cuts are read through it)
+        self._batch_write([{"DeleteRequest": {"Key": serialize({PK: organization_id,
+                                                                SK: cut_sort_key(group_id,
+                                                                                 c.sequence)})}}
+                           for c in self.list_cuts(organization_id, group_id)])
+
+    def _insert_cut(self, group: MirrorGroup, expected_version: int, cut: GroupCut) -> None:
+        ops: list[dict[str, Any]] = [
+            {"Put": {"TableName": self._table, "Item": serialize(group_item(group)),
+                     **self._version_check(expected_version)}},
+            {"Put": {"TableName": self._table, "Item": serialize(cut_item(cut)),
+                     "ConditionExpression": "attribute_not_exists(row_id)"}},
+        ]
+        if cut.sequence > CUTS_KEPT:
+            ops.append({"Delete": {"TableName": self._table, "Key": serialize({
+                PK: cut.organization_id,
+                SK: cut_sort_key(cut.group_id, cut.sequence - CUTS_KEPT)})}})
+        if self._transact(ops) is not None:
+            self._group_conflict(group.organization_id, group.id, expected_version)
+
+    def list_cuts(self, organization_id: str, group_id: str, after: int = 0) -> list[GroupCut]:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        items = self._query(
+            KeyConditionExpression="#k = :k AND #s BETWEEN :lo AND :hi",
+            ExpressionAttributeNames={"#k": PK, "#s": SK},
+            ExpressionAttributeValues=serialize({
+                ":k": organization_id, ":lo": cut_sort_key(group_id, after + 1),
+                ":hi": f"{CUT_PREFIX}{group_id}#~"}),
+            ConsistentRead=True)
+        return [cut_from_dict(i, f"{organization_id}/{i[SK]}") for i in items]
+
+    def get_group_progress(self, organization_id: str, group_id: str) -> GroupProgress | None:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        item = self._get(group_progress_key(organization_id, group_id))
+        return None if item is None else group_progress_from_dict(
+            item, f"{organization_id}/{item[SK]}")
+
+    def _put_group_progress(self, progress: GroupProgress, expected_version: int) -> None:
+        item = serialize(group_progress_item(progress))
+        org, group_id = progress.organization_id, progress.group_id
+        if expected_version == 0:
+            reasons = self._transact([
+                {"ConditionCheck": {"TableName": self._table, "Key": group_key(org, group_id),
+                                    "ConditionExpression": "attribute_exists(row_id)"}},
+                {"Put": {"TableName": self._table, "Item": item,
+                         "ConditionExpression": "attribute_not_exists(row_id)"}},
+            ])
+            if reasons is None:
+                return
+            if reasons[0].get("Code") == "ConditionalCheckFailed":
+                raise GroupNotFoundError(org, group_id)
+        else:
+            try:
+                self._call("put_item", CONDITION_FAILED, TableName=self._table, Item=item,
+                           **self._version_check(expected_version))
+                return
+            except botocore.exceptions.ClientError:
+                pass
+        raise VersionConflictError(
+            f"progress of group {group_id!r} is not at version {expected_version}")
+
+    def delete_group_progress(self, organization_id: str, group_id: str,
+                              expected_version: int) -> None:
+        try:
+            self._call("delete_item", CONDITION_FAILED, TableName=self._table,
+                       Key=group_progress_key(organization_id, group_id),
+                       **self._version_check(expected_version))
+        except botocore.exceptions.ClientError:
+            raise VersionConflictError(f"progress of group {group_id!r} is not at version "
+                                       f"{expected_version}") from None
 
     # --- leases -----------------------------------------------------------------------------
     def _acquire_lease(

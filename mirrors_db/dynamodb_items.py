@@ -14,6 +14,12 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from mirrors_db.codec import (
     branch_from_dict,
     branch_to_dict,
+    cut_from_dict,
+    cut_to_dict,
+    group_from_dict,
+    group_progress_from_dict,
+    group_progress_to_dict,
+    group_to_dict,
     lease_from_dict,
     mirror_from_dict,
     to_micros,
@@ -24,8 +30,11 @@ from mirrors_db.errors import (
 )
 from mirrors_db.models import (
     ChangeEvent,
+    GroupCut,
+    GroupProgress,
     Mirror,
     MirrorBranch,
+    MirrorGroup,
     RowKind,
 )
 
@@ -39,6 +48,10 @@ BRANCH_PREFIX = "branch#"
 LEASE_PREFIX = "lease#"
 NAME_PREFIX = "name#"
 NAMESPACE_PREFIX = "namespace#"
+GROUP_PREFIX = "group#"
+GROUP_NAME_PREFIX = "groupname#"
+CUT_PREFIX = "cut#"
+GROUP_PROGRESS_PREFIX = "gprogress#"
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -145,6 +158,54 @@ def namespace_guard(m: Mirror) -> dict[str, Any]:
     return serialize({PK: m.organization_id, SK: NAMESPACE_PREFIX + m.storage_namespace})
 
 
+def group_item(g: MirrorGroup) -> dict[str, Any]:
+    return {**group_to_dict(g), SK: GROUP_PREFIX + g.id}
+
+
+def group_key(org: str, group_id: str) -> dict[str, Any]:
+    return serialize({PK: org, SK: GROUP_PREFIX + group_id})
+
+
+def group_name_guard(g: MirrorGroup) -> dict[str, Any]:
+    return serialize({PK: g.organization_id, SK: GROUP_NAME_PREFIX + g.name})
+
+
+def cut_sort_key(group_id: str, sequence: int) -> str:
+    return f"{CUT_PREFIX}{group_id}#{sequence:012d}"
+
+
+def cut_item(c: GroupCut) -> dict[str, Any]:
+    return {**cut_to_dict(c), SK: cut_sort_key(c.group_id, c.sequence)}
+
+
+def group_progress_item(p: GroupProgress) -> dict[str, Any]:
+    data = group_progress_to_dict(p)
+    data["error"] = p.error or None
+    data["waiting_for"] = p.waiting_for or None
+    return {**data, SK: GROUP_PROGRESS_PREFIX + p.group_id}
+
+
+def group_progress_key(org: str, group_id: str) -> dict[str, Any]:
+    return serialize({PK: org, SK: GROUP_PROGRESS_PREFIX + group_id})
+
+
+def _group_event(org: str, row_id: str, deleted: bool,
+                 image: dict[str, Any] | None) -> ChangeEvent | None:
+    where = f"{org}/{row_id}"
+    if row_id.startswith(GROUP_PREFIX):
+        row: Any = None if image is None else group_from_dict(image, where)
+        return ChangeEvent(RowKind.GROUP, org, (row_id[len(GROUP_PREFIX):],), deleted, row)
+    if row_id.startswith(GROUP_PROGRESS_PREFIX):
+        row = None if image is None else group_progress_from_dict(image, where)
+        return ChangeEvent(RowKind.GROUP_PROGRESS, org, (row_id[len(GROUP_PROGRESS_PREFIX):],),
+                           deleted, row)
+    if row_id.startswith(CUT_PREFIX):
+        group_id, _, seq = row_id[len(CUT_PREFIX):].rpartition("#")
+        row = None if image is None else cut_from_dict(image, where)
+        return ChangeEvent(RowKind.CUT, org, (group_id, str(int(seq))), deleted, row)
+    return None
+
+
 def event_from_record(record: dict[str, Any]) -> ChangeEvent | None:
     """A change event from a stream record; None for guard items."""
     data = record["dynamodb"]
@@ -166,4 +227,4 @@ def event_from_record(record: dict[str, Any]) -> ChangeEvent | None:
     if row_id.startswith(LEASE_PREFIX):
         row = None if image is None else lease_from_dict(image, f"{org}/{row_id}")
         return ChangeEvent(RowKind.LEASE, org, (row_id[len(LEASE_PREFIX):],), deleted, row)
-    return None
+    return _group_event(org, row_id, deleted, image)

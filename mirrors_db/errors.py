@@ -74,10 +74,24 @@ class BranchProgressNotFoundError(MirrorsDatabaseError, NotFoundError):
         self.branch = branch
 
 
+class GroupNotFoundError(MirrorsDatabaseError, NotFoundError):
+    """No mirror group with this id in the organization (or no such cut of it)."""
+
+    def __init__(self, organization_id: str, group_id: str, detail: str = "") -> None:
+        message = f"mirror group {group_id!r} not found in organization {organization_id!r}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.organization_id = organization_id
+        self.group_id = group_id
+
+
 # --- conflicts ------------------------------------------------------------------------
 class MirrorExistsError(MirrorsDatabaseError, AlreadyExistsError):
     """A live mirror already uses this id, this name in the destination region, or
     this storage namespace in the organization."""
+
+
+class GroupExistsError(MirrorsDatabaseError, AlreadyExistsError):
+    """A mirror group already has this id or this name in the organization."""
 
 
 class VersionConflictError(MirrorsDatabaseError, ConflictError):

@@ -271,12 +271,147 @@ class Lease:
         return self.expires_at <= now
 
 
+#: the most mirrors (member branches) one group holds: a cut's heads are read, and
+#: promoted, in one transaction of each region's refstore
+MAX_GROUP_MEMBERS = 32
+#: cuts kept per group (older ones are dropped as new ones are taken)
+CUTS_KEPT = 100
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One member of a mirror group: a mirror, and the branch of it the group moves."""
+
+    mirror_id: str
+    branch: str
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """What a client asks for when it creates a mirror group.
+
+    Attributes:
+        organization_id: The partition all regions share.
+        name: Unique per organization.
+        source_region: The region of every member's source repository.
+        destination_region: The region of every member's mirror repository.
+        members: The member branches, at most :data:`MAX_GROUP_MEMBERS`.
+        id: The group id; generated when not given.
+    """
+
+    organization_id: str
+    name: str
+    source_region: str
+    destination_region: str
+    members: tuple[GroupMember, ...] = ()
+    id: str = field(default_factory=new_mirror_id)
+
+    def validate(self) -> None:
+        """Raise InvalidMirrorArgumentError if a field is empty, too long or has ``#``."""
+        check_key_part(self.organization_id, "organization_id")
+        check_key_part(self.id, "group id")
+        check_key_part(self.name, "group name")
+        check_key_part(self.source_region, "source_region")
+        check_key_part(self.destination_region, "destination_region")
+        check_members(self.members)
+
+
+@dataclass(frozen=True)
+class MirrorGroup:
+    """A mirror group row: mirrors whose member branches a region advances together.
+
+    Writers: every field is written by the *source* region's sidecar (it serves the
+    group's creation, its members and its deletion, and takes its cuts); ``last_cut``
+    and ``heads_read_at`` change only with a cut (``MirrorsTable.add_cut``) or when the
+    source reads the member heads and finds them at the last cut. ``updated_at`` and
+    ``version`` are set by the table on every write.
+
+    Attributes:
+        last_cut: Sequence number of the group's newest cut (0: none yet).
+        heads_read_at: When the source last read the member heads at one snapshot and
+            found them equal to the newest cut's: every commit made on a member branch
+            before then is in that cut (what a destination's honest lag counts from).
+    """
+
+    organization_id: str
+    id: str
+    name: str
+    source_region: str
+    destination_region: str
+    members: tuple[GroupMember, ...]
+    last_cut: int
+    heads_read_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    version: int
+
+
+@dataclass(frozen=True)
+class GroupCut:
+    """A cut: the heads of a group's member branches, read at one snapshot of the source
+    region's refstore. Written once by the source region, never updated.
+
+    Attributes:
+        sequence: 1, 2, ... in the order the source read them.
+        heads: Each member's head; a member whose branch had no head is absent.
+        taken_at: When the source read them.
+        reason: ``moved`` (a member head moved) or ``requested`` (through the API).
+    """
+
+    organization_id: str
+    group_id: str
+    sequence: int
+    heads: dict[GroupMember, str]
+    taken_at: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    """Where a group stands in its destination region; written by that region's sidecar
+    only. ``version`` 0 means "not stored yet".
+
+    Attributes:
+        served_cut: The cut every member branch serves (0: none yet).
+        served_taken_at: When the source read that cut.
+        served_at: When the destination promoted it.
+        waiting_cut: The newer cut the destination waits to complete (0: none).
+        waiting_for: What that cut still lacks, in words.
+        error: The last round's error, empty when fine.
+    """
+
+    organization_id: str
+    group_id: str
+    served_cut: int = 0
+    served_taken_at: datetime | None = None
+    served_at: datetime | None = None
+    waiting_cut: int = 0
+    waiting_for: str = ""
+    error: str = ""
+    updated_at: datetime | None = None
+    version: int = 0
+
+
+def check_members(members: tuple[GroupMember, ...]) -> None:
+    """Members are unique mirror branches, at most MAX_GROUP_MEMBERS of them."""
+    if len(members) > MAX_GROUP_MEMBERS:
+        raise InvalidMirrorArgumentError(f"a group holds at most {MAX_GROUP_MEMBERS} members")
+    for m in members:
+        check_key_part(m.mirror_id, "member mirror id")
+        check_key_part(m.branch, "member branch")
+    if len(set(members)) != len(members):
+        raise InvalidMirrorArgumentError("a member appears twice in the group")
+
+
 class RowKind(StrEnum):
     """Which kind of row a change event is about."""
 
     MIRROR = "mirror"
     BRANCH = "branch"
     LEASE = "lease"
+    GROUP = "group"
+    CUT = "cut"
+    GROUP_PROGRESS = "group_progress"
 
 
 @dataclass(frozen=True)
@@ -287,7 +422,8 @@ class ChangeEvent:
         kind: The row kind.
         organization_id: The row's organization.
         key: ``(mirror_id,)`` for mirrors, ``(mirror_id, branch)`` for branch
-            progress, ``(name,)`` for leases.
+            progress, ``(name,)`` for leases, ``(group_id,)`` for groups and their
+            progress, ``(group_id, sequence)`` for cuts.
         deleted: The row was removed.
         row: The row as written, or None when it was removed.
     """
@@ -296,12 +432,12 @@ class ChangeEvent:
     organization_id: str
     key: tuple[str, ...]
     deleted: bool
-    row: Mirror | MirrorBranch | Lease | None
+    row: Mirror | MirrorBranch | Lease | MirrorGroup | GroupCut | GroupProgress | None
 
     @property
     def mirror_id(self) -> str | None:
         """The mirror the event is about (mirror and branch events)."""
-        return self.key[0] if self.kind is not RowKind.LEASE else None
+        return self.key[0] if self.kind in (RowKind.MIRROR, RowKind.BRANCH) else None
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,14 @@ from lakefs_core.database import WRITE_OPTION, create_engine
 from mirrors_db.codec import (
     branch_from_dict,
     branch_to_dict,
+    cut_from_dict,
+    cut_to_dict,
     event_from_json,
     event_to_json,
+    group_from_dict,
+    group_progress_from_dict,
+    group_progress_to_dict,
+    group_to_dict,
     lease_from_dict,
     mirror_from_dict,
     mirror_to_dict,
@@ -40,6 +46,8 @@ from mirrors_db.codec import (
 from mirrors_db.config import PostgresMirrorsConfig, SQLiteMirrorsConfig
 from mirrors_db.errors import (
     BranchProgressNotFoundError,
+    GroupExistsError,
+    GroupNotFoundError,
     InvalidStateTransitionError,
     LeaseHeldError,
     LeaseLostError,
@@ -51,11 +59,15 @@ from mirrors_db.errors import (
     VersionConflictError,
 )
 from mirrors_db.models import (
+    CUTS_KEPT,
     ChangeEvent,
     Clock,
+    GroupCut,
+    GroupProgress,
     Lease,
     Mirror,
     MirrorBranch,
+    MirrorGroup,
     MirrorState,
     RowKind,
     check_branch_key,
@@ -125,6 +137,49 @@ leases_t = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
 )
 
+groups_t = sa.Table(
+    "mirrors_db_groups",
+    metadata,
+    sa.Column("organization_id", sa.String(256), primary_key=True),
+    sa.Column("id", sa.String(256), primary_key=True),
+    sa.Column("name", sa.String(256), nullable=False),
+    sa.Column("source_region", sa.String(256), nullable=False),
+    sa.Column("destination_region", sa.String(256), nullable=False),
+    sa.Column("members", sa.Text, nullable=False),
+    sa.Column("last_cut", sa.BigInteger, nullable=False),
+    sa.Column("heads_read_at", sa.BigInteger),
+    sa.Column("created_at", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Index("mirrors_db_group_name", "organization_id", "name", unique=True),
+)
+
+cuts_t = sa.Table(
+    "mirrors_db_group_cuts",
+    metadata,
+    sa.Column("organization_id", sa.String(256), primary_key=True),
+    sa.Column("group_id", sa.String(256), primary_key=True),
+    sa.Column("sequence", sa.BigInteger, primary_key=True),
+    sa.Column("heads", sa.Text, nullable=False),
+    sa.Column("taken_at", sa.BigInteger, nullable=False),
+    sa.Column("reason", sa.String(64), nullable=False),
+)
+
+group_progress_t = sa.Table(
+    "mirrors_db_group_progress",
+    metadata,
+    sa.Column("organization_id", sa.String(256), primary_key=True),
+    sa.Column("group_id", sa.String(256), primary_key=True),
+    sa.Column("served_cut", sa.BigInteger, nullable=False),
+    sa.Column("served_taken_at", sa.BigInteger),
+    sa.Column("served_at", sa.BigInteger),
+    sa.Column("waiting_cut", sa.BigInteger, nullable=False),
+    sa.Column("waiting_for", sa.Text, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.BigInteger, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
 #: columns added after a table's first version, by table: a table without them gets
 #: them when it is opened (each has a server default, or is nullable, that fits the
 #: existing rows)
@@ -158,7 +213,8 @@ def _key(org: str, *parts: str) -> str:
 class SqlMirrorsTable(MirrorsTable):
     """The shared SQL implementation; use PostgresMirrorsTable or SQLiteMirrorsTable."""
 
-    _tables: tuple[sa.Table, ...] = (mirrors_t, branches_t, leases_t)
+    _tables: tuple[sa.Table, ...] = (mirrors_t, branches_t, leases_t, groups_t, cuts_t,
+                                     group_progress_t)
 
     def __init__(
         self, engine: Engine, *, page_size: int, clock: Clock | None, where: str
@@ -446,6 +502,151 @@ class SqlMirrorsTable(MirrorsTable):
             f"{current.version}, not {expected_version}"
         )
 
+    # --- mirror groups ----------------------------------------------------------------------
+    def _insert_group(self, group: MirrorGroup) -> None:
+        try:
+            with self._write() as conn:
+                conn.execute(groups_t.insert().values(group_to_dict(group)))
+                self._publish(conn, [_group_event(group)])
+        except IntegrityError:
+            raise GroupExistsError(f"a group with id {group.id!r} or name {group.name!r} "
+                                   "exists already") from None
+
+    def get_group(self, organization_id: str, group_id: str) -> MirrorGroup:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        g = groups_t.c
+        with self._read() as conn:
+            row = conn.execute(sa.select(groups_t).where(
+                g.organization_id == organization_id, g.id == group_id)).first()
+        if row is None:
+            raise GroupNotFoundError(organization_id, group_id)
+        return group_from_dict(row._mapping, _key(organization_id, "group", group_id))
+
+    def list_groups(self, organization_id: str) -> list[MirrorGroup]:
+        check_key_part(organization_id, "organization_id")
+        g = groups_t.c
+        with self._read() as conn:
+            rows = conn.execute(sa.select(groups_t).where(
+                g.organization_id == organization_id).order_by(g.id)).all()
+        return [group_from_dict(r._mapping, _key(organization_id, "group", r.id)) for r in rows]
+
+    def _update_group(self, new: MirrorGroup, expected_version: int) -> MirrorGroup:
+        g = groups_t.c
+        data = group_to_dict(new)
+        with self._write() as conn:
+            done = conn.execute(groups_t.update().where(
+                g.organization_id == new.organization_id, g.id == new.id,
+                g.version == expected_version).values(
+                    members=data["members"], heads_read_at=data["heads_read_at"],
+                    updated_at=data["updated_at"], version=new.version)).rowcount
+            if done:
+                self._publish(conn, [_group_event(new)])
+                return new
+        current = self.get_group(new.organization_id, new.id)  # raises if missing
+        raise VersionConflictError(
+            f"group {new.id!r} is at version {current.version}, not {expected_version}")
+
+    def delete_group(self, organization_id: str, group_id: str,
+                     expected_version: int | None = None) -> None:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        g, c = groups_t.c, cuts_t.c
+        conds = [g.organization_id == organization_id, g.id == group_id]
+        if expected_version is not None:
+            conds.append(g.version == expected_version)
+        try:
+            with self._write() as conn:
+                if conn.execute(groups_t.delete().where(*conds)).rowcount == 0:
+                    raise _Missing
+                conn.execute(cuts_t.delete().where(c.organization_id == organization_id,
+                                                   c.group_id == group_id))
+                self._publish(conn, [ChangeEvent(RowKind.GROUP, organization_id, (group_id,),
+                                                 True, None)])
+        except _Missing:
+            current = self.get_group(organization_id, group_id)  # raises if missing
+            raise VersionConflictError(
+                f"group {group_id!r} is at version {current.version}, not {expected_version}"
+            ) from None
+
+    def _insert_cut(self, group: MirrorGroup, expected_version: int, cut: GroupCut) -> None:
+        g, c = groups_t.c, cuts_t.c
+        data = group_to_dict(group)
+        try:
+            with self._write() as conn:
+                done = conn.execute(groups_t.update().where(
+                    g.organization_id == group.organization_id, g.id == group.id,
+                    g.version == expected_version).values(
+                        last_cut=group.last_cut, heads_read_at=data["heads_read_at"],
+                        updated_at=data["updated_at"], version=group.version)).rowcount
+                if not done:
+                    raise _Missing
+                conn.execute(cuts_t.insert().values(cut_to_dict(cut)))
+                conn.execute(cuts_t.delete().where(
+                    c.organization_id == cut.organization_id, c.group_id == cut.group_id,
+                    c.sequence <= cut.sequence - CUTS_KEPT))
+                self._publish(conn, [_group_event(group), _cut_event(cut)])
+        except _Missing:
+            current = self.get_group(group.organization_id, group.id)  # raises if missing
+            raise VersionConflictError(
+                f"group {group.id!r} is at version {current.version}, not {expected_version}"
+            ) from None
+
+    def list_cuts(self, organization_id: str, group_id: str, after: int = 0) -> list[GroupCut]:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        c = cuts_t.c
+        with self._read() as conn:
+            rows = conn.execute(sa.select(cuts_t).where(
+                c.organization_id == organization_id, c.group_id == group_id,
+                c.sequence > after).order_by(c.sequence)).all()
+        return [cut_from_dict(r._mapping, _key(organization_id, "cut", group_id,
+                                               str(r.sequence))) for r in rows]
+
+    def get_group_progress(self, organization_id: str, group_id: str) -> GroupProgress | None:
+        check_key_part(organization_id, "organization_id")
+        check_key_part(group_id, "group id")
+        p = group_progress_t.c
+        with self._read() as conn:
+            row = conn.execute(sa.select(group_progress_t).where(
+                p.organization_id == organization_id, p.group_id == group_id)).first()
+        return None if row is None else group_progress_from_dict(
+            row._mapping, _key(organization_id, "group-progress", group_id))
+
+    def _put_group_progress(self, progress: GroupProgress, expected_version: int) -> None:
+        p, g = group_progress_t.c, groups_t.c
+        values = group_progress_to_dict(progress)
+        try:
+            with self._write() as conn:
+                if expected_version == 0:
+                    if conn.execute(sa.select(g.id).where(
+                            g.organization_id == progress.organization_id,
+                            g.id == progress.group_id)).first() is None:
+                        raise GroupNotFoundError(progress.organization_id, progress.group_id)
+                    conn.execute(group_progress_t.insert().values(values))
+                elif not conn.execute(group_progress_t.update().where(
+                        p.organization_id == progress.organization_id,
+                        p.group_id == progress.group_id,
+                        p.version == expected_version).values(values)).rowcount:
+                    raise _Missing
+                self._publish(conn, [_group_progress_event(progress)])
+        except (_Missing, IntegrityError):
+            raise VersionConflictError(
+                f"progress of group {progress.group_id!r} is not at version "
+                f"{expected_version}") from None
+
+    def delete_group_progress(self, organization_id: str, group_id: str,
+                              expected_version: int) -> None:
+        p = group_progress_t.c
+        with self._write() as conn:
+            if not conn.execute(group_progress_t.delete().where(
+                    p.organization_id == organization_id, p.group_id == group_id,
+                    p.version == expected_version)).rowcount:
+                raise VersionConflictError(
+                    f"progress of group {group_id!r} is not at version {expected_version}")
+            self._publish(conn, [ChangeEvent(RowKind.GROUP_PROGRESS, organization_id,
+                                             (group_id,), True, None)])
+
     # --- leases --------------------------------------------------------------------------------
     def _acquire_lease(
         self, organization_id: str, name: str, owner: str, now: datetime, expires_at: datetime
@@ -517,15 +718,23 @@ class SqlMirrorsTable(MirrorsTable):
     # --- used by the PostgreSQL feed when a payload carried no row ------------------------
     def _fetch_row(self, event: ChangeEvent) -> ChangeEvent:
         org = event.organization_id
-        row: Mirror | MirrorBranch | Lease | None
+        row: Any
         try:
             if event.kind is RowKind.MIRROR:
                 row = self.get_mirror(org, event.key[0])
             elif event.kind is RowKind.BRANCH:
                 row = self.get_branch_progress(org, event.key[0], event.key[1])
+            elif event.kind is RowKind.GROUP:
+                row = self.get_group(org, event.key[0])
+            elif event.kind is RowKind.GROUP_PROGRESS:
+                row = self.get_group_progress(org, event.key[0])
+            elif event.kind is RowKind.CUT:
+                seq = int(event.key[1])
+                row = next((c for c in self.list_cuts(org, event.key[0], seq - 1)
+                            if c.sequence == seq), None)
             else:
                 row = self.get_lease(org, event.key[0])
-        except (MirrorNotFoundError, BranchProgressNotFoundError):
+        except (MirrorNotFoundError, BranchProgressNotFoundError, GroupNotFoundError):
             row = None
         return ChangeEvent(event.kind, org, event.key, row is None, row)
 
@@ -536,6 +745,18 @@ def _mirror_event(m: Mirror) -> ChangeEvent:
 
 def _branch_event(p: MirrorBranch) -> ChangeEvent:
     return ChangeEvent(RowKind.BRANCH, p.organization_id, (p.mirror_id, p.branch), False, p)
+
+
+def _group_event(g: MirrorGroup) -> ChangeEvent:
+    return ChangeEvent(RowKind.GROUP, g.organization_id, (g.id,), False, g)
+
+
+def _cut_event(c: GroupCut) -> ChangeEvent:
+    return ChangeEvent(RowKind.CUT, c.organization_id, (c.group_id, str(c.sequence)), False, c)
+
+
+def _group_progress_event(p: GroupProgress) -> ChangeEvent:
+    return ChangeEvent(RowKind.GROUP_PROGRESS, p.organization_id, (p.group_id,), False, p)
 
 
 def _lease_event(lease: Lease) -> ChangeEvent:
@@ -661,7 +882,7 @@ class SQLiteMirrorsTable(SqlMirrorsTable):
     (``BEGIN IMMEDIATE``) so that concurrent writers queue instead of failing.
     """
 
-    _tables = (mirrors_t, branches_t, leases_t, changes_t)
+    _tables = (*SqlMirrorsTable._tables, changes_t)
 
     def __init__(
         self, config: SQLiteMirrorsConfig, *, page_size: int, clock: Clock | None = None

@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -28,14 +28,20 @@ from mirrors_db.errors import InvalidMirrorArgumentError, MirrorExistsError
 from mirrors_db.models import (
     ChangeEvent,
     Clock,
+    GroupCut,
+    GroupMember,
+    GroupProgress,
+    GroupSpec,
     Lease,
     Mirror,
     MirrorBranch,
+    MirrorGroup,
     MirrorPage,
     MirrorSpec,
     MirrorState,
     RowKind,
     check_key_part,
+    check_members,
     check_page_size,
     check_text,
     clip_error,
@@ -296,6 +302,127 @@ class MirrorsTable(ABC):
             VersionConflictError: The row changed since it was read.
         """
 
+    # --- mirror groups ------------------------------------------------------------------
+    def create_group(self, spec: GroupSpec) -> MirrorGroup:
+        """Create a mirror group with version 1 and no cut yet.
+
+        Raises:
+            GroupExistsError: The id, or the name in the organization, is taken.
+            InvalidMirrorArgumentError: A field is bad, or a member appears twice.
+        """
+        spec.validate()
+        now = self._now()
+        group = MirrorGroup(
+            organization_id=spec.organization_id, id=spec.id, name=spec.name,
+            source_region=spec.source_region, destination_region=spec.destination_region,
+            members=tuple(spec.members), last_cut=0, heads_read_at=None, created_at=now,
+            updated_at=now, version=1)
+        self._insert_group(group)
+        return group
+
+    @abstractmethod
+    def get_group(self, organization_id: str, group_id: str) -> MirrorGroup:
+        """Read one group (strongly consistent).
+
+        Raises:
+            GroupNotFoundError: No such group.
+        """
+
+    @abstractmethod
+    def list_groups(self, organization_id: str) -> list[MirrorGroup]:
+        """Every group of the organization, ordered by id (oldest first)."""
+
+    def update_group(self, group: MirrorGroup, expected_version: int | None = None
+                     ) -> MirrorGroup:
+        """Write ``group.members`` and ``group.heads_read_at`` if the row is still at the
+        expected version (``last_cut`` moves only with :meth:`add_cut`).
+
+        Raises:
+            GroupNotFoundError: The group does not exist.
+            VersionConflictError: The row changed since it was read.
+        """
+        check_key_part(group.organization_id, "organization_id")
+        check_key_part(group.id, "group id")
+        check_members(group.members)
+        expected = group.version if expected_version is None else expected_version
+        new = replace(group, updated_at=self._now(), version=expected + 1)
+        return self._update_group(new, expected)
+
+    @abstractmethod
+    def delete_group(self, organization_id: str, group_id: str,
+                     expected_version: int | None = None) -> None:
+        """Remove a group with its cuts (its progress row is the destination's to drop).
+
+        Raises:
+            GroupNotFoundError: No such group.
+            VersionConflictError: ``expected_version`` is given and differs.
+        """
+
+    def add_cut(self, group: MirrorGroup, heads: Mapping[GroupMember, str],
+                taken_at: datetime, reason: str) -> tuple[MirrorGroup, GroupCut]:
+        """Store the group's next cut and move the group's ``last_cut`` to it, in one
+        conditional write on the group's version (so cuts are numbered in the order the
+        source read them, whichever replica took them). Cuts older than the last
+        :data:`~mirrors_db.models.CUTS_KEPT` are dropped.
+
+        Returns:
+            The group as stored now, and the cut.
+
+        Raises:
+            GroupNotFoundError: The group does not exist.
+            VersionConflictError: The group changed since it was read (read the heads
+                again, then retry).
+            InvalidMirrorArgumentError: A head is not of a member, or is not a commit id.
+        """
+        for member, commit in heads.items():
+            if member not in group.members:
+                raise InvalidMirrorArgumentError(
+                    f"{member.mirror_id}/{member.branch} is not a member of group {group.id}")
+            check_text(commit, "head", 256)
+        check_text(reason, "reason", 64)
+        cut = GroupCut(group.organization_id, group.id, group.last_cut + 1, dict(heads),
+                       taken_at, reason)
+        new = replace(group, last_cut=cut.sequence, heads_read_at=taken_at,
+                      updated_at=self._now(), version=group.version + 1)
+        self._insert_cut(new, group.version, cut)
+        return new, cut
+
+    @abstractmethod
+    def list_cuts(self, organization_id: str, group_id: str, after: int = 0) -> list[GroupCut]:
+        """The group's kept cuts with a sequence number above ``after``, oldest first."""
+
+    @abstractmethod
+    def get_group_progress(self, organization_id: str, group_id: str) -> GroupProgress | None:
+        """The group's progress in its destination region; None before the first write."""
+
+    def put_group_progress(self, progress: GroupProgress,
+                           expected_version: int | None = None) -> GroupProgress:
+        """Create (expected version 0) or replace the group's progress row.
+
+        Raises:
+            GroupNotFoundError: Creating a row for a missing group.
+            VersionConflictError: The row exists (creating), changed or was removed.
+        """
+        check_key_part(progress.organization_id, "organization_id")
+        check_key_part(progress.group_id, "group id")
+        expected = progress.version if expected_version is None else expected_version
+        if expected < 0:
+            raise InvalidMirrorArgumentError("expected_version cannot be negative")
+        new = replace(progress, error=clip_error(progress.error),
+                      waiting_for=clip_error(progress.waiting_for), updated_at=self._now(),
+                      version=expected + 1)
+        self._put_group_progress(new, expected)
+        return new
+
+    @abstractmethod
+    def delete_group_progress(self, organization_id: str, group_id: str,
+                              expected_version: int) -> None:
+        """Remove the group's progress row (the group was deleted).
+
+        Raises:
+            VersionConflictError: The row changed or is gone.
+        """
+
     # --- leases ----------------------------------------------------------------------
     def acquire_lease(
         self, organization_id: str, name: str, owner: str, ttl: timedelta | float
@@ -402,6 +529,23 @@ class MirrorsTable(ABC):
     @abstractmethod
     def _renew_lease(self, lease: Lease, expires_at: datetime) -> Lease:
         """Move expiry if owner and version still match; else raise LeaseLostError."""
+
+    @abstractmethod
+    def _insert_group(self, group: MirrorGroup) -> None:
+        """Store a new group; raise GroupExistsError if its id or name is taken."""
+
+    @abstractmethod
+    def _update_group(self, new: MirrorGroup, expected_version: int) -> MirrorGroup:
+        """Write members/heads_read_at/updated_at/version if version == expected."""
+
+    @abstractmethod
+    def _insert_cut(self, group: MirrorGroup, expected_version: int, cut: GroupCut) -> None:
+        """Write ``group`` (last_cut, heads_read_at, updated_at, version) if its version is
+        ``expected_version``, insert ``cut`` and drop the cut CUTS_KEPT before it, at once."""
+
+    @abstractmethod
+    def _put_group_progress(self, progress: GroupProgress, expected_version: int) -> None:
+        """Insert (expected 0, the group must exist) or replace the progress row."""
 
     # --- helpers ------------------------------------------------------------------------------
     def _now(self) -> datetime:

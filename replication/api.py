@@ -41,6 +41,7 @@ from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
 from replication.freshness import branch_freshness, source_unreadable
+from replication.group_api import add_group_routes
 from replication.handover import DEFAULT_TIMEOUT
 from replication.handover import Handover as HandoverService
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
@@ -516,6 +517,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             parsed.source_region)
         return {"woken": n}
 
+    add_group_routes(router, sidecar, caller)
     app.include_router(router)
     return app
 

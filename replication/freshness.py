@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirrors_db.models import Mirror, MirrorBranch
+from mirrors_db.models import GroupProgress, Mirror, MirrorBranch, MirrorGroup
 from replication.lag_history import branch_lag
 from replication.mirroring import SOURCE_UNREADABLE
 
@@ -42,3 +42,25 @@ def branch_freshness(mirror: Mirror, progress: MirrorBranch, now: float,
     return BranchFreshness(branch_lag(progress, now), stale, current)
 
 
+
+
+def group_freshness(group: MirrorGroup, progress: GroupProgress, now: float,
+                    stale_after: float) -> BranchFreshness:
+    """A mirror group's honest lag at ``now`` (Unix seconds), and whether it is stale or
+    current, as for a branch (I6).
+
+    Every commit made on a member branch before the served cut was read is served; and
+    when the served cut is the group's newest, so is every commit made before the
+    source last read the member heads and found them at it (``heads_read_at``). The
+    group is stale while the source has not read its member heads within
+    ``stale_after`` seconds (its sidecar is down or cut off): never current then.
+    """
+    confirmed = progress.served_taken_at if progress.served_cut else None
+    read = group.heads_read_at
+    if (progress.served_cut and progress.served_cut == group.last_cut and read is not None
+            and (confirmed is None or read > confirmed)):
+        confirmed = read
+    since = confirmed or group.created_at
+    stale = read is None or now - read.timestamp() > stale_after
+    current = not stale and group.last_cut > 0 and progress.served_cut == group.last_cut
+    return BranchFreshness(max(0.0, now - since.timestamp()), stale, current)

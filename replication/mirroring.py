@@ -134,6 +134,9 @@ class MirrorContext:
     validation_concurrency: int = DEFAULT_CONCURRENCY
     #: the parsed ranges every mirror's validator keeps, under one bound
     range_cache: RangeCache = field(default_factory=RangeCache)
+    #: the branches of a mirror (by id) that a mirror group moves: its follower leaves
+    #: them alone (:mod:`replication.groups` moves them, a cut at a time)
+    grouped: Callable[[str], frozenset[str]] = field(default=lambda _mirror_id: frozenset())
 
     def validation_run_at(self, t: float) -> float:
         """The first validation run at or after ``t``."""
@@ -144,7 +147,9 @@ class MirrorContext:
 class MirrorFollower:
     """Follows one mirror. Not thread-safe: one worker at a time per mirror."""
 
-    def __init__(self, ctx: MirrorContext, mirror: Mirror) -> None:
+    def __init__(self, ctx: MirrorContext, mirror: Mirror, *, track_lag: bool = True) -> None:
+        """``track_lag`` false: a follower used only to validate (a group's), which
+        leaves the mirror's lag gauges to its own follower."""
         self.ctx = ctx
         self.mirror = mirror
         #: the store of the mirror repository (its storage id in this region)
@@ -165,7 +170,8 @@ class MirrorFollower:
         #: branch was first seen; the lag gauge reads it at every scrape
         self._lag_from: dict[str, float] = {}
         try:
-            rows = ctx.table.list_branch_progress(ctx.organization_id, mirror.id)
+            rows = (ctx.table.list_branch_progress(ctx.organization_id, mirror.id)
+                    if track_lag else [])
         except MirrorsDatabaseError:
             rows = []
         for row in rows:
@@ -202,10 +208,13 @@ class MirrorFollower:
                 self._forbidden(e)
             raise SourceUnreadableError(f"{SOURCE_UNREADABLE}{e}") from e
         read_at = _utcnow()
-        source_branches = {r.name: r.commit_id for r in branches}
-        mirror_branches = self.ctx.mirrors.branches(repo)
+        grouped = self.ctx.grouped(m.id)  # a group moves these, with its other members
+        source_branches = {r.name: r.commit_id for r in branches if r.name not in grouped}
+        mirror_branches = {name: head for name, head in self.ctx.mirrors.branches(repo).items()
+                           if name not in grouped}
         progress = {p.branch: p for p in
-                    self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)}
+                    self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)
+                    if p.branch not in grouped}
         due: list[float] = []
         notices: list[str] = []
         for name, head in source_branches.items():
@@ -432,6 +441,12 @@ class MirrorFollower:
         missing first); the pieces still missing. Moves nothing."""
         with self.ctx.validation_slots, self._counting_requests():
             return self._validate(target, None)
+
+    def recheck(self, missing: list[MissingItem], target: CommitRecord) -> list[MissingItem]:
+        """The pieces of ``missing`` (of ``target``) still missing, looked at again
+        (``builtin`` copies them first). Moves nothing."""
+        with self.ctx.validation_slots, self._counting_requests():
+            return self._recheck(missing, target)
 
     def _rechecking(self, st: RefProgress) -> bool:
         return self.ctx.recheck_interval > 0 and bool(st.missing)

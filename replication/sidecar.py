@@ -56,6 +56,7 @@ from mirrors_db.errors import (
 from mirrors_db.models import (
     Lease,
     Mirror,
+    MirrorGroup,
     MirrorState,
     RowKind,
     clip_error,
@@ -64,6 +65,7 @@ from mirrors_db.models import (
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
+from replication.groups import GroupCutter, GroupFollower, grouped_branches
 from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import MirrorContext, MirrorFollower, SourceUnreadableError
@@ -156,7 +158,15 @@ class Sidecar:
             validation_slots=threading.BoundedSemaphore(validator.num_workers),
             validation_concurrency=validator.request_concurrency,
             range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
+            grouped=self._grouped_of,
         )
+        #: cuts of the groups whose source is this region
+        self.group_cutter = GroupCutter(self.table, self.mirrors, self.org, self.region)
+        #: followers of the groups whose destination is this region, by group id
+        self._group_followers: dict[str, GroupFollower] = {}
+        #: per mirror id, its branches that a group of this region moves
+        self._grouped: dict[str, frozenset[str]] = {}
+        self._groups_wake = threading.Event()
         ranges = self.ctx.range_cache
         self.metrics.range_cache_bytes.set_function(lambda: ranges.weight)
         self.metrics.range_cache_max_bytes.set(ranges.max_weight)
@@ -243,7 +253,12 @@ class Sidecar:
 
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop)]
+        try:  # before any mirror round: a grouped branch never moves on its own
+            self._grouped = grouped_branches(self._my_groups())
+        except MirrorsDatabaseError as e:
+            log.warning("mirror groups not read yet: %s", e)
+        targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
+                   ("groups", self._groups_loop)]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
             targets.append(("lag-history", self._lag_loop))
@@ -255,6 +270,7 @@ class Sidecar:
     def stop(self) -> None:
         self._stop.set()
         self._manager_wake.set()
+        self._groups_wake.set()
         with self._cond:
             self._cond.notify_all()
         for t in self._threads:
@@ -542,13 +558,73 @@ class Sidecar:
             return self._report(mirror, str(e))
         return mirror
 
+    # ------------------------------------------------------------ mirror groups
+    def _grouped_of(self, mirror_id: str) -> frozenset[str]:
+        return self._grouped.get(mirror_id, frozenset())
+
+    def _my_groups(self) -> list[MirrorGroup]:
+        return [g for g in self.table.list_groups(self.org)
+                if g.destination_region == self.region]
+
+    def _groups_loop(self) -> None:
+        next_sweep = 0.0
+        while not self._stop.is_set():
+            due = time.monotonic() + self.sense_interval
+            try:
+                if time.monotonic() >= next_sweep:  # cuts of groups whose source is here
+                    next_sweep = time.monotonic() + self.sense_interval
+                    self.group_cutter.sweep()
+                due = min(due, self.follow_groups() or due)
+            except (LakeFSError, httpx.HTTPError) as e:
+                log.warning("mirror groups round: %s", e)
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("mirror groups round failed")
+            self._groups_wake.wait(timeout=max(0.0, due - time.monotonic()))
+            self._groups_wake.clear()
+
+    def follow_groups(self) -> float | None:
+        """One round of every group whose destination is this region (each under its
+        lease). Returns when (monotonic) a group wants to run again, if any does."""
+        mine = self._my_groups()
+        self._grouped = grouped_branches(mine)
+        ids = {g.id for g in mine}
+        for gone in set(self._group_followers) - ids:
+            self._group_followers.pop(gone)
+            self._leases.pop(f"group:{gone}", None)
+            progress = self.table.get_group_progress(self.org, gone)
+            if progress is not None:  # this region's row of a deleted group
+                with contextlib.suppress(MirrorsDatabaseError):
+                    self.table.delete_group_progress(self.org, gone, progress.version)
+        due: list[float] = []
+        for group in mine:
+            try:
+                self._leases[f"group:{group.id}"] = self.table.acquire_lease(
+                    self.org, f"{self.region}/group/{group.id}", self.owner, self.lease_ttl)
+            except LeaseHeldError:
+                continue
+            follower = self._group_followers.get(group.id)
+            if follower is None:
+                follower = self._group_followers[group.id] = GroupFollower(self.ctx, group)
+            try:
+                at = follower.process()
+                self.last_errors.pop(f"group:{group.id}", None)
+            except (LakeFSError, httpx.HTTPError, OSError) as e:
+                log.warning("group %s (%s): %s", group.id, group.name, e,
+                            extra={"group": group.id})
+                self.last_errors[f"group:{group.id}"] = str(e)
+                at = time.monotonic() + min(self.error_cooldown, self.sense_interval)
+            if at is not None:
+                due.append(at)
+        return min(due) if due else None
+
     # --------------------------------------------------------------- events
     def _watch_loop(self) -> None:
-        """Mirror rows changing anywhere wake the manager (the table's change feed)."""
+        """Mirror rows changing anywhere wake the manager, groups and their cuts the
+        groups' round (the table's change feed)."""
+        kinds = frozenset({RowKind.MIRROR, RowKind.GROUP, RowKind.CUT})
         while not self._stop.is_set():
             try:
-                feed = self.table.watch(self.org, frozenset({RowKind.MIRROR}),
-                                        poll_interval=0.2)
+                feed = self.table.watch(self.org, kinds, poll_interval=0.2)
             except MirrorsDatabaseError as e:
                 log.warning("change feed unavailable: %s", e)
                 self._stop.wait(self.manage_interval)
@@ -557,7 +633,10 @@ class Sidecar:
                 while not self._stop.is_set():
                     event = feed.get(timeout=0.5)
                     if event is not None:
-                        self._manager_wake.set()
+                        if event.kind is RowKind.MIRROR:
+                            self._manager_wake.set()
+                        else:
+                            self._groups_wake.set()
                     if feed.closed:
                         break
 
@@ -575,7 +654,9 @@ class Sidecar:
             if n == 0:
                 self._manager_wake.set()  # maybe a mirror we do not know yet
             return n
-        # from our own server: tell each destination region of these repositories
+        # from our own server: cut the groups of these repositories, and tell each
+        # destination region of them
+        self._notify_pool.submit(self.group_cutter.sweep, repos)
         told = 0
         for repo in repos:
             token: str | None = None

@@ -1,5 +1,5 @@
-"""``lakectl mirror create|list|status|detach|switchover|failback|delete``: the
-replication API.
+"""``lakectl mirror create|list|status|detach|switchover|failback|delete`` (and ``mirror
+group``, :mod:`lakectl.commands.mirror_group`): the replication API.
 
 Mirrors are addressed by a repository and their id, as the API
 (``/service/replication/v1/repositories/{repository}/mirrors/{id}``), which the
@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from lakectl import flags
+from lakectl.commands import mirror_group
 from lakectl.output import Output, date, output_option
 from lakectl.session import Session, pass_session
 
@@ -248,3 +249,6 @@ def delete(s: Session, repository_uri: str, mirror_id: str, assume_yes: bool) ->
                   "Delete mirror aborted")
     s.client.request("DELETE", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}", ok=(204,))
     click.echo(f"Mirror '{mirror_id}' deleted")
+
+
+mirror.add_command(mirror_group.group)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakefs_core.block.base import BlockStore
@@ -34,6 +35,7 @@ from lakefs_core.graveler.encoding import commit_id as commit_id_of
 from lakefs_core.graveler.graveler import Graveler
 from lakefs_core.graveler.model import (
     Branch,
+    BranchUpdate,
     Commit,
     CommitRecord,
     MirrorMarking,
@@ -47,6 +49,17 @@ if TYPE_CHECKING:
     from lakefs_core.config import DatabaseConfig
 
 _PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class BranchMove:
+    """One branch of :meth:`MirrorService.promote_branches`: from ``expected`` (None: the
+    branch has no head yet) to ``new``."""
+
+    repo: str
+    branch: str
+    expected: str | None
+    new: str
 
 
 class MirrorService:
@@ -291,6 +304,45 @@ class MirrorService:
                                          f"not {expected}")
         self._refstore.update_branch(repo, current, Branch(current.name, new,
                                                            current.staging_token))
+
+    def promote_branches(self, moves: Sequence[BranchMove]) -> None:
+        """Move several mirror branches, of one or several mirror repositories, in one
+        transaction of the refstore: all of them or none (a mirror group's cut, I8).
+
+        Each moves by compare-and-swap from ``expected``, as :meth:`promote_branch`.
+
+        Raises:
+            CommitNotFoundError: a ``new`` is not proven present; nothing moved.
+            BranchChangedError: a branch is not at its ``expected`` any more (or another
+                promotion raced this one); nothing moved.
+            ValidationError: a repository was detached; nothing moved.
+        """
+        for move in moves:
+            self._require_following(move.repo)
+            self._require_present(move.repo, move.new)
+        current = self._refstore.get_branches([(m.repo, m.branch) for m in moves])
+        updates: list[BranchUpdate] = []
+        for move in moves:
+            branch = current.get((move.repo, move.branch))
+            head = branch.commit_id if branch is not None else ""
+            if head != (move.expected or ""):
+                raise BranchChangedError(f"branch {move.branch!r} of {move.repo!r} is at "
+                                         f"{head or 'nothing'}, not {move.expected}")
+            if branch is None:
+                updates.append(BranchUpdate(move.repo, None,
+                                            Branch(move.branch, move.new, uuid.uuid4().hex)))
+            else:
+                updates.append(BranchUpdate(move.repo, branch, Branch(
+                    branch.name, move.new, branch.staging_token)))
+        self._refstore.update_branches(updates)
+
+    def heads_at_once(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The heads of several branches, of one or several repositories, read at one
+        snapshot of the refstore (a mirror group's cut, on the source side): no commit
+        of one branch is seen without the commits that reached the others before it.
+        A branch without a head (or missing) is left out."""
+        return {ref: b.commit_id
+                for ref, b in self._refstore.get_branches(refs).items() if b.commit_id}
 
     def delete_branch(self, repo: str, branch: str) -> None:
         """Remove a mirror branch; the default branch stays at its last consistent commit."""

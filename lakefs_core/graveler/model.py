@@ -106,6 +106,19 @@ class Branch:
 
 
 @dataclass(frozen=True, slots=True)
+class BranchUpdate:
+    """One branch of a multi-branch compare-and-swap (:meth:`RefStore.update_branches`).
+
+    ``expected`` is the branch row as read (the swap compares its commit, staging token
+    and sealed tokens), or None to create ``new`` where no branch of that name exists.
+    """
+
+    repo_id: str
+    expected: Branch | None
+    new: Branch
+
+
+@dataclass(frozen=True, slots=True)
 class Tag:
     name: str
     commit_id: str

@@ -11,10 +11,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
-from lakefs_core.errors import BranchNotFoundError
+from lakefs_core.errors import BranchNotFoundError, ValidationError
 from lakefs_core.graveler.model import (
     ActionRun,
     Branch,
+    BranchUpdate,
     Commit,
     CommitRecord,
     EntryRecord,
@@ -28,6 +29,30 @@ from lakefs_core.graveler.model import (
     RepositoryTask,
     Tag,
 )
+
+#: the most branches one multi-branch read or swap takes (a DynamoDB transaction's
+#: items, a repository check included for each branch)
+MAX_BRANCHES_AT_ONCE = 50
+
+
+def check_branch_updates(updates: Sequence[BranchUpdate]) -> None:
+    """Raise ValidationError for a rename, a branch named twice, or too many branches."""
+    if len(updates) > MAX_BRANCHES_AT_ONCE:
+        raise ValidationError(f"at most {MAX_BRANCHES_AT_ONCE} branches move at once")
+    seen: set[tuple[str, str]] = set()
+    for u in updates:
+        if u.expected is not None and u.expected.name != u.new.name:
+            raise ValidationError(
+                f"cannot rename branch {u.expected.name!r} to {u.new.name!r}")
+        if (u.repo_id, u.new.name) in seen:
+            raise ValidationError(f"branch {u.new.name!r} of {u.repo_id!r} named twice")
+        seen.add((u.repo_id, u.new.name))
+
+
+def check_branch_refs(refs: Sequence[tuple[str, str]]) -> None:
+    """Raise ValidationError when more branches are asked for than one read takes."""
+    if len(set(refs)) > MAX_BRANCHES_AT_ONCE:
+        raise ValidationError(f"at most {MAX_BRANCHES_AT_ONCE} branches are read at once")
 
 
 class RefStore(ABC):
@@ -318,6 +343,28 @@ class RefStore(ABC):
         Raises:
             BranchNotFoundError: the branch is gone.
             BranchChangedError: the branch moved since ``expected`` was read.
+        """
+
+    @abstractmethod
+    def get_branches(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        """Several branches, of one or several repositories, read at one snapshot.
+
+        ``refs`` are ``(repository, branch)`` pairs; a branch (or repository) that does
+        not exist is left out of the answer. No commit seen on one branch is seen
+        without every commit that reached another of the branches before it: one SQL
+        statement, or one DynamoDB TransactGetItems (at most 100 pairs).
+        """
+
+    @abstractmethod
+    def update_branches(self, updates: Sequence[BranchUpdate]) -> None:
+        """Compare-and-swap several branches, of one or several repositories, in one
+        transaction: every branch moves, or none does.
+
+        Raises:
+            BranchChangedError: a branch moved since it was read (or, to be created,
+                exists); nothing was written.
+            RepositoryNotFoundError: a repository of a branch to create is gone.
+            ValidationError: an update renames a branch, or names one branch twice.
         """
 
     # --- tags -------------------------------------------------------------------

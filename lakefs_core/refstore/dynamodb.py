@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import botocore.exceptions
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from lakefs_core.dynamodb_table import (
     ABSENT,
@@ -44,6 +45,7 @@ from lakefs_core.dynamodb_table import (
     SK,
     TRANSACTION_LIMIT,
     DynamoDBTable,
+    TransactionConflict,
     code,
     dump,
     key,
@@ -73,6 +75,7 @@ from lakefs_core.graveler.model import (
     ActionRun,
     AddressType,
     Branch,
+    BranchUpdate,
     Commit,
     CommitRecord,
     Entry,
@@ -89,7 +92,7 @@ from lakefs_core.graveler.model import (
     Tag,
     TaskKind,
 )
-from lakefs_core.refstore.base import RefStore
+from lakefs_core.refstore.base import RefStore, check_branch_refs, check_branch_updates
 from lakefs_core.refstore.rows import check_amount
 
 _log = logging.getLogger(__name__)
@@ -741,6 +744,58 @@ class DynamoDBRefStore(DynamoDBTable, RefStore):
                 raise BranchNotFoundError(f"branch {expected.name!r} not found") from None
             raise BranchChangedError(
                 f"branch {expected.name!r} changed concurrently") from None
+
+    def get_branches(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        """Several repositories' branches by one TransactGetItems: a serializable read,
+        which no write transaction is half-applied to."""
+        check_branch_refs(refs)
+        pairs = sorted(set(refs))
+        if not pairs:
+            return {}
+        items = self._transact_get([_key(_repo_pk(repo), "branch#" + name)
+                                    for repo, name in pairs])
+        return {pair: _branch_of(pair[1], item)
+                for pair, item in zip(pairs, items, strict=True) if item is not None}
+
+    @retry(retry=retry_if_exception_type(TransactionConflict), stop=stop_after_attempt(8),
+           wait=wait_exponential(multiplier=0.02, max=0.5), reraise=True)
+    def _transact_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+        try:
+            out = self._call("transact_get_items", "TransactionCanceledException",
+                             TransactItems=[{"Get": {"TableName": self._table, "Key": k}}
+                                            for k in keys])
+        except botocore.exceptions.ClientError as exc:  # a write transaction was in flight
+            raise TransactionConflict(str(exc)) from None
+        return [r.get("Item") or None for r in out.get("Responses", [])]
+
+    def update_branches(self, updates: Sequence[BranchUpdate]) -> None:
+        """One TransactWriteItems: each branch a Put conditioned on its ``cas`` (or on
+        its absence, with a check that its repository is live)."""
+        check_branch_updates(updates)
+        if not updates:
+            return
+        # one check per repository that gains a branch (a transaction names an item once)
+        created_in = sorted({u.repo_id for u in updates if u.expected is None})
+        ops: list[dict[str, Any]] = [self._repo_check(repo) for repo in created_in]
+        for u in updates:
+            item = _branch_item(_repo_pk(u.repo_id), u.new)
+            if u.expected is None:
+                ops.append(self._put(item, _ABSENT))
+            else:
+                op = self._put(item, "cas = :c")
+                op["Put"]["ExpressionAttributeValues"] = {":c": _cas(u.expected)}
+                ops.append(op)
+        failed = self._transact(ops)
+        if failed is None:
+            return
+        for repo, gone in zip(created_in, failed, strict=False):
+            if gone:
+                raise RepositoryNotFoundError(f"repository {repo!r} not found")
+        for u, changed in zip(updates, failed[len(created_in):], strict=False):
+            if changed:
+                raise BranchChangedError(f"branch {u.new.name!r} of {u.repo_id!r} changed "
+                                         "concurrently")
+        raise BranchChangedError("a branch changed concurrently")
 
     # --- a dump's refs ---------------------------------------------------------------------
     def restore_refs(self, repo_id: str, commits: Sequence[CommitRecord],

@@ -31,7 +31,9 @@ from sqlalchemy import (
     Engine,
     Row,
     Table,
+    and_,
     func,
+    or_,
     select,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -60,6 +62,7 @@ from lakefs_core.errors import (
 )
 from lakefs_core.graveler.model import (
     Branch,
+    BranchUpdate,
     Commit,
     CommitRecord,
     EntryRecord,
@@ -67,7 +70,7 @@ from lakefs_core.graveler.model import (
     Repository,
     Tag,
 )
-from lakefs_core.refstore.base import RefStore
+from lakefs_core.refstore.base import RefStore, check_branch_refs, check_branch_updates
 from lakefs_core.refstore.migrations import migrate_settings
 from lakefs_core.refstore.rows import (
     BRANCH_COLUMNS,
@@ -640,6 +643,48 @@ class SQLRefStore(RepositoryRecords, RefStore):
             raise BranchChangedError(f"branch {expected.name!r} changed concurrently")
 
         self._write(work)
+
+    def get_branches(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
+        """Several repositories' branches in one statement (one snapshot on every
+        database: a statement never sees a transaction half-committed)."""
+        check_branch_refs(refs)
+        pairs = sorted(set(refs))
+        if not pairs:
+            return {}
+        stmt = select(branches.c.repo, *BRANCH_COLUMNS).where(
+            or_(*(and_(branches.c.repo == repo, branches.c.name == name)
+                  for repo, name in pairs)))
+        rows = self._read(lambda conn: conn.execute(stmt).all())
+        return {(row[0], row[1]): branch_of(row[1:]) for row in rows}
+
+    def update_branches(self, updates: Sequence[BranchUpdate]) -> None:
+        """Every compare-and-swap in one transaction; the first that fails rolls all back."""
+        check_branch_updates(updates)
+
+        def work(conn: Connection) -> None:
+            for u in updates:
+                if u.expected is None:
+                    self._require_repository(conn, u.repo_id, lock="share")
+                    created = conn.execute(self._insert_new(
+                        branches, repo=u.repo_id, name=u.new.name,
+                        **branch_values(u.new))).rowcount
+                    if not created:
+                        raise BranchChangedError(f"branch {u.new.name!r} of {u.repo_id!r} "
+                                                 "appeared meanwhile")
+                    continue
+                e = u.expected
+                moved = conn.execute(branches.update().where(
+                    branches.c.repo == u.repo_id, branches.c.name == e.name,
+                    branches.c.commit_id == e.commit_id,
+                    branches.c.staging_token == e.staging_token,
+                    branches.c.sealed_tokens == dump_tokens(e.sealed_tokens),
+                ).values(**branch_values(u.new))).rowcount
+                if moved != 1:
+                    raise BranchChangedError(f"branch {e.name!r} of {u.repo_id!r} changed "
+                                             "concurrently")
+
+        if updates:
+            self._write(work)
 
     # --- a dump's refs -----------------------------------------------------------------
     def restore_refs(self, repo_id: str, commits: Sequence[CommitRecord],

@@ -15,7 +15,7 @@ from lakefs_core.errors import (
     ValidationError,
 )
 from lakefs_core.graveler.encoding import commit_id
-from lakefs_core.graveler.mirror import MirrorService
+from lakefs_core.graveler.mirror import BranchMove, MirrorService
 from lakefs_core.graveler.model import Commit, CommitRecord, Entry, MirrorMarking
 from lakefs_testing.webhook import WebhookServer
 from tests.api.test_actions import _action
@@ -102,6 +102,49 @@ def test_a_mirror_made_again_serves_nothing_proven_for_the_one_before(
     mirrors.write_commits("mirror", records)
     with pytest.raises(CommitNotFoundError):
         env.graveler.get_entry("mirror", head, "f0")
+
+
+def test_a_group_of_mirror_branches_moves_together_or_not_at_all(
+        env: Env, mirrors: MirrorService) -> None:
+    """A mirror group's cut: branches of two mirror repositories in one transaction."""
+    records = source_commits(env, 2)
+    c1, c2 = records[1].id, records[2].id
+    mirrors.create_repository("mirror2", env.namespace + "-mirror2", "main",
+                              replace(MARK, mirror_id="m2"))
+    for repo in ("mirror", "mirror2"):
+        mirrors.write_commits(repo, records)
+    mirrors.mark_present("mirror", c1)
+    mirrors.mark_present("mirror2", c1)
+    # a commit not proven present in one member: nothing moves
+    with pytest.raises(CommitNotFoundError):
+        mirrors.promote_branches([BranchMove("mirror", "main", None, c1),
+                                  BranchMove("mirror2", "main", None, c2)])
+    assert mirrors.branches("mirror") == {"main": ""} and mirrors.branch_head("mirror2",
+                                                                               "main") is None
+    mirrors.promote_branches([BranchMove("mirror", "main", None, c1),
+                              BranchMove("mirror2", "main", None, c1),
+                              BranchMove("mirror2", "dev", None, c1)])
+    assert mirrors.branches("mirror") == {"main": c1}
+    assert mirrors.branches("mirror2") == {"main": c1, "dev": c1}
+    # another promotion moved one member meanwhile: the compare-and-swap moves none
+    mirrors.mark_present("mirror", c2)
+    mirrors.mark_present("mirror2", c2)
+    mirrors.promote_branch("mirror2", "dev", c1, c2)
+    with pytest.raises(BranchChangedError):
+        mirrors.promote_branches([BranchMove("mirror", "main", c1, c2),
+                                  BranchMove("mirror2", "dev", c1, c2)])
+    assert mirrors.branch_head("mirror", "main") == c1
+    mirrors.promote_branches([BranchMove("mirror", "main", c1, c2),
+                              BranchMove("mirror2", "main", c1, c2)])
+    assert mirrors.heads_at_once([("mirror", "main"), ("mirror2", "main"),
+                                  ("mirror2", "gone")]) == {("mirror", "main"): c2,
+                                                            ("mirror2", "main"): c2}
+    # a detached member: nothing moves
+    mirrors.mark_detached("mirror2", "m2")
+    with pytest.raises(ValidationError, match="was detached"):
+        mirrors.promote_branches([BranchMove("mirror", "main", c2, c1),
+                                  BranchMove("mirror2", "main", c2, c1)])
+    assert mirrors.branch_head("mirror", "main") == c2
 
 
 def test_commit_records_must_match_their_ids(env: Env, mirrors: MirrorService) -> None:

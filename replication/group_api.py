@@ -1,0 +1,201 @@
+"""The replication API's mirror groups: ``/service/replication/v1/groups``.
+
+A group is created, changed, cut and deleted in its source region (the region whose
+sidecar writes its rows); it is read, with its status, in either region. RBAC: changing
+a group or taking a cut needs ``fs:MirrorRepository`` on every member's source
+repository, reading it ``fs:ReadRepository`` on each.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, Field
+
+from lakefs_core.auth import rbac
+from lakefs_core.auth.service import Principal
+from lakefs_core.errors import ConflictError, ValidationError
+from mirrors_db.errors import GroupNotFoundError
+from mirrors_db.models import (
+    GroupCut,
+    GroupMember,
+    GroupProgress,
+    GroupSpec,
+    MirrorGroup,
+    MirrorState,
+)
+from replication.freshness import group_freshness
+from replication.sidecar import Sidecar
+
+
+class MemberIn(BaseModel):
+    mirror_id: str = Field(max_length=256)
+    branch: str | None = Field(
+        default=None, max_length=256,
+        description="the branch the group moves; the source repository's default branch "
+        "when unset")
+
+
+class GroupCreation(BaseModel):
+    name: str = Field(max_length=256)
+    region: str = Field(max_length=256, description="destination region of every member")
+    members: list[MemberIn] = Field(default_factory=list, max_length=100)
+
+
+def _ts(value: datetime | None) -> int | None:
+    return int(value.timestamp()) if value else None
+
+
+def group_json(g: MirrorGroup) -> dict[str, Any]:
+    return {"id": g.id, "name": g.name, "source_region": g.source_region,
+            "region": g.destination_region,
+            "members": [{"mirror_id": m.mirror_id, "branch": m.branch} for m in g.members],
+            "last_cut": g.last_cut, "source_read_at": _ts(g.heads_read_at),
+            "creation_date": _ts(g.created_at), "updated_at": _ts(g.updated_at)}
+
+
+def cut_json(c: GroupCut) -> dict[str, Any]:
+    return {"sequence": c.sequence, "taken_at": _ts(c.taken_at), "reason": c.reason,
+            "heads": [{"mirror_id": m.mirror_id, "branch": m.branch, "commit_id": cid}
+                      for m, cid in c.heads.items()]}
+
+
+def add_group_routes(router: APIRouter, sidecar: Sidecar,
+                     caller: Callable[..., Principal]) -> None:
+    """Register the group routes on the replication API's router."""
+    org = sidecar.org
+
+    def member_sources(g: MirrorGroup) -> list[str]:
+        return sorted({sidecar.table.get_mirror(org, m.mirror_id).source_repository
+                       for m in g.members})
+
+    def check(who: Principal, action: str, repositories: list[str]) -> None:
+        who.check(rbac.all_of(*(rbac.Permission(action, rbac.repository_arn(r))
+                                for r in repositories)))
+
+    def visible_group(group_id: str) -> MirrorGroup:
+        g = sidecar.table.get_group(org, group_id)
+        if sidecar.region not in (g.source_region, g.destination_region):
+            raise GroupNotFoundError(org, group_id, f"not a group of region {sidecar.region!r}")
+        return g
+
+    def in_source(g: MirrorGroup) -> None:
+        if g.source_region != sidecar.region:
+            raise ValidationError(f"change group {g.id} in its source region "
+                                  f"{g.source_region!r} (the region that writes it)")
+
+    def member(body: MemberIn, destination: str, taken: set[GroupMember]) -> GroupMember:
+        """A member for this region's group into ``destination``, checked."""
+        m = sidecar.table.get_mirror(org, body.mirror_id)
+        if m.source_region != sidecar.region or m.destination_region != destination:
+            raise ValidationError(
+                f"mirror {m.id} goes from {m.source_region!r} to {m.destination_region!r}; "
+                f"the group's members go from {sidecar.region!r} to {destination!r}")
+        if m.state not in (MirrorState.CREATING, MirrorState.ACTIVE):
+            raise ValidationError(f"mirror {m.id} is {m.state.value}")
+        branch = body.branch or sidecar.mirrors.repository(m.source_repository).default_branch
+        new = GroupMember(m.id, branch)
+        if new in taken:
+            raise ConflictError(f"branch {branch!r} of mirror {m.id} is in a group already")
+        return new
+
+    def grouped_members() -> set[GroupMember]:
+        return {m for g in sidecar.table.list_groups(org) for m in g.members}
+
+    @router.post("/groups", status_code=201)
+    def create_group(body: GroupCreation,
+                     who: Principal = Depends(caller)) -> JSONResponse:  # noqa: B008
+        if body.region == sidecar.region or body.region not in sidecar.config.dst_endpoints:
+            raise ValidationError(f"region {body.region!r} is not another known region")
+        taken = grouped_members()
+        members = tuple(member(b, body.region, taken) for b in body.members)
+        sources = sorted({sidecar.table.get_mirror(org, m.mirror_id).source_repository
+                          for m in members})
+        check(who, rbac.MIRROR_REPOSITORY, sources)
+        g = sidecar.table.create_group(GroupSpec(org, body.name, sidecar.region, body.region,
+                                                 members))
+        if members:
+            sidecar.group_cutter.take(g.id, "moved")
+            g = sidecar.table.get_group(org, g.id)
+        return JSONResponse(group_json(g), status_code=201)
+
+    @router.get("/groups")
+    def list_groups(who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """The groups whose source or destination is this region and all of whose
+        members' source repositories the caller may read."""
+        results = []
+        for g in sidecar.table.list_groups(org):
+            if sidecar.region not in (g.source_region, g.destination_region):
+                continue
+            if all(who.allowed(rbac.Permission(rbac.READ_REPOSITORY, rbac.repository_arn(r)))
+                   for r in member_sources(g)):
+                results.append(group_json(g))
+        return {"results": results}
+
+    @router.get("/groups/{group_id}")
+    def read_group(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        g = visible_group(group_id)
+        check(who, rbac.READ_REPOSITORY, member_sources(g))
+        return group_json(g)
+
+    @router.delete("/groups/{group_id}", status_code=204)
+    def delete_group(group_id: str, who: Principal = Depends(caller)) -> Response:  # noqa: B008
+        g = visible_group(group_id)
+        check(who, rbac.MIRROR_REPOSITORY, member_sources(g))
+        in_source(g)
+        sidecar.table.delete_group(org, g.id)
+        return Response(status_code=204)
+
+    @router.post("/groups/{group_id}/members")
+    def add_member(group_id: str, body: MemberIn,
+                   who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        g = visible_group(group_id)
+        in_source(g)
+        new = member(body, g.destination_region, grouped_members())
+        check(who, rbac.MIRROR_REPOSITORY,
+              sorted({*member_sources(g),
+                      sidecar.table.get_mirror(org, new.mirror_id).source_repository}))
+        g = sidecar.table.update_group(replace(g, members=(*g.members, new)))
+        sidecar.group_cutter.take(g.id, "moved")
+        return group_json(sidecar.table.get_group(org, g.id))
+
+    @router.post("/groups/{group_id}/cuts", status_code=201)
+    def take_cut(group_id: str, who: Principal = Depends(caller)) -> JSONResponse:  # noqa: B008
+        """Mark "these commits belong together": the member heads as they are now."""
+        g = visible_group(group_id)
+        check(who, rbac.MIRROR_REPOSITORY, member_sources(g))
+        in_source(g)
+        cut = sidecar.group_cutter.take(g.id, "requested")
+        if cut is None:
+            raise ValidationError(f"group {g.id}: no member branch has a head yet")
+        return JSONResponse(cut_json(cut), status_code=201)
+
+    @router.get("/groups/{group_id}/status")
+    def group_status(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        g = visible_group(group_id)
+        check(who, rbac.READ_REPOSITORY, member_sources(g))
+        progress = sidecar.table.get_group_progress(org, g.id) or GroupProgress(org, g.id)
+        cuts = {c.sequence: c for c in sidecar.table.list_cuts(
+            org, g.id, after=max(0, progress.served_cut - 1))}
+        served = cuts.get(progress.served_cut)
+        waiting = cuts.get(progress.waiting_cut)
+        fresh = group_freshness(g, progress, time.time(), sidecar.stale_after)
+        return {
+            "group": group_json(g),
+            "served_cut": cut_json(served) if served else None,
+            "served_at": _ts(progress.served_at),
+            "latest_cut": g.last_cut,
+            "waiting": None if waiting is None else {
+                "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
+            "lag_seconds": round(fresh.lag_seconds, 3),
+            "stale": fresh.stale,
+            "current": fresh.current,
+            "stale_after_seconds": sidecar.stale_after,
+            "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
+        }
