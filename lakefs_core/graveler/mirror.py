@@ -145,8 +145,12 @@ class MirrorService:
         source of a switchover, or the old primary of a failback, which then follows the
         new primary under its own name.
 
-        Its commits stay servable (each is marked proven present: they were written
-        here); from then on it serves only the commits replication proves present. The
+        An ordinary repository (never a mirror) wrote every one of its commits itself:
+        each is marked proven present, so all stay servable. A detached former mirror
+        keeps its marks as they are: the commits replication proved present and those
+        made since it was detached are servable, and the commits it only learned of
+        (skipped between two observed heads, or still waiting for pieces) stay unservable
+        (I2). From then on it serves only the commits replication proves present. The
         repository must already be read-only, so that no write lands after its refs were
         read. Idempotent for the same mirror.
 
@@ -162,14 +166,15 @@ class MirrorService:
             raise ValidationError(f"repository {name!r} follows mirror {existing.mirror_id}")
         if not repo.read_only:
             raise ValidationError(f"repository {name!r} must be read-only to be adopted")
-        after = ""
-        while True:
-            records = self._refstore.list_commits(name, after=after, amount=_PAGE)
-            for record in records:
-                self._refstore.mark_commit_present(name, record.id)
-            if len(records) < _PAGE:
-                break
-            after = records[-1].id
+        if existing is None:
+            after = ""
+            while True:
+                records = self._refstore.list_commits(name, after=after, amount=_PAGE)
+                for record in records:
+                    self._refstore.mark_commit_present(name, record.id)
+                if len(records) < _PAGE:
+                    break
+                after = records[-1].id
         self._refstore.set_mirror_marking(name, marking)
         return repo
 

@@ -282,3 +282,38 @@ def test_no_ref_of_a_detached_mirror_points_at_a_commit_it_cannot_read(
             # the commit it serves is fine to point at
             assert c.post("/api/v1/repositories/src/tags",
                           json={"id": "kept", "ref": head}).status_code == 201
+
+
+def test_a_former_mirror_adopted_again_serves_only_what_was_proven(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    """West learns of east's first commits without their data (the mirror starts at the
+    third); after a switchover and back, west is a mirror again and must still refuse
+    them, not serve commits whose objects it never received."""
+    with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
+        create_source(east)
+        for i in range(3):  # one path rewritten: only the last version is needed by c2
+            upload(east, "src", "main", "data", f"version {i}".encode())
+            commit(east, "src", "main", f"c{i}")
+        skipped = east.graveler.resolve_ref("src", "main~2").commit_id
+        mirror = _mirror_same_name(east)
+        head = east.graveler.get_branch("src", "main").commit_id
+        wait_for(lambda: mirror_head(west, "src", "main") == head, 30, what="sync")
+        with west.client() as c:
+            r = c.post(f"{MIRRORS}/src/mirrors/{mirror['id']}/switchover", timeout=120)
+            assert r.status_code == 200, r.text
+            reverse = r.json()["mirror"]
+            r = c.post(f"{MIRRORS}/src/mirrors/{reverse['id']}/switchover", timeout=120)
+            assert r.status_code == 200, r.text
+        assert west.graveler.get_repository("src").read_only  # a mirror again
+        with west.client() as c:
+            r = c.get(f"/api/v1/repositories/src/refs/{skipped}/objects",
+                      params={"path": "data"})
+            assert r.status_code == 404, r.text
+            assert "replication never proved its data present" in r.json()["message"]
+            r = c.get(f"/api/v1/repositories/src/refs/{head}/objects", params={"path": "data"})
+            assert r.status_code == 200 and r.content == b"version 2"
+        # east, the primary again, still serves its whole history
+        with east.client() as c:
+            r = c.get(f"/api/v1/repositories/src/refs/{skipped}/objects",
+                      params={"path": "data"})
+            assert r.status_code == 200 and r.content == b"version 0"
