@@ -28,6 +28,7 @@ from lakectl.commands.fs import fs
 from lakectl.commands.gc import gc
 from lakectl.commands.identity import identity, usage
 from lakectl.commands.importing import import_
+from lakectl.commands.ingest import ingest
 from lakectl.commands.local import local
 from lakectl.commands.mirror import mirror
 from lakectl.commands.refs import refs_dump, refs_restore
@@ -114,8 +115,8 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
 
 for command in (actions, annotate, auth, bisect, blame, branch, branch_protect, cherry_pick,
                 commit, completion, config, diff, doctor, find_merge_base, fs, gc, identity,
-                import_, local, log, merge, mirror, refs_dump, refs_restore, repo, show, tag,
-                usage):
+                import_, ingest, local, log, merge, mirror, refs_dump, refs_restore, repo, show,
+                tag, usage):
     lakectl.add_command(command)
 
 
