@@ -15,7 +15,8 @@ from typing import Any, NoReturn
 
 import click
 
-from lakectl.commands.actions import actions
+from lakectl.commands import plugin as plugins
+from lakectl.commands.actions import actions, cat_hook_output
 from lakectl.commands.annotate import annotate, blame
 from lakectl.commands.auth import auth
 from lakectl.commands.bisect import bisect
@@ -24,6 +25,7 @@ from lakectl.commands.branch_protect import branch_protect
 from lakectl.commands.commits import cherry_pick, commit, diff, find_merge_base, log, merge, show
 from lakectl.commands.completion import completion
 from lakectl.commands.configure import config, doctor
+from lakectl.commands.docs import docs
 from lakectl.commands.fs import fs
 from lakectl.commands.gc import gc
 from lakectl.commands.identity import identity, usage
@@ -31,6 +33,7 @@ from lakectl.commands.importing import import_
 from lakectl.commands.ingest import ingest
 from lakectl.commands.local import local
 from lakectl.commands.mirror import mirror
+from lakectl.commands.plugin import plugin, plugin_command
 from lakectl.commands.refs import refs_dump, refs_restore
 from lakectl.commands.repo import repo
 from lakectl.commands.tag import tag
@@ -48,7 +51,15 @@ def _version() -> str:
 
 
 class LakectlGroup(click.Group):
-    """Runs a command and turns every failure into lakectl's message and exit status 1."""
+    """Runs a command and turns every failure into lakectl's message and exit status 1;
+    a name that is no command runs the plugin ``lakectl-<name>`` on ``PATH``, if any."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            found = plugins.find(cmd_name)
+            command = plugin_command(found) if found else None
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -113,10 +124,10 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (actions, annotate, auth, bisect, blame, branch, branch_protect, cherry_pick,
-                commit, completion, config, diff, doctor, find_merge_base, fs, gc, identity,
-                import_, ingest, local, log, merge, mirror, refs_dump, refs_restore, repo, show,
-                tag, usage):
+for command in (actions, annotate, auth, bisect, blame, branch, branch_protect,
+                cat_hook_output, cherry_pick, commit, completion, config, diff, docs, doctor,
+                find_merge_base, fs, gc, identity, import_, ingest, local, log, merge, mirror,
+                plugin, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)
 
 

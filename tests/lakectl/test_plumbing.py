@@ -1,0 +1,88 @@
+"""lakectl's commands that need no server, or only the machine: ``docs``,
+``completion powershell``, ``plugin list`` and running plugins."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from lakectl import lakectl
+
+
+def test_docs_lists_every_command(tmp_path: Path) -> None:
+    result = CliRunner().invoke(lakectl, ["docs"])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert text.startswith("---\nlayout: default\n")
+    for section in ("### lakectl\n", "### lakectl branch create\n", "### lakectl fs stage\n",
+                    "### lakectl plugin list\n"):
+        assert section in text, section
+    stage = text.split("### lakectl fs stage\n", 1)[1].split("\n### ", 1)[0]
+    assert "Link an external object with a path in a repository" in stage
+    assert "```\nlakectl fs stage [OPTIONS] <path URI>\n```" in stage
+    assert "--location TEXT" in stage
+    hook = text.split("### lakectl cat-hook-output\n", 1)[1].split("\n### ", 1)[0]
+    assert "plumbing command" in hook
+    out = tmp_path / "cli.md"
+    assert CliRunner().invoke(lakectl, ["docs", str(out)]).exit_code == 0
+    assert out.read_text() == text
+
+
+def test_powershell_completion() -> None:
+    script = CliRunner().invoke(lakectl, ["completion", "powershell"])
+    assert script.exit_code == 0
+    assert "Register-ArgumentCompleter -Native -CommandName lakectl" in script.stdout
+    assert "_LAKECTL_COMPLETE" in script.stdout
+    env = {"_LAKECTL_COMPLETE": "powershell_complete", "COMP_WORDS": "lakectl bra",
+           "COMP_CWORD": "1"}
+    answer = CliRunner(env=env).invoke(lakectl, [], prog_name="lakectl")
+    assert [line.split("\t")[1] for line in answer.stdout.splitlines()] == [
+        "branch", "branch-protect"]
+    env = {**env, "COMP_WORDS": "lakectl branch ", "COMP_CWORD": "2"}
+    answer = CliRunner(env=env).invoke(lakectl, [], prog_name="lakectl")
+    assert "plain\tcreate\tCreate a new branch in a repository" in answer.stdout.splitlines()
+
+
+def _plugin(directory: Path, name: str, body: str, mode: int = 0o755) -> Path:
+    path = directory / f"lakectl-{name}"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(mode)
+    return path
+
+
+def test_plugins_listed_and_run(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    hello = _plugin(first, "hello", 'echo "hello $*"; echo "to stderr" >&2; exit 3')
+    _plugin(second, "hello", "echo shadowed")
+    other = _plugin(second, "other-one", "echo other")
+    plain = _plugin(second, "plain", "echo plain", mode=0o644)
+    path = os.pathsep.join([str(first), str(second), str(tmp_path / "missing")])
+    env = {"PATH": path}
+    listed = CliRunner(env=env).invoke(lakectl, ["plugin", "list"])
+    assert listed.stdout == ("The following lakectl-compatible plugins are available:\n"
+                             "  hello\n  other-one\n")
+    verbose = CliRunner(env=env).invoke(lakectl, ["plugin", "list", "-v"])
+    assert verbose.stdout.splitlines()[1:] == [f"  {hello}", f"  {other}"]
+    assert f"Warning: {plain} is not executable" in verbose.stderr
+    assert (f"Warning: found multiple executables for plugin hello: {hello} and "
+            f"{second / 'lakectl-hello'}") in verbose.stderr
+
+    run_env = {**os.environ, "PATH": os.pathsep.join([path, os.environ.get("PATH", "")])}
+    ran = subprocess.run([sys.executable, "-m", "lakectl", "hello", "a", "--flag", "-x"],
+                         env=run_env, capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (3, "hello a --flag -x\n",
+                                                         "to stderr\n")
+    # a built-in command wins over a plugin of its name
+    _plugin(first, "docs", "echo plugin docs")
+    builtin = subprocess.run([sys.executable, "-m", "lakectl", "docs"], env=run_env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert builtin.returncode == 0 and builtin.stdout.startswith("---\n")
+    unknown = CliRunner(env=env).invoke(lakectl, ["no-such-command"])
+    assert unknown.exit_code == 1 and "No such command 'no-such-command'" in unknown.stderr
