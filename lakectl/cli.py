@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import click
 
 from lakectl.commands import plugin as plugins
+from lakectl.commands.abuse import abuse
 from lakectl.commands.actions import actions, cat_hook_output
 from lakectl.commands.annotate import annotate, blame
 from lakectl.commands.auth import auth
@@ -124,7 +125,7 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (actions, annotate, auth, bisect, blame, branch, branch_protect,
+for command in (abuse, actions, annotate, auth, bisect, blame, branch, branch_protect,
                 cat_hook_output, cherry_pick, commit, completion, config, diff, docs, doctor,
                 find_merge_base, fs, gc, identity, import_, ingest, local, log, merge, mirror,
                 plugin, refs_dump, refs_restore, repo, show, tag, usage):
