@@ -33,6 +33,7 @@ from lakectl.commands.identity import identity, usage
 from lakectl.commands.importing import import_
 from lakectl.commands.ingest import ingest
 from lakectl.commands.local import local
+from lakectl.commands.metastore import metastore
 from lakectl.commands.mirror import mirror
 from lakectl.commands.plugin import plugin, plugin_command
 from lakectl.commands.refs import refs_dump, refs_restore
@@ -127,8 +128,8 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
 
 for command in (abuse, actions, annotate, auth, bisect, blame, branch, branch_protect,
                 cat_hook_output, cherry_pick, commit, completion, config, diff, docs, doctor,
-                find_merge_base, fs, gc, identity, import_, ingest, local, log, merge, mirror,
-                plugin, refs_dump, refs_restore, repo, show, tag, usage):
+                find_merge_base, fs, gc, identity, import_, ingest, local, log, merge,
+                metastore, mirror, plugin, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)
 
 

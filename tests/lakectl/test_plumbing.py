@@ -19,7 +19,8 @@ def test_docs_lists_every_command(tmp_path: Path) -> None:
     text = result.stdout
     assert text.startswith("---\nlayout: default\n")
     for section in ("### lakectl\n", "### lakectl branch create\n", "### lakectl fs stage\n",
-                    "### lakectl plugin list\n", "### lakectl abuse random-read\n"):
+                    "### lakectl plugin list\n", "### lakectl abuse random-read\n",
+                    "### lakectl metastore copy\n", "### lakectl ingest\n"):
         assert section in text, section
     stage = text.split("### lakectl fs stage\n", 1)[1].split("\n### ", 1)[0]
     assert "Link an external object with a path in a repository" in stage
