@@ -26,6 +26,7 @@ from lakectl.commands.branch_protect import branch_protect
 from lakectl.commands.commits import cherry_pick, commit, diff, find_merge_base, log, merge, show
 from lakectl.commands.completion import completion
 from lakectl.commands.configure import config, doctor
+from lakectl.commands.dbt import dbt
 from lakectl.commands.docs import docs
 from lakectl.commands.fs import fs
 from lakectl.commands.gc import gc
@@ -127,7 +128,7 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
 
 
 for command in (abuse, actions, annotate, auth, bisect, blame, branch, branch_protect,
-                cat_hook_output, cherry_pick, commit, completion, config, diff, docs, doctor,
+                cat_hook_output, cherry_pick, commit, completion, config, dbt, diff, docs, doctor,
                 find_merge_base, fs, gc, identity, import_, ingest, local, log, merge,
                 metastore, mirror, plugin, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)

@@ -41,7 +41,7 @@ class SchemaExistsError(MetastoreError):
     """The destination schema exists already."""
 
 
-def _path_of(location: str) -> tuple[str, str, str, str]:
+def split_location(location: str) -> tuple[str, str, str, str]:
     """``scheme://host/ref/path`` as its four parts."""
     u = urlsplit(location)
     if not u.scheme or not u.netloc:
@@ -53,13 +53,13 @@ def _path_of(location: str) -> tuple[str, str, str, str]:
 
 def replace_branch_name(location: str, branch: str) -> str:
     """The location on ``branch`` instead of its ref."""
-    scheme, host, _, path = _path_of(location)
+    scheme, host, _, path = split_location(location)
     return f"{scheme}://{host}/{branch}/{path}"
 
 
 def symlink_location(location: str, prefix: str) -> str:
     """Where the symlink manifests of a table's location are under ``prefix``."""
-    _, host, ref, path = _path_of(location)
+    _, host, ref, path = split_location(location)
     return f"{prefix}/{host}/{ref}/{path}"
 
 
@@ -343,4 +343,4 @@ def partition_diff(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[Dif
 
 __all__ = ["Difference", "GlueMetastore", "MetastoreError", "SchemaExistsError",
            "column_diff", "copy_all", "copy_db", "copy_or_merge", "imported_location",
-           "partition_diff", "replace_branch_name", "symlink_location"]
+           "partition_diff", "replace_branch_name", "split_location", "symlink_location"]

@@ -87,3 +87,38 @@ def test_plugins_listed_and_run(tmp_path: Path) -> None:
     assert builtin.returncode == 0 and builtin.stdout.startswith("---\n")
     unknown = CliRunner(env=env).invoke(lakectl, ["no-such-command"])
     assert unknown.exit_code == 1 and "No such command 'no-such-command'" in unknown.stderr
+
+
+def test_dbt_schema_macro_and_missing_dbt(tmp_path: Path) -> None:
+    from lakefs_testing.servers import MOTO_ENV
+
+    project = tmp_path / "project"
+    project.mkdir()
+    no_macros = CliRunner().invoke(lakectl, ["dbt", "generate-schema-macro",
+                                             "--project-root", str(project)])
+    assert no_macros.exit_code == 1
+    assert no_macros.stderr.startswith("The project-root should contain the macro directory\n")
+    (project / "macros").mkdir()
+    made = CliRunner().invoke(lakectl, ["dbt", "generate-schema-macro", "--project-root",
+                                        str(project)])
+    macro = project / "macros" / "generate_schema_name.sql"
+    assert made.exit_code == 0 and made.stdout == f"macro created in path {macro}\n"
+    assert "{{  env_var('LAKEFS_SCHEMA', target.schema) }}" in macro.read_text()
+    again = CliRunner().invoke(lakectl, ["dbt", "generate-schema-macro", "--project-root",
+                                         str(project)])
+    assert again.exit_code == 1 and again.stderr.startswith(
+        f"{macro} already exists, add lakeFS schema generation manually\n")
+
+    env = {**MOTO_ENV, "LAKECTL_METASTORE_TYPE": "glue", "PATH": str(tmp_path / "empty"),
+           "HOME": str(tmp_path)}
+    no_dbt = CliRunner(env=env).invoke(lakectl, ["dbt", "create-branch-schema", "--branch",
+                                                 "dev", "--project-root", str(project)])
+    assert no_dbt.exit_code == 1
+    assert no_dbt.stderr.startswith('exec: "dbt": executable file not found in $PATH\n')
+    macro.write_text("{% macro generate_schema_name(a, b) %}x{% endmacro %}")
+    wrong = CliRunner(env=env).invoke(lakectl, ["dbt", "create-branch-schema", "--branch",
+                                                "dev", "--project-root", str(project)])
+    assert wrong.exit_code == 1 and "does not use LAKEFS_SCHEMA" in wrong.stderr
+    hive = CliRunner(env={**env, "LAKECTL_METASTORE_TYPE": "hive"}).invoke(
+        lakectl, ["dbt", "create-branch-schema", "--branch", "dev"])
+    assert hive.stderr.startswith("hive metastore is not supported by this lakectl")
