@@ -39,6 +39,7 @@ from lakectl.commands.mirror import mirror
 from lakectl.commands.plugin import plugin, plugin_command
 from lakectl.commands.refs import refs_dump, refs_restore
 from lakectl.commands.repo import repo
+from lakectl.commands.sst import cat_sst
 from lakectl.commands.tag import tag
 from lakectl.output import DEATH_LINE, EXIT_ERROR, Fatal
 from lakectl.session import App
@@ -128,8 +129,8 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
 
 
 for command in (abuse, actions, annotate, auth, bisect, blame, branch, branch_protect,
-                cat_hook_output, cherry_pick, commit, completion, config, dbt, diff, docs, doctor,
-                find_merge_base, fs, gc, identity, import_, ingest, local, log, merge,
+                cat_hook_output, cat_sst, cherry_pick, commit, completion, config, dbt, diff, docs,
+                doctor, find_merge_base, fs, gc, identity, import_, ingest, local, log, merge,
                 metastore, mirror, plugin, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)
 

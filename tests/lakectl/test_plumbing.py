@@ -122,3 +122,45 @@ def test_dbt_schema_macro_and_missing_dbt(tmp_path: Path) -> None:
     hive = CliRunner(env={**env, "LAKECTL_METASTORE_TYPE": "hive"}).invoke(
         lakectl, ["dbt", "create-branch-schema", "--branch", "dev"])
     assert hive.stderr.startswith("hive metastore is not supported by this lakectl")
+
+
+def test_cat_sst_reads_a_commits_range_and_metarange(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from lakefs_testing.live_server import live_server
+    from tests.lakectl.test_live import api
+
+    with live_server(str(tmp_path / "server")) as server:
+        assert api(server, "POST", "/repositories", json={
+            "name": "ssts", "storage_namespace": "local://ssts"}).status_code == 201
+        for path in ("a.csv", "b/c.csv"):
+            api(server, "POST", "/repositories/ssts/branches/main/objects",
+                params={"path": path, "meta": "x"}, content=b"data")
+        assert api(server, "POST", "/repositories/ssts/branches/main/commits",
+                   json={"message": "two"}).status_code == 201
+    kinds: dict[str, Path] = {}  # of each kind, the file with the most rows
+    rows_of: dict[Path, int] = {}
+    for f in sorted((tmp_path / "server").rglob("*")):
+        try:
+            meta = pq.read_metadata(f) if f.is_file() else None
+        except Exception:  # noqa: BLE001 - not a Parquet file
+            continue
+        kind = ((meta.metadata if meta else None) or {}).get(b"lakefs_type", b"").decode()
+        if meta and kind:
+            rows_of[f] = meta.num_rows
+            if kind not in kinds or meta.num_rows > rows_of[kinds[kind]]:
+                kinds[kind] = f
+    runner = CliRunner(env={"LAKECTL_INTERACTIVE": "false"})
+    ranged = runner.invoke(lakectl, ["cat-sst", "-f", str(kinds["range"])])
+    assert ranged.exit_code == 0, ranged.stderr
+    rows = [line.split("\t") for line in ranged.stdout.splitlines()]
+    assert [(r[0], r[1]) for r in rows] == [("a.csv", "4"), ("b/c.csv", "4")]
+    one = runner.invoke(lakectl, ["cat-sst", "--amount", "1", "-f", "-"],
+                        input=kinds["metarange"].read_bytes())
+    assert one.exit_code == 0, (one.stderr, one.exception)
+    (meta,) = [line.split("\t") for line in one.stdout.splitlines()]
+    assert (meta[1], meta[2], meta[3]) == ("a.csv", "b/c.csv", "2")
+    other = tmp_path / "other.txt"
+    other.write_text("not a table")
+    bad = runner.invoke(lakectl, ["cat-sst", "-f", str(other)])
+    assert bad.exit_code == 1 and bad.stderr.startswith(f"could not read {other}: ")
