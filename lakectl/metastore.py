@@ -146,6 +146,9 @@ class GlueMetastore:
             raise
         return True
 
+    def get_database(self, name: str) -> dict[str, Any]:
+        return dict(self._call("get_database", Name=name)["Database"])
+
     def get_partitions(self, db: str, table: str) -> list[dict[str, Any]]:
         return list(self._pages("get_partitions", "Partitions", DatabaseName=db,
                                 TableName=table))
@@ -301,7 +304,7 @@ def copy_db(source: GlueMetastore, to: GlueMetastore, from_db: str, to_db: str,
     Raises:
         SchemaExistsError: ``to_db`` exists.
     """
-    database = dict(source._call("get_database", Name=from_db)["Database"])
+    database = source.get_database(from_db)
     location = database.get("LocationUri") or ""
     if location:
         location = replace_branch_name(location, branch)

@@ -19,6 +19,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import click
@@ -240,8 +241,6 @@ def _remove_branches(s: Session, repository: str, prefix: str, parallelism: int)
             s.call("DELETE", f"{base}/{branch}", ok=(204,))
         except Exception as e:  # noqa: BLE001 - reported, the cleanup goes on
             click.echo(f"Failed to delete {branch}: {e}")
-
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=parallelism) as pool:
         list(pool.map(delete, [b["id"] for b in s.every(base, {"prefix": prefix})]))

@@ -184,7 +184,7 @@ def create_branch_schema(s: Session, branch: str, to_schema: str, project_root: 
 def _create_branch(s: Session, glue: ms.GlueMetastore, schema: str, branch: str) -> None:
     """A branch from the one the schema's location is on (``s3://<repo>/<branch>/...``)."""
     try:
-        location = glue._call("get_database", Name=schema)["Database"].get("LocationUri", "")
+        location = glue.get_database(schema).get("LocationUri", "")
         _, repository, source, _ = ms.split_location(location)
     except ms.MetastoreError as e:
         raise Fatal(f"Given schema has no source branch associated with it {e}") from None
