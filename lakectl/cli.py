@@ -15,7 +15,9 @@ from typing import Any, NoReturn
 
 import click
 
-from lakectl.commands.actions import actions
+from lakectl.commands import plugin as plugins
+from lakectl.commands.abuse import abuse
+from lakectl.commands.actions import actions, cat_hook_output
 from lakectl.commands.annotate import annotate, blame
 from lakectl.commands.auth import auth
 from lakectl.commands.bisect import bisect
@@ -24,14 +26,20 @@ from lakectl.commands.branch_protect import branch_protect
 from lakectl.commands.commits import cherry_pick, commit, diff, find_merge_base, log, merge, show
 from lakectl.commands.completion import completion
 from lakectl.commands.configure import config, doctor
+from lakectl.commands.dbt import dbt
+from lakectl.commands.docs import docs
 from lakectl.commands.fs import fs
 from lakectl.commands.gc import gc
 from lakectl.commands.identity import identity, usage
 from lakectl.commands.importing import import_
+from lakectl.commands.ingest import ingest
 from lakectl.commands.local import local
+from lakectl.commands.metastore import metastore
 from lakectl.commands.mirror import mirror
+from lakectl.commands.plugin import plugin, plugin_command
 from lakectl.commands.refs import refs_dump, refs_restore
 from lakectl.commands.repo import repo
+from lakectl.commands.sst import cat_sst
 from lakectl.commands.tag import tag
 from lakectl.output import DEATH_LINE, EXIT_ERROR, Fatal
 from lakectl.session import App
@@ -47,7 +55,15 @@ def _version() -> str:
 
 
 class LakectlGroup(click.Group):
-    """Runs a command and turns every failure into lakectl's message and exit status 1."""
+    """Runs a command and turns every failure into lakectl's message and exit status 1;
+    a name that is no command runs the plugin ``lakectl-<name>`` on ``PATH``, if any."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None:
+            found = plugins.find(cmd_name)
+            command = plugin_command(found) if found else None
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -112,10 +128,10 @@ def lakectl(ctx: click.Context, config_path: str | None, base_uri: str | None, n
     ctx.call_on_close(app.close)
 
 
-for command in (actions, annotate, auth, bisect, blame, branch, branch_protect, cherry_pick,
-                commit, completion, config, diff, doctor, find_merge_base, fs, gc, identity,
-                import_, local, log, merge, mirror, refs_dump, refs_restore, repo, show, tag,
-                usage):
+for command in (abuse, actions, annotate, auth, bisect, blame, branch, branch_protect,
+                cat_hook_output, cat_sst, cherry_pick, commit, completion, config, dbt, diff, docs,
+                doctor, find_merge_base, fs, gc, identity, import_, ingest, local, log, merge,
+                metastore, mirror, plugin, refs_dump, refs_restore, repo, show, tag, usage):
     lakectl.add_command(command)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,22 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class MetastoreConfig:
+    """lakeFS's ``metastore.*`` keys that the Glue metastore uses."""
+
+    type: str = "hive"
+    hive_uri: str = ""
+    glue_catalog_id: str = ""
+    glue_region: str = ""
+    glue_profile: str = ""
+    glue_access_key_id: str = ""
+    glue_secret_access_key: str = ""
+    glue_session_token: str = ""
+    glue_db_location_uri: str = ""
+    fix_spark_placeholder: bool = False
+
+
+@dataclass(frozen=True)
 class LakectlConfig:
     endpoint_url: str = DEFAULT_ENDPOINT
     access_key_id: str = ""
@@ -37,6 +53,8 @@ class LakectlConfig:
     base_uri: str = ""
     #: the file read, None when there was none
     file: Path | None = None
+    #: ``metastore.*``: the metastore commands' settings (lakeFS's keys)
+    metastore: MetastoreConfig = field(default_factory=lambda: MetastoreConfig())
 
     @property
     def server(self) -> str:
@@ -125,7 +143,20 @@ def load_config(path: str | None = None, env: Mapping[str, str] | None = None,
         max_attempts=4 if attempts is None else _int("server.retries.max_attempts", attempts),
         base_uri=base_uri if base_uri is not None else text("base_uri", ""),
         file=file if file.is_file() else None,
+        metastore=MetastoreConfig(
+            type=text("metastore.type", "hive"),
+            hive_uri=text("metastore.hive.uri", ""),
+            glue_catalog_id=text("metastore.glue.catalog_id", ""),
+            glue_region=text("metastore.glue.region", ""),
+            glue_profile=text("metastore.glue.profile", ""),
+            glue_access_key_id=text("metastore.glue.credentials.access_key_id", ""),
+            glue_secret_access_key=text("metastore.glue.credentials.access_secret_key", "")
+            or text("metastore.glue.credentials.secret_access_key", ""),
+            glue_session_token=text("metastore.glue.credentials.session_token", ""),
+            glue_db_location_uri=text("metastore.glue.db_location_uri", ""),
+            fix_spark_placeholder=_bool("metastore.fix_spark_placeholder",
+                                        value("metastore.fix_spark_placeholder") or False)),
     )
 
 
-__all__ = ["DEFAULT_ENDPOINT", "ConfigError", "LakectlConfig", "load_config"]
+__all__ = ["DEFAULT_ENDPOINT", "ConfigError", "LakectlConfig", "MetastoreConfig", "load_config"]

@@ -14,8 +14,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from lakefs_core.block.base import BlockStore, PresignedURL, PresignMode, join_address
-from lakefs_core.errors import LinkAddressError, ReadOnlyRepositoryError
+from lakefs_core.errors import (
+    LinkAddressError,
+    NotFoundError,
+    ReadOnlyRepositoryError,
+    ValidationError,
+)
 from lakefs_core.graveler.graveler import Graveler
+from lakefs_core.graveler.importing import (
+    ImportPath,
+    ImportPathType,
+    check_import_paths,
+    check_outside_namespaces,
+)
 from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 
 DATA_PREFIX = "data"
@@ -137,6 +148,39 @@ class Catalog:
         """Stage an existing entry (a copy or an already-written physical address)."""
         self.graveler.set_entry(repo_id, branch, path, entry, if_absent=if_absent,
                                 if_match=if_match)
+
+    def link_external(self, repo_id: str, branch: str, path: str, address: str, *,
+                      size: int, checksum: str, content_type: str,
+                      metadata: Mapping[str, str] | None = None,
+                      mtime: float | None = None) -> tuple[Repository, Entry]:
+        """Stage at ``path`` an object outside every storage namespace, by its full
+        address, as an import of that one object would (lakeFS's ``fs stage`` and
+        ``ingest``): the store must import from there and the object must be there
+        with the declared size.
+
+        Raises:
+            ValidationError / ForbiddenError: the store does not import from
+                ``address`` (:func:`check_import_paths`), it lies in a namespace, no
+                object is there, or its size is not ``size``.
+        """
+        repo, _ = self.graveler.check_direct_write(repo_id, branch)
+        store = self.store_of(repo)
+        source = [ImportPath(address, path, ImportPathType.OBJECT)]
+        check_import_paths(store, source)
+        check_outside_namespaces(self.graveler.all_repositories(), repo.storage_id, source)
+        try:
+            stat = store.stat(address)
+        except NotFoundError:
+            raise ValidationError(f"no object at physical address {address!r}") from None
+        if stat.size != size:
+            raise ValidationError(f"size mismatch: {size} declared, {stat.size} at {address!r}")
+        entry = Entry(address=stat.address, size=stat.size, etag=checksum or stat.etag,
+                      mtime=stat.mtime if mtime is None else mtime,
+                      address_type=AddressType.FULL,
+                      content_type=content_type or DEFAULT_CONTENT_TYPE,
+                      metadata=dict(metadata or {}))
+        self.graveler.set_entry(repo_id, branch, path, entry)
+        return repo, entry
 
     def writable(self, repo_id: str, branch: str) -> tuple[Repository, Branch]:
         """The repository and branch, if the branch exists and may be written directly.

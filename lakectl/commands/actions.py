@@ -4,6 +4,7 @@ parsed as the server parses it."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -115,3 +116,24 @@ def validate(path: str) -> None:
     except ValidationError as e:
         raise Fatal(str(e)) from None
     click.echo(f"File validated successfully: '{path}'")
+
+
+@click.command("cat-hook-output", hidden=True)
+@click.argument("repository_uri", metavar="lakefs://<repository>")
+@click.argument("run_id", metavar="<run_id>")
+@click.argument("hook_run_id", metavar="<run_hook_id>")
+@pass_session
+def cat_hook_output(s: Session, repository_uri: str, run_id: str, hook_run_id: str) -> None:
+    """Cat actions hook output
+
+    \b
+    Example:
+      lakectl cat-hook-output lakefs://<repository> <run_id> <run_hook_id>
+    """
+    u = s.repository_uri(repository_uri)
+    out = sys.stdout.buffer
+    with s.stream("GET", f"/repositories/{u.repository}/actions/runs/{run_id}/hooks/"
+                  f"{hook_run_id}/output") as resp:
+        for chunk in resp.iter_bytes():
+            out.write(chunk)
+    out.flush()

@@ -91,7 +91,7 @@ def _path_or_ref(s: Session, text: str) -> LakeFSURI:
         return s.ref_uri(text, "path URI").with_path("")
 
 
-def _stat_text(o: dict[str, Any]) -> str:
+def stat_text(o: dict[str, Any]) -> str:
     lines = [f"Path: {o['path']}",
              f"Modified Time: {date(o.get('mtime'))}",
              f"Size: {o.get('size_bytes', 0)} bytes",
@@ -157,7 +157,7 @@ def stat(s: Session, path_uri: str, pre_sign: bool | None, output_format: str) -
     o = s.json("GET", f"/repositories/{u.repository}/refs/{u.ref}/objects/stat",
                params={"path": u.path_or_empty, "user_metadata": "true",
                        **({"presign": "true"} if pre_sign else {})})
-    out.show(o, _stat_text)
+    out.show(o, stat_text)
 
 
 @fs.command("presign")
@@ -284,7 +284,7 @@ def upload(s: Session, path_uri: str, source: str, recursive: bool, content_type
                     stats = upload_object(s, u, u.path_or_empty, f,
                                           os.fstat(f.fileno()).st_size, content_type,
                                           presigned, bars)
-        out.show(stats, _stat_text)
+        out.show(stats, stat_text)
         return
 
     root = Path(source)
@@ -462,4 +462,4 @@ def stage(s: Session, path_uri: str, location: str, size: int, checksum: str, mt
         body["metadata"] = flags.key_values(meta)
     staged = s.json("PUT", f"/repositories/{u.repository}/branches/{u.ref}/objects",
                     ok=(201,), params={"path": u.path_or_empty}, json=body)
-    Output(output_format).show(staged, _stat_text)
+    Output(output_format).show(staged, stat_text)

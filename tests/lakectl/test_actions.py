@@ -64,3 +64,32 @@ def test_runs_list_and_describe(server: LiveServer, cli: CliRunner) -> None:
     assert both.stderr == f"Can't specify 'commit' and 'branch'\n{DEATH}\n"
     missing = cli.invoke(lakectl, ["actions", "runs", "describe", "lakefs://acts", "nope"])
     assert missing.exit_code == 1 and missing.stderr.endswith(f"\n{DEATH}\n")
+
+
+def test_cat_hook_output(server: LiveServer, cli: CliRunner) -> None:
+    hook = WebhookServer()
+    try:
+        repo = lakefs.Repository("hooked", client=sdk_client(server)).create(
+            storage_namespace="local://hooked")
+        main = repo.branch("main")
+        main.object("_lakefs_actions/gate.yaml").upload(
+            _action("gate", "pre-commit", f"{hook.url}/ok"))
+        main.commit("with a gate")
+    finally:
+        hook.close()
+    runs = json.loads(cli.invoke(lakectl, ["actions", "runs", "list", "lakefs://hooked",
+                                           "-o", "json"]).stdout)["results"]
+    run_id = runs[0]["run_id"]
+    base = f"/repositories/hooked/actions/runs/{run_id}/hooks"
+    with server.client() as c:
+        (hook_run,) = c.get(base).json()["results"]
+        hook_run_id = hook_run["hook_run_id"]
+        expected = c.get(f"{base}/{hook_run_id}/output").content
+    result = cli.invoke(lakectl, ["cat-hook-output", "lakefs://hooked", run_id,
+                                  hook_run_id])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == expected and f"{hook.url}/ok".encode() in expected
+    missing = cli.invoke(lakectl, ["cat-hook-output", "lakefs://hooked", run_id, "nope"])
+    assert missing.exit_code == 1 and missing.stderr.endswith(f"\n{DEATH}\n")
+    usage = cli.invoke(lakectl, ["cat-hook-output", "lakefs://hooked", run_id])
+    assert usage.exit_code == 1

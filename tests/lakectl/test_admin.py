@@ -20,9 +20,11 @@ from tests.lakectl.test_live import api, environment, fails, ok
 #: lakeFS's lakectl top-level commands (``lakectl --help``), less its hidden ones
 LAKEFS_COMMANDS = {
     "actions", "annotate", "auth", "bisect", "branch", "branch-protect", "cherry-pick",
-    "commit", "completion", "config", "diff", "doctor", "find-merge-base", "fs", "gc",
-    "identity", "import", "local", "log", "merge", "refs-dump", "refs-restore", "repo",
-    "show", "tag", "usage"}
+    "commit", "completion", "config", "dbt", "diff", "doctor", "find-merge-base", "fs", "gc",
+    "identity", "import", "ingest", "local", "log", "merge", "metastore", "plugin",
+    "refs-dump", "refs-restore", "repo", "show", "tag", "usage"}
+#: its hidden (plumbing) commands: not in ``--help``, there all the same
+LAKEFS_HIDDEN_COMMANDS = {"abuse", "cat-hook-output", "cat-sst", "docs"}
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +42,9 @@ def test_help_lists_lakefs_commands() -> None:
     result = CliRunner().invoke(lakectl, ["--help"])
     listed = {line.split()[0] for line in result.stdout.split("Commands:\n")[1].splitlines()}
     assert listed >= LAKEFS_COMMANDS
+    assert not listed & LAKEFS_HIDDEN_COMMANDS
+    for hidden in LAKEFS_HIDDEN_COMMANDS:
+        assert CliRunner().invoke(lakectl, [hidden, "--help"]).exit_code == 0, hidden
 
 
 def test_refs_dump_then_restore_into_a_bare_repository(cli: CliRunner, server: LiveServer,
@@ -146,7 +151,8 @@ def test_config_writes_the_file_doctor_checks_it(server: LiveServer, tmp_path: P
 
 
 def test_completion_scripts() -> None:
-    for shell, marker in (("bash", "complete "), ("zsh", "compdef"), ("fish", "complete ")):
+    for shell, marker in (("bash", "complete "), ("zsh", "compdef"), ("fish", "complete "),
+                          ("powershell", "Register-ArgumentCompleter")):
         result = CliRunner().invoke(lakectl, ["completion", shell])
         assert result.exit_code == 0 and marker in result.stdout
         assert "_LAKECTL_COMPLETE" in result.stdout

@@ -77,3 +77,90 @@ def test_import_failures(runner: CliRunner, external: Path, source: str, to: str
     assert result.exit_code == 1, result.stdout
     assert result.stderr.startswith(message) and result.stderr.endswith(f"\n{DEATH}\n"), \
         result.stderr
+
+
+def test_ingest_stages_objects_by_their_addresses(runner: CliRunner, server: LiveServer,
+                                                  external: Path) -> None:
+    api(server, "POST", "/repositories/repo1/branches",
+        json={"name": "ingested", "source": "main"})
+    dry = runner.invoke(cli, ["ingest", "--from", f"local://{external}/raw/", "--to",
+                              "lakefs://repo1/ingested/in", "--dry-run"])
+    assert dry.exit_code == 0, dry.stderr
+    assert [line.split("RelativeKey:")[1].split(",")[0] for line in dry.stdout.splitlines()
+            ] == ["a.csv", "b/c.csv", "d.json"]
+    result = runner.invoke(cli, ["ingest", "--from", f"local://{external}/raw/", "--to",
+                                 "lakefs://repo1/ingested/in"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.endswith("\nStaged 3 external objects (total of 10 B)\n")
+    changes = api(server, "GET", "/repositories/repo1/branches/ingested/diff").json()
+    assert sorted((c["path"], c["type"]) for c in changes["results"]) == [
+        ("in/a.csv", "added"), ("in/b/c.csv", "added"), ("in/d.json", "added")]
+    assert api(server, "GET", "/repositories/repo1/refs/ingested/objects",
+               params={"path": "in/b/c.csv"}).content == b"c,2\n"
+    stat = api(server, "GET", "/repositories/repo1/refs/ingested/objects/stat",
+               params={"path": "in/a.csv"}).json()
+    assert stat["physical_address"] == f"local://{external}/raw/a.csv"
+    verbose = runner.invoke(cli, ["ingest", "--from", f"local://{external}/raw/d.json",
+                                  "--to", "lakefs://repo1/ingested/", "-v"])
+    assert verbose.exit_code == 0, verbose.stderr
+    assert verbose.stdout.startswith("Staged Path: d.json\n")
+    unknown = runner.invoke(cli, ["ingest", "--from", "gopher://x/", "--to",
+                                  "lakefs://repo1/ingested/"])
+    assert unknown.exit_code == 1
+    assert unknown.stderr == ("error walking object store: no storage adapter found for: "
+                              f"gopher\n{DEATH}\n")
+
+
+def test_fs_stage_links_an_outside_object(runner: CliRunner, server: LiveServer,
+                                          external: Path) -> None:
+    address = f"local://{external}/raw/a.csv"
+    result = runner.invoke(cli, ["fs", "stage", "lakefs://repo1/main/staged/a.csv",
+                                 "--location", address, "--size", "4", "--checksum", "abc",
+                                 "--meta", "k=v"])
+    assert result.exit_code == 0, result.stderr
+    assert "Physical Address: " + address in result.stdout
+    stat = api(server, "GET", "/repositories/repo1/refs/main/objects/stat",
+               params={"path": "staged/a.csv"}).json()
+    assert (stat["checksum"], stat["metadata"]) == ("abc", {"k": "v"})
+    assert api(server, "GET", "/repositories/repo1/refs/main/objects",
+               params={"path": "staged/a.csv"}).content == b"a,1\n"
+    refused = runner.invoke(cli, ["fs", "stage", "lakefs://repo1/main/x", "--location",
+                                  "local://repo1/data/x", "--size", "1", "--checksum", "c"])
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("The staged object must be outside the repository's "
+                                     "storage namespace\n")
+
+
+@pytest.mark.parametrize(("address", "size", "status", "message"), [
+    ("{external}/raw/a.csv", 5, 400, "size mismatch: 5 declared, 4 at"),
+    ("{external}/raw/none.csv", 1, 400, "no object at physical address"),
+    ("/etc/hostname", 1, 403, "/etc/hostname is not under blockstore.local.path"),
+    ("s3://bucket/key", 1, 400, "import path 's3://bucket/key' does not fit the local"),
+])
+def test_stage_object_outside_namespace_refusals(server: LiveServer, external: Path,
+                                                 address: str, size: int, status: int,
+                                                 message: str) -> None:
+    address = address.replace("{external}", f"local://{external}")
+    if address.startswith("/"):
+        address = "local://" + address
+    resp = api(server, "PUT", "/repositories/repo1/branches/main/objects",
+               params={"path": "refused"},
+               json={"physical_address": address, "checksum": "c", "size_bytes": size})
+    assert resp.status_code == status, resp.text
+    assert resp.json()["message"].startswith(message), resp.json()
+
+
+def test_stage_object_outside_namespace_needs_import_permission(
+        server: LiveServer, external: Path) -> None:
+    assert api(server, "POST", "/auth/users", json={"id": "stager"}).status_code == 201
+    assert api(server, "POST", "/auth/policies", json={
+        "id": "write-only", "statement": [{
+            "effect": "allow", "action": ["fs:WriteObject", "fs:Read*"],
+            "resource": "*"}]}).status_code == 201
+    api(server, "PUT", "/auth/users/stager/policies/write-only")
+    key = api(server, "POST", "/auth/users/stager/credentials").json()
+    with server.client(key["access_key_id"], key["secret_access_key"]) as c:
+        resp = c.put("/repositories/repo1/branches/main/objects", params={"path": "p"},
+                     json={"physical_address": f"local://{external}/raw/a.csv",
+                           "checksum": "c", "size_bytes": 4})
+    assert resp.status_code == 403, resp.text

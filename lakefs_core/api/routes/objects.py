@@ -39,7 +39,7 @@ from lakefs_core.api.routes import (
     page_size,
     pagination,
 )
-from lakefs_core.api.security import Ctx, authenticated, object_arn, repo_arn
+from lakefs_core.api.security import Ctx, authenticated, namespace_arn, object_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.block.base import PresignMode
 from lakefs_core.catalog import DEFAULT_CONTENT_TYPE
@@ -737,10 +737,24 @@ def stage_object(
     ctx: Annotated[Ctx, Depends(authenticated)],
     path: Annotated[str, Query(description="relative to the branch")],
 ) -> ObjectStats:
-    """Like linking a physical address: the data must already be at an address that
-    ``GET .../staging/backing`` handed out."""
-    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
+    """Stage an object already in the store, as lakeFS: an address inside the
+    repository's namespace must be one that ``GET .../staging/backing`` handed out (as
+    linking it); one outside every namespace is staged by its full address if the
+    store imports from there and the user may import from it
+    (``fs:ImportFromStorage``)."""
     body = object_stage_creation
+    repo = ctx.services.catalog.graveler.get_repository(repository)
+    if not body.physical_address.startswith(repo.storage_namespace.rstrip("/") + "/"):
+        ctx.check_requirement(rbac.all_of(
+            rbac.Permission(rbac.WRITE_OBJECT, object_arn(repository, path)),
+            rbac.Permission(rbac.IMPORT_FROM_STORAGE, namespace_arn(body.physical_address))))
+        validate_path(path)
+        repo, entry = ctx.services.catalog.link_external(
+            repository, branch, path, body.physical_address, size=body.size_bytes,
+            checksum=body.checksum, content_type=content_type_of(body.content_type),
+            metadata=body.metadata, mtime=body.mtime)
+        return object_stats(ctx.services, repo, path, entry)
+    ctx.check(rbac.WRITE_OBJECT, object_arn(repository, path))
     return _link_written(ctx.services, repository, branch, path, body.physical_address,
                          size=body.size_bytes, checksum=body.checksum,
                          content_type=body.content_type, metadata=body.metadata)
