@@ -41,7 +41,7 @@ $(S3FS_CLIENT): | $(STAMP)
 
 # Treeverse's Airflow provider on Airflow 2 in a virtualenv of its own (Airflow pins
 # SQLAlchemy 1.4 and many more: tests/compat/airflow-constraints.txt holds its versions);
-# building it takes about a minute, so only `make compat` runs its test (the
+# building it takes over a minute, so only `make compat` runs its test (the
 # compat_airflow marker, left out of the default pytest run)
 AIRFLOW_CLIENT := $(VENV)/airflow-client/bin/python
 compat-airflow: $(AIRFLOW_CLIENT)

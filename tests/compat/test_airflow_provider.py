@@ -27,7 +27,7 @@ def test_provider_example_workflow(target: Target) -> None:
     done = run([AIRFLOW_PYTHON, SCRIPT, target.repo], target.env(
         AIRFLOW_HOME=str(target.home / "airflow"),
         AIRFLOW_CONN_LAKEFS_DEFAULT=json.dumps(connection),
-        AIRFLOW__CORE__LOAD_EXAMPLES="False", AIRFLOW__CORE__UNIT_TEST_MODE="False"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False"),
         timeout=300)
     report = json.loads(done.stdout.decode().strip().splitlines()[-1])
     assert report["connection_test"] == [True, "Connection Tested Successfully"]
