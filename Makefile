@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite compat-clients
+.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite compat-clients \
+	compat compat-airflow
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
@@ -37,6 +38,24 @@ compat-clients: $(S3FS_CLIENT)
 $(S3FS_CLIENT): | $(STAMP)
 	$(PYTHON) -m venv $(VENV)/s3fs-client
 	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
+
+# Treeverse's Airflow provider on Airflow 2 in a virtualenv of its own (Airflow pins
+# SQLAlchemy 1.4 and many more: tests/compat/airflow-constraints.txt holds its versions);
+# building it takes over a minute, so only `make compat` runs its test (the
+# compat_airflow marker, left out of the default pytest run)
+AIRFLOW_CLIENT := $(VENV)/airflow-client/bin/python
+compat-airflow: $(AIRFLOW_CLIENT)
+
+$(AIRFLOW_CLIENT): tests/compat/airflow-constraints.txt | $(STAMP)
+	$(PYTHON) -m venv $(VENV)/airflow-client
+	$(VENV)/airflow-client/bin/pip install --quiet apache-airflow==2.10.5 \
+		airflow-provider-lakefs==0.48.0 -c tests/compat/airflow-constraints.txt
+	touch $@
+
+# the whole compatibility suite, the Airflow provider's workflow included (-m '' selects
+# every marker)
+compat: compat-clients compat-airflow
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m '' tests/compat
 
 $(AZURITE): | $(STAMP)
 	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3

@@ -35,6 +35,11 @@ TREE = {
 #: project's boto3, so s3fs lives in its own virtualenv: `make compat-clients`)
 S3FS_PYTHON = Path(os.environ.get(
     "LAKEFS_S3FS_PYTHON", Path(__file__).parents[2] / ".venv" / "s3fs-client" / "bin" / "python"))
+#: the Python interpreter that has Airflow 2 and Treeverse's lakeFS provider (Airflow's
+#: dependencies pin their own versions: `make compat-airflow`)
+AIRFLOW_PYTHON = Path(os.environ.get(
+    "LAKEFS_AIRFLOW_PYTHON",
+    Path(__file__).parents[2] / ".venv" / "airflow-client" / "bin" / "python"))
 
 
 @pytest.fixture(scope="session")
