@@ -304,6 +304,11 @@ class ApiMirrorChecker:
                 del self.legacy_heads[name]  # promoted over: an ordinary mirror branch now
             allowed = self._first_parent_closure(self.source_heads.get(name, ()))
             if head not in allowed:
+                # the source may have moved, and the mirror followed, between the two
+                # reads of this round: look at the source once more before judging
+                self.observe_source()
+                allowed = self._first_parent_closure(self.source_heads.get(name, ()))
+            if head not in allowed:
                 if name in self.legacy_heads:
                     continue
                 self._violation("I1", f"mirror branch {name} at {head}, which its source "

@@ -694,7 +694,17 @@ class Sidecar:
         self._unfollow(mirror.id)
         self.mirrors.mark_detached(mirror.name, mirror.id)
         self.mirrors.detach(mirror.name)
-        return self.table.update_mirror(mirror.with_state(MirrorState.DETACHED))
+        current = mirror
+        for _ in range(10):
+            try:
+                return self.table.update_mirror(current.with_state(MirrorState.DETACHED))
+            except VersionConflictError:
+                # a round that was under way recorded an error on the row meanwhile
+                current = self.table.get_mirror(self.org, mirror.id)
+                if current.state is MirrorState.DETACHED:
+                    return current
+        raise VersionConflictError(f"mirror {mirror.id}: its row kept changing while it "
+                                   "was detached; detach it again")
 
 
 #: the error text with which an earlier version recorded a detached mirror (``failed``)

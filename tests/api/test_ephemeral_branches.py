@@ -120,8 +120,12 @@ def test_a_refusing_pre_delete_hook_keeps_the_branch_until_it_passes(
         assert runs and {r.status for r in runs} == {"failed"}
         assert webhook.payloads(branch_id="gated", event_type="post-delete-branch") == []
 
+        # the rounds read the branch's staged action files too: no round until the
+        # change is committed (post-delete reads the action files of its commit)
+        server.services.refstore.set_branch_expiry("eph-gate", "gated", None)
         put(gated, "_lakefs_actions/audit.yaml", _delete_hooks(f"{webhook.url}/audit"))
-        gated.commit("allow deletes")  # post-delete reads the action files of its commit
+        gated.commit("allow deletes")
+        server.services.refstore.set_branch_expiry("eph-gate", "gated", int(time.time()) - 1)
         wait_for(lambda: "gated" not in _branches(http, "eph-gate"), timeout=10,
                  what="the branch to be deleted once its hook passes")
     # the post-delete hook runs once the branch is gone: its call may come a little later

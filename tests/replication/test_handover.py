@@ -317,3 +317,18 @@ def test_a_former_mirror_adopted_again_serves_only_what_was_proven(
             r = c.get(f"/api/v1/repositories/src/refs/{skipped}/objects",
                       params={"path": "data"})
             assert r.status_code == 200 and r.content == b"version 0"
+
+
+def test_a_detach_wins_over_a_round_that_just_wrote_the_row(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
+        create_source(east)
+        mirror = _mirror_same_name(east)
+        sidecar = west.sidecars[0].sidecar
+        wait_for(lambda: _active(west, "src", mirror["id"]), 30, what="active")
+        read = sidecar.table.get_mirror(sidecar.org, mirror["id"])
+        # a round records an error on the row after the detach request read it
+        sidecar.table.update_mirror(read.with_state(read.state, "source unreadable: gone"))
+        detached = sidecar.detach(read)
+        assert detached.state.value == "detached"
+        assert not west.graveler.get_repository("src").read_only

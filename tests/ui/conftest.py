@@ -33,7 +33,7 @@ def post_by_hand(page: Page, action: str, fields: dict[str, str]) -> None:
     }""", [action, {"csrf": csrf or "", **fields}])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, Region]]:
     tmp = tmp_path_factory.mktemp("ui")
     mirrors = {"type": "sqlite", "sqlite": {"path": str(tmp / "mirrors.db")}}
@@ -42,7 +42,7 @@ def regions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Region, 
         yield pair
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     with chromium() as b:  # BrowserMissing (a failure) when Chromium is not installed
         yield b
