@@ -482,9 +482,10 @@ def create_app(sidecar: Sidecar) -> FastAPI:
     @router.post("/internal/repositories/{repository}/adopt", include_in_schema=False)
     def adopt(repository: str, body: Adoption, request: Request) -> dict[str, Any]:
         replication_user(request)
-        repo = sidecar.mirrors.adopt_repository(repository, MirrorMarking(
+        repo, discarded = sidecar.mirrors.adopt_repository(repository, MirrorMarking(
             body.mirror_id, body.source_region, body.source_repository))
-        return {"storage_namespace": repo.storage_namespace, "storage_id": repo.storage_id}
+        return {"storage_namespace": repo.storage_namespace, "storage_id": repo.storage_id,
+                "discarded_uncommitted": discarded}
 
     events_key = ref_events.events_key(cfg.auth.encrypt.secret_key.get_secret_value())
     replication_key = (cfg.source_lakefs.access_key_id.get_secret_value(),

@@ -180,13 +180,13 @@ class Handover:
         with phases.phase("detach"):
             detached = self.sidecar.detach(mirror)
         with phases.phase("reverse mirror"):
-            reverse = self._reverse(detached)
+            reverse, discarded = self._reverse(detached)
         log.info("switchover", extra={"mirror": mirror.id, "reverse": reverse.id,
                                       "repository": mirror.name})
         from replication.api import mirror_json  # the API's shape of a mirror
 
         return {"detached": mirror_json(detached), "mirror": mirror_json(reverse),
-                "phases": phases.as_json()}
+                "discarded_uncommitted": discarded, "phases": phases.as_json()}
 
     def _heads(self, mirror: Mirror) -> tuple[dict[str, str], dict[str, str], bool]:
         """The source's branches and tags (tags empty when the replication user may not
@@ -258,13 +258,14 @@ class Handover:
         with phases.phase("keep diverged heads"):
             kept = self._keep_diverged(mirror, time.monotonic() + timeout)
         with phases.phase("reverse mirror"):
-            reverse = self._reverse(mirror)
+            reverse, discarded = self._reverse(mirror)
         log.info("failback", extra={"mirror": mirror.id, "reverse": reverse.id,
                                     "repository": mirror.name, "kept": len(kept)})
         from replication.api import mirror_json
 
         return {"detached": mirror_json(mirror), "mirror": mirror_json(reverse),
-                "kept": [k.as_json() for k in kept], "phases": phases.as_json()}
+                "kept": [k.as_json() for k in kept], "discarded_uncommitted": discarded,
+                "phases": phases.as_json()}
 
     def _keep_diverged(self, mirror: Mirror, deadline: float) -> list[KeptHead]:
         """Keep every head of the old source that this region lacks on a failover
@@ -330,10 +331,11 @@ class Handover:
             raise ValidationError(f"run it in the mirror's destination region "
                                   f"{mirror.destination_region!r}")
 
-    def _reverse(self, detached: Mirror) -> Mirror:
+    def _reverse(self, detached: Mirror) -> tuple[Mirror, list[str]]:
         """The mirror of this region's (detached) repository into its old source
-        repository, which the other region adopts under its own name; the detached
-        mirror's row is retired (its repository stays)."""
+        repository, which the other region adopts under its own name (the branches whose
+        uncommitted changes the adoption discarded come second); the detached mirror's
+        row is retired (its repository stays)."""
         old_region, old_repo = detached.source_region, detached.source_repository
         reverse_id = new_mirror_id()
         adopted = self._internal(old_region, old_repo, "adopt", {
@@ -346,7 +348,7 @@ class Handover:
             storage_namespace=str(adopted["storage_namespace"]),
             storage_id=str(adopted.get("storage_id") or ""), id=reverse_id))
         self.sidecar.on_ref_events([{"repository": detached.name}], None)
-        return reverse
+        return reverse, [str(b) for b in adopted.get("discarded_uncommitted") or []]
 
     def _retire(self, mirror: Mirror) -> None:
         """Delete a detached mirror's row (its repository stays: it is detached), so its

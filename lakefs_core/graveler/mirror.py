@@ -140,10 +140,15 @@ class MirrorService:
             return repo
         return self._graveler.set_read_only(name, read_only)
 
-    def adopt_repository(self, name: str, marking: MirrorMarking) -> Repository:
+    def adopt_repository(self, name: str, marking: MirrorMarking
+                         ) -> tuple[Repository, list[str]]:
         """Make an existing repository the read-only mirror ``marking`` names: the former
         source of a switchover, or the old primary of a failback, which then follows the
         new primary under its own name.
+
+        Uncommitted changes of its branches are discarded (a mirror has none, and they
+        would come back as a dirty branch when it becomes a primary again): the answer
+        names the branches that had some.
 
         An ordinary repository (never a mirror) wrote every one of its commits itself:
         each is marked proven present, so all stay servable. A detached former mirror
@@ -161,11 +166,12 @@ class MirrorService:
         repo = self._refstore.get_repository(name)
         existing = self.marking(name)
         if existing is not None and existing.mirror_id == marking.mirror_id:
-            return repo
+            return repo, []
         if existing is not None and not existing.detached:
             raise ValidationError(f"repository {name!r} follows mirror {existing.mirror_id}")
         if not repo.read_only:
             raise ValidationError(f"repository {name!r} must be read-only to be adopted")
+        discarded = self._discard_uncommitted(name)
         if existing is None:
             after = ""
             while True:
@@ -176,7 +182,22 @@ class MirrorService:
                     break
                 after = records[-1].id
         self._refstore.set_mirror_marking(name, marking)
-        return repo
+        return repo, discarded
+
+    def _discard_uncommitted(self, name: str) -> list[str]:
+        """Give every branch with uncommitted changes a fresh, empty staging area (the
+        repository is read-only: nothing stages meanwhile); the branches that had some."""
+        discarded = []
+        for branch_name in self.branches(name):
+            branch = self._refstore.get_branch(name, branch_name)
+            if not self._graveler.has_uncommitted(name, branch):
+                continue
+            self._refstore.update_branch(name, branch, Branch(
+                branch.name, branch.commit_id, uuid.uuid4().hex))
+            for token in (branch.staging_token, *branch.sealed_tokens):
+                self._refstore.drop_staging(name, token)
+            discarded.append(branch_name)
+        return discarded
 
     def keep_branch(self, repo: str, branch: str, commit_id: str) -> None:
         """Create a branch of a writable (detached) repository at a written commit whose

@@ -68,6 +68,7 @@ def test_switchover_and_back_lose_nothing_and_keep_names(
         mirror = _mirror_same_name(east)
         upload(east, "src", "main", "b", b"2")
         c2 = commit(east, "src", "main", "c2")  # may not have reached west yet
+        upload(east, "src", "main", "never-committed", b"staged")
         # one request, sent to the source region: forwarded to the destination
         with east.client() as c:
             r = c.post(f"{MIRRORS}/src/mirrors/{mirror['id']}/switchover",
@@ -77,6 +78,9 @@ def test_switchover_and_back_lose_nothing_and_keep_names(
         assert [p["phase"] for p in result["phases"]] == [
             "freeze source", "catch up", "detach", "reverse mirror", "total"]
         assert result["detached"]["state"] == "detached"
+        # what was never committed in east does not travel, and east drops it: a mirror
+        # has no uncommitted changes (nor, once the primary again, stale ones)
+        assert result["discarded_uncommitted"] == ["main"]
         reverse = result["mirror"]
         assert (reverse["source_region"], reverse["source_repository"], reverse["region"],
                 reverse["name"]) == ("west", "src", "east", "src")
@@ -105,6 +109,10 @@ def test_switchover_and_back_lose_nothing_and_keep_names(
         assert not east.graveler.get_repository("src").read_only
         assert west.graveler.get_repository("src").read_only
         c4 = commit_after_upload(east, "d", "c4 in east again")
+        with east.client() as c:
+            r = c.get("/api/v1/repositories/src/refs/main/objects",
+                      params={"path": "never-committed"})
+            assert r.status_code == 404, r.text
         wait_for(lambda: mirror_head(west, "src", "main") == c4, 30, what="west follows")
         # every commit ever made is in both regions
         for cid in (c1, c2, c3, c4):
@@ -302,6 +310,7 @@ def test_a_former_mirror_adopted_again_serves_only_what_was_proven(
             r = c.post(f"{MIRRORS}/src/mirrors/{mirror['id']}/switchover", timeout=120)
             assert r.status_code == 200, r.text
             reverse = r.json()["mirror"]
+            wait_for(lambda: _active(west, "src", reverse["id"]), 30, what="reverse active")
             r = c.post(f"{MIRRORS}/src/mirrors/{reverse['id']}/switchover", timeout=120)
             assert r.status_code == 200, r.text
         assert west.graveler.get_repository("src").read_only  # a mirror again
