@@ -320,8 +320,9 @@ class Handover:
                 raise HandoverError(
                     f"{what} of the old source cannot be kept: {len(missing)} of its pieces "
                     "are not in this region's storage (with native replication, replicate "
-                    "the old source's bucket here first); nothing was changed but the old "
-                    "source being read-only")
+                    "the old source's bucket here first); the old source stays read-only "
+                    "and unchanged, heads kept before this one stay on their failover "
+                    "branches: run the failback again once the pieces are here")
             time.sleep(_POLL * 5)
             missing = follower.prove(target)
 
