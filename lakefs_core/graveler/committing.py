@@ -258,7 +258,7 @@ class CommitEngine(StagingEngine):
         self._readable_commit(repo, right.id)
         left_mr = left.commit.metarange_id
         if three_dot:
-            base = self.find_merge_base(repo_id, left.id, right.id)
+            base = self.servable_merge_base(repo, left.id, right.id)
             left_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
                        else self.ranges_for(repo).empty_metarange())
         it = self.ranges_for(repo).diff(left_mr, right.commit.metarange_id, prefix=prefix,
@@ -287,6 +287,7 @@ class CommitEngine(StagingEngine):
         if strategy not in (None, "", *[s.value for s in MergeStrategy]):
             raise ValidationError(f"unknown merge strategy {strategy!r}")
         source = self.resolve_ref(repo_id, source_ref).commit_id
+        self._readable_commit(self.refstore.get_repository(repo_id), source)
         merge_message = message or f"Merge '{source_ref}' into '{dest_branch}'"
         merge_metadata = {**(metadata or {}),
                           MERGE_STRATEGY_KEY: strategy or DEFAULT_MERGE_STRATEGY}
@@ -306,7 +307,7 @@ class CommitEngine(StagingEngine):
             # already merged: nothing to do, unless an (empty) merge commit is asked for
             if self.is_ancestor(repo_id, source, dest) and not allow_empty:
                 raise NoChangesError(f"update branch {dest_branch}: no changes")
-            base = self.find_merge_base(repo_id, source, dest)
+            base = self.servable_merge_base(repo, source, dest)
             rm = self.ranges_for(repo)
             base_mr = (self.get_commit(repo_id, base).commit.metarange_id if base
                        else rm.empty_metarange())
@@ -347,6 +348,7 @@ class CommitEngine(StagingEngine):
               events: tuple[EventType, EventType]) -> CommitRecord:
         repo = self._check_direct_write(repo_id, branch_name, commit=True)
         picked = self._commit_of_ref(repo_id, ref)
+        self._readable_commit(repo, picked.id)
         pick_message = message(picked.id)
         pick_metadata = dict(metadata_of(picked))
         pre, post = events
@@ -386,7 +388,8 @@ class CommitEngine(StagingEngine):
         n = max(parent_number, 1)
         if n > len(commit.parents):
             raise ValidationError(f"commit has no parent number {n}")
-        return self.get_commit(repo_id, commit.parents[n - 1]).commit.metarange_id
+        parent = commit.parents[n - 1]
+        return self._readable_commit(self.refstore.get_repository(repo_id), parent).metarange_id
 
     def revert(self, repo_id: str, branch_name: str, ref: str, committer: str, *,
                parent_number: int = 0, message: str | None = None,

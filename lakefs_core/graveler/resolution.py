@@ -213,5 +213,31 @@ class RefResolver(EngineCore):
                                           pid, f))
         return None
 
+    def servable_merge_base(self, repo: Repository, left: str, right: str) -> str | None:
+        """The merge base of two commits whose data this repository holds, or None.
+
+        In an ordinary repository this is the merge base. A detached former mirror may
+        hold commits in its history whose data never arrived (replication proved only
+        the commits its branches moved to): there the base is the nearest ancestor of
+        the true base that was proven present. Any common ancestor is a valid base; an
+        older one can only turn changes both sides share into conflicts, never lose one.
+        """
+        base = self.find_merge_base(repo.id, left, right)
+        if base is None or self.visibility.is_servable(repo, base):
+            return base
+        first = self.get_commit(repo.id, base).commit
+        heap: list[tuple[int, str]] = [(-first.generation, base)]
+        seen = {base}
+        while heap:
+            _, cid = heapq.heappop(heap)
+            if self.visibility.is_servable(repo, cid):
+                return cid
+            for pid in self.get_commit(repo.id, cid).commit.parents:
+                if pid not in seen:
+                    seen.add(pid)
+                    heapq.heappush(heap, (-self.get_commit(repo.id, pid).commit.generation,
+                                          pid))
+        return None
+
     def is_ancestor(self, repo_id: str, ancestor: str, descendant: str) -> bool:
         return self.find_merge_base(repo_id, ancestor, descendant) == ancestor

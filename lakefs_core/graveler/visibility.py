@@ -51,6 +51,14 @@ class MirrorVisibility:
                 self._mirror_flags[key] = flag
         return flag
 
+    def is_servable(self, repo: Repository, commit_id: str) -> bool:
+        """Whether the repository may serve the commit's data (see check_servable)."""
+        try:
+            self.check_servable(repo, commit_id)
+        except CommitNotFoundError:
+            return False
+        return True
+
     def check_servable(self, repo: Repository, commit_id: str) -> None:
         """Raise unless the repository may serve the commit's data.
 

@@ -201,3 +201,50 @@ def test_promotion_on_a_mirror_runs_no_hooks(env: Env, mirrors: MirrorService) -
     finally:
         actions.close()
         webhook.close()
+
+
+def test_a_detached_mirror_merges_past_a_base_whose_data_never_arrived(
+        env: Env, mirrors: MirrorService) -> None:
+    """Replication proves only the commits branches move to: in a detached former mirror
+    the merge base of two branches may be a commit whose metarange never arrived. Merge
+    and three-dot diff then use the nearest proven ancestor; revert and cherry-pick that
+    need the unproven commit's data say so."""
+    g = env.graveler
+    g.set_entry(env.repo, "main", "shared", Entry("data/s", 1, "s0", 1.0))
+    c0 = g.commit(env.repo, "main", "c0", "alice")
+    g.set_entry(env.repo, "main", "early", Entry("data/e", 1, "e1", 1.0))
+    c1 = g.commit(env.repo, "main", "c1", "alice")
+    g.create_branch(env.repo, "b2", "main")
+    g.set_entry(env.repo, "main", "late", Entry("data/l", 1, "l2", 1.0))
+    c2 = g.commit(env.repo, "main", "c2", "alice")
+    g.set_entry(env.repo, "b2", "side", Entry("data/x", 1, "x3", 1.0))
+    c3 = g.commit(env.repo, "b2", "c3", "alice")
+    records, _ = g.log(env.repo, "main", amount=10)
+    side, _ = g.log(env.repo, "b2", amount=10)
+    replicate_ranges(env)
+    mirrors.write_commits("mirror", list(reversed(records)) + [side[0]])
+    for rec in (c0, c2, c3):
+        mirrors.mark_present("mirror", rec.id)
+    mirrors.promote_branch("mirror", "main", None, c2.id)
+    mirrors.promote_branch("mirror", "b2", None, c3.id)
+    # c1's metarange never landed in the mirror's namespace
+    store = g.store_for("")
+    store.delete(env.namespace + "-mirror/_lakefs/" + c1.commit.metarange_id)
+    mirrors.mark_detached("mirror", "m1")
+    mirrors.detach("mirror")
+
+    assert g.find_merge_base("mirror", c2.id, c3.id) == c1.id
+    diff, _ = g.diff("mirror", "b2", "main", three_dot=True)
+    # from c0 (the nearest proven base): main added early and late
+    assert sorted(d.path for d in diff) == ["early", "late"]
+    merged = g.merge("mirror", "main", "b2", "bob")
+    assert merged.commit.parents == (c3.id, c2.id)
+    listed = g.list_entries("mirror", "b2")[0]
+    assert {i.path: i.entry and i.entry.etag for i in listed} == {
+        "early": "e1", "late": "l2", "shared": "s0", "side": "x3"}
+    with pytest.raises(CommitNotFoundError, match="never proved its data present"):
+        g.revert("mirror", "main", c2.id, "bob")  # its parent is c1
+    with pytest.raises(CommitNotFoundError, match="never proved its data present"):
+        g.cherry_pick("mirror", "b2", c1.id, "bob")
+    with pytest.raises(CommitNotFoundError, match="never proved its data present"):
+        g.merge("mirror", c1.id, "main", "bob")
