@@ -31,13 +31,20 @@ browser:
 # of the project: rclone and s3cmd from Debian, installed once; s3fs in a virtualenv of
 # its own, since aiobotocore pins a botocore older than the project's boto3
 S3FS_CLIENT := $(VENV)/s3fs-client/bin/python
-compat-clients: $(S3FS_CLIENT)
+DBT_CLIENT := $(VENV)/dbt-client/bin/dbt
+compat-clients: $(S3FS_CLIENT) $(DBT_CLIENT)
 	@command -v rclone >/dev/null && command -v s3cmd >/dev/null || { $(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y rclone s3cmd; }
 
 $(S3FS_CLIENT): | $(STAMP)
 	$(PYTHON) -m venv $(VENV)/s3fs-client
 	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
+
+# dbt with the DuckDB adapter, for `lakectl dbt create-branch-schema` (dbt pins its own
+# dependencies; 1.10 is the last dbt-core that installs from PyPI alone)
+$(DBT_CLIENT): | $(STAMP)
+	$(PYTHON) -m venv $(VENV)/dbt-client
+	$(VENV)/dbt-client/bin/pip install --quiet "dbt-core==1.10.*" "dbt-duckdb==1.10.*"
 
 # Treeverse's Airflow provider on Airflow 2 in a virtualenv of its own (Airflow pins
 # SQLAlchemy 1.4 and many more: tests/compat/airflow-constraints.txt holds its versions);

@@ -188,6 +188,6 @@ def _create_branch(s: Session, glue: ms.GlueMetastore, schema: str, branch: str)
         _, repository, source, _ = ms.split_location(location)
     except ms.MetastoreError as e:
         raise Fatal(f"Given schema has no source branch associated with it {e}") from None
-    s.json("POST", f"/repositories/{repository}/branches", ok=(201,),
+    s.call("POST", f"/repositories/{repository}/branches", ok=(201,),
            json={"name": branch, "source": source})
     click.echo(f"branch {branch} created from {source}")
