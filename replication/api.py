@@ -322,6 +322,13 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                    if who.allowed(may_read(m.source_repository)) or who.allowed(may_read(m.name)))
         return listing(visible, after, amount, with_heads=True)
 
+    @router.get("/regions")
+    def list_regions(who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """This region's name and the regions a mirror may be created in from here (those
+        of ``dst_endpoints``), for forms and scripts that pick a destination."""
+        del who  # any authenticated caller
+        return {"region": sidecar.region, "destinations": sorted(cfg.dst_endpoints)}
+
     @router.get("/repositories/{repository}/mirrors/{mirror_id}")
     def read_mirror(repository: str, mirror_id: str,
                     who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008

@@ -80,3 +80,27 @@ def test_a_user_sees_only_the_mirrors_of_repositories_it_may_read(
         with east.client(key, secret) as reader:
             listed = reader.get(f"{MIRRORS}/src/mirrors").json()["results"]
             assert [m["storage_namespace"] for m in listed] == ["local://m"]
+
+
+def test_the_regions_a_mirror_may_go_to_are_listed_and_no_other_is_accepted(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, sidecars=True) as (east, west):
+        create_source(east)
+        with east.client() as c, west.client() as w:
+            assert c.get("/service/replication/v1/regions").json() == {
+                "region": "east", "destinations": ["west"]}
+            assert w.get("/service/replication/v1/regions").json() == {
+                "region": "west", "destinations": ["east"]}
+            messages = []
+            for region in ("nowhere", "east"):
+                r = c.post(f"{MIRRORS}/src/mirrors", json={
+                    "name": "src", "region": region, "storage_namespace": "local://m"})
+                assert r.status_code == 400, r.text
+                messages.append(r.json()["message"])
+            assert "unknown region 'nowhere'" in messages[0] and "'west'" in messages[0]
+            assert messages[1] == ("region 'east' is this region: a mirror must be in "
+                                   "another region")
+            assert c.get(f"{MIRRORS}/src/mirrors").json()["results"] == []
+        anonymous = httpx.Client(base_url=east.server.endpoint)
+        with anonymous:
+            assert anonymous.get("/service/replication/v1/regions").status_code == 401

@@ -95,23 +95,20 @@ async def mirrors(p: PageDep, repository: str) -> Response:
         error = e.message
     return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
                     served=served, mirrors_error=error, now=time.time(),
-                    regions=await _regions_seen(p) if not error else [],
+                    regions=await _destinations(p) if not error else [],
                     can_mirror=not view.is_mirror and p.can(
                         rbac.MIRROR_REPOSITORY, rbac.repository_arn(view.id)))
 
 
-async def _regions_seen(p: Page) -> list[str]:
-    """The regions of the mirrors this region's replication service knows, to suggest as
-    a new mirror's region (the service has no listing of its configured regions; an
-    unknown region is refused with the list of those it knows)."""
+async def _destinations(p: Page) -> list[str]:
+    """The regions this region's replication service may create a mirror in."""
     try:
-        listing = await p.replication("GET", "/mirrors", params={"amount": 1000})
+        regions = await p.replication("GET", "/regions")
     except ApiError as e:
         if e.status == 401:
             raise
         return []
-    seen = {str(m.get(k) or "") for m in listing["results"] for k in ("region", "source_region")}
-    return sorted(seen - {""})
+    return [str(r) for r in regions.get("destinations", [])]
 
 
 @router.post("/repositories/{repository}/mirrors")
