@@ -54,8 +54,10 @@ log = logging.getLogger("replication.handover")
 INTERNAL = "/service/replication/v1/internal/repositories"
 #: how long a switchover waits for the mirror to catch up, unless told
 DEFAULT_TIMEOUT = 300.0
-#: once the heads are equal, how long the switchover waits and looks again: a commit
-#: that passed the source's read-only check just before the freeze lands within it
+#: once the heads are equal, how long the switchover waits and looks again. Commits,
+#: merges and resets check that the repository is writable atomically with moving the
+#: branch, so none lands after the freeze; a branch or tag created or deleted by a
+#: request that passed its check just before the freeze lands within this time
 SETTLE = 1.0
 _POLL = 0.2
 _BRANCH_CHARS = re.compile(r"[^\w-]")

@@ -91,7 +91,7 @@ class CommitEngine(StagingEngine):
         sealed = Branch(name=branch.name, commit_id=branch.commit_id, staging_token=new_token(),
                         sealed_tokens=(branch.staging_token, *branch.sealed_tokens),
                         sealed_at=self.clock())
-        self.refstore.update_branch(repo.id, branch, sealed)
+        self.refstore.update_branch(repo.id, branch, sealed, writable=True)
         unsealed = replace(sealed, sealed_tokens=(), sealed_at=0.0)
         try:
             parent = self.get_commit(repo.id, branch.commit_id).commit
@@ -107,6 +107,11 @@ class CommitEngine(StagingEngine):
                             metadata=metadata, generation=parent.generation + 1)
             cid = commit_id_of(commit)
             self._put_local_commit(repo.id, cid, commit)
+            # atomically with the repository being writable still: a commit that passed
+            # the first check before a switchover froze the repository lands before the
+            # freeze or not at all
+            self.refstore.update_branch(repo.id, sealed, replace(unsealed, commit_id=cid),
+                                        writable=True)
         except BaseException:
             # give the staged changes back to the branch: nothing was committed
             restored = replace(unsealed, staging_token=sealed.staging_token)
@@ -115,7 +120,6 @@ class CommitEngine(StagingEngine):
             except BranchChangedError:
                 pass  # taken over by another commit, which will include them
             raise
-        self.refstore.update_branch(repo.id, sealed, replace(unsealed, commit_id=cid))
         for token in sealed.sealed_tokens:
             self.refstore.drop_staging(repo.id, token)
         self._notify(repo.id, branch_name)
@@ -338,7 +342,8 @@ class CommitEngine(StagingEngine):
         """Write a commit and move the branch to it (CAS on the branch as read)."""
         cid = commit_id_of(commit)
         self._put_local_commit(repo_id, cid, commit)
-        self.refstore.update_branch(repo_id, branch, replace(branch, commit_id=cid))
+        self.refstore.update_branch(repo_id, branch, replace(branch, commit_id=cid),
+                                    writable=True)
         self._notify(repo_id, branch.name)
         return CommitRecord(cid, commit)
 
@@ -445,7 +450,7 @@ class CommitEngine(StagingEngine):
         def attempt() -> Branch:
             branch = self.refstore.get_branch(repo_id, branch_name)
             new = Branch(name=branch.name, commit_id=target, staging_token=new_token())
-            self.refstore.update_branch(repo_id, branch, new)
+            self.refstore.update_branch(repo_id, branch, new, writable=True)
             for token in (branch.staging_token, *branch.sealed_tokens):
                 self.refstore.drop_staging(repo_id, token)
             return new

@@ -267,7 +267,7 @@ class StagingEngine(RefResolver):
                 raise BranchChangedError(f"a commit on branch {branch_name!r} is in progress")
             new = Branch(name=branch.name, commit_id=branch.commit_id,
                          staging_token=new_token())
-            self.refstore.update_branch(repo_id, branch, new)
+            self.refstore.update_branch(repo_id, branch, new, writable=True)
             for token in (branch.staging_token, *branch.sealed_tokens):
                 self.refstore.drop_staging(repo_id, token)
 

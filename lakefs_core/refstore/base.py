@@ -335,14 +335,19 @@ class RefStore(ABC):
         """Raises BranchNotFoundError."""
 
     @abstractmethod
-    def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
+    def update_branch(self, repo_id: str, expected: Branch, new: Branch, *,
+                      writable: bool = False) -> None:
         """Compare-and-swap: replace the branch only if it still equals ``expected``.
 
-        The comparison is on (commit_id, staging_token, sealed_tokens).
+        The comparison is on (commit_id, staging_token, sealed_tokens). With
+        ``writable``, the swap also requires the repository not to be read-only, checked
+        atomically with it: a write that checked the repository before a switchover froze
+        it cannot land after the freeze.
 
         Raises:
             BranchNotFoundError: the branch is gone.
             BranchChangedError: the branch moved since ``expected`` was read.
+            ReadOnlyRepositoryError: ``writable`` and the repository is read-only.
         """
 
     @abstractmethod

@@ -65,6 +65,7 @@ from lakefs_core.errors import (
     NonEmptyRepositoryError,
     PullRequestChangedError,
     PullRequestNotFoundError,
+    ReadOnlyRepositoryError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -730,11 +731,17 @@ class DynamoDBRefStore(DynamoDBTable, RefStore):
         if failed is not None:
             raise BranchNotFoundError(f"branch {name!r} not found")
 
-    def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
-        """Compare-and-swap by a conditional PutItem on the branch's ``cas`` attribute."""
+    def update_branch(self, repo_id: str, expected: Branch, new: Branch, *,
+                      writable: bool = False) -> None:
+        """Compare-and-swap by a conditional PutItem on the branch's ``cas`` attribute;
+        with ``writable``, a transaction of that Put and a check that the repository's
+        item is still the writable one read just before (a freeze rewrites it)."""
         if new.name != expected.name:
             raise ValidationError(f"cannot rename branch {expected.name!r} to {new.name!r}")
         pk = _repo_pk(repo_id)
+        if writable:
+            self._update_writable_branch(repo_id, expected, new)
+            return
         try:
             self._call("put_item", "ConditionalCheckFailedException", TableName=self._table,
                        Item=_branch_item(pk, new), ConditionExpression="cas = :c",
@@ -744,6 +751,29 @@ class DynamoDBRefStore(DynamoDBTable, RefStore):
                 raise BranchNotFoundError(f"branch {expected.name!r} not found") from None
             raise BranchChangedError(
                 f"branch {expected.name!r} changed concurrently") from None
+
+    @retry(retry=retry_if_exception_type(TransactionConflict), stop=stop_after_attempt(8),
+           wait=wait_exponential(multiplier=0.02, max=0.5), reraise=True)
+    def _update_writable_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
+        pk = _repo_pk(repo_id)
+        for _attempt in range(10):
+            repo_item = self._require_repository(repo_id)
+            if _load(repo_item)["read_only"]:
+                raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
+            put = self._put(_branch_item(pk, new), "cas = :c")
+            put["Put"]["ExpressionAttributeValues"] = {":c": _cas(expected)}
+            failed = self._transact([
+                {"ConditionCheck": {"TableName": self._table, "Key": _key(REPOS, repo_id),
+                                    "ConditionExpression": _REPO_LIVE + " AND v = :v",
+                                    "ExpressionAttributeValues": {":v": repo_item["v"]}}},
+                put])
+            if failed is None:
+                return
+            if not failed[0]:  # the repository is as read: the branch moved
+                if self._get(pk, "branch#" + expected.name) is None:
+                    raise BranchNotFoundError(f"branch {expected.name!r} not found")
+                raise BranchChangedError(f"branch {expected.name!r} changed concurrently")
+        raise BranchChangedError(f"repository {repo_id!r} kept changing")
 
     def get_branches(self, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Branch]:
         """Several repositories' branches by one TransactGetItems: a serializable read,

@@ -54,6 +54,7 @@ from lakefs_core.errors import (
     CommitNotFoundError,
     DatabaseError,
     NonEmptyRepositoryError,
+    ReadOnlyRepositoryError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -325,6 +326,19 @@ class SQLRefStore(RepositoryRecords, RefStore):
             stmt = stmt.with_for_update(read=lock == "share")
         if conn.execute(stmt).first() is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+
+    @staticmethod
+    def _require_writable(conn: Connection, repo_id: str) -> None:
+        """Raise unless the repository exists and is not read-only; on PostgreSQL its
+        row is held (shared) until the transaction ends, so a freeze waits for it."""
+        stmt = select(repositories.c.read_only).where(repositories.c.id == repo_id)
+        if conn.dialect.name == "postgresql":
+            stmt = stmt.with_for_update(read=True)
+        row = conn.execute(stmt).first()
+        if row is None:
+            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+        if row[0]:
+            raise ReadOnlyRepositoryError(f"repository {repo_id!r} is read-only")
 
     # --- repositories -----------------------------------------------------------------
     def create_repository(self, repo: Repository, default_branch: Branch,
@@ -617,12 +631,16 @@ class SQLRefStore(RepositoryRecords, RefStore):
 
         self._write(work)
 
-    def update_branch(self, repo_id: str, expected: Branch, new: Branch) -> None:
-        """Compare-and-swap on (commit_id, staging_token, sealed_tokens).
+    def update_branch(self, repo_id: str, expected: Branch, new: Branch, *,
+                      writable: bool = False) -> None:
+        """Compare-and-swap on (commit_id, staging_token, sealed_tokens); with
+        ``writable``, in the transaction that reads the repository's read-only flag (on
+        PostgreSQL holding its row, which a freeze updates, until the swap commits).
 
         Raises:
             BranchNotFoundError: the branch is gone.
             BranchChangedError: the branch moved since ``expected`` was read.
+            ReadOnlyRepositoryError: ``writable`` and the repository is read-only.
             ValidationError: ``new`` names another branch.
         """
         if new.name != expected.name:
@@ -636,6 +654,8 @@ class SQLRefStore(RepositoryRecords, RefStore):
         ).values(**branch_values(new))
 
         def work(conn: Connection) -> None:
+            if writable:
+                self._require_writable(conn, repo_id)
             if conn.execute(stmt).rowcount == 1:
                 return
             if conn.execute(select(branches.c.name).where(*where)).first() is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,9 @@ from lakefs_core.errors import (
     RepositoryExistsError,
     ValidationError,
 )
+from lakefs_core.events import EventType
 from lakefs_core.graveler.encoding import commit_id
+from lakefs_core.graveler.hooks import NoHooks
 from lakefs_core.graveler.mirror import BranchMove, MirrorService
 from lakefs_core.graveler.model import Commit, CommitRecord, Entry, MirrorMarking
 from lakefs_testing.webhook import WebhookServer
@@ -248,3 +251,42 @@ def test_a_detached_mirror_merges_past_a_base_whose_data_never_arrived(
         g.cherry_pick("mirror", "b2", c1.id, "bob")
     with pytest.raises(CommitNotFoundError, match="never proved its data present"):
         g.merge("mirror", c1.id, "main", "bob")
+
+
+class _FreezeOnPreCommit:
+    """Hooks that freeze the repository (as a switchover does) while a commit or merge
+    that passed its first read-only check runs its pre-hooks."""
+
+    def __init__(self, env: Env, mirrors: MirrorService) -> None:
+        self.env, self.mirrors = env, mirrors
+
+    def pre(self, record: Any) -> str:
+        if record.event_type in (EventType.PRE_COMMIT, EventType.PRE_MERGE):
+            self.mirrors.set_read_only(self.env.repo, True)
+        return ""
+
+    def post(self, record: Any, pre_run_id: str = "") -> None:
+        return None
+
+
+def test_a_write_that_passed_its_check_before_a_freeze_does_not_land_after_it(
+        env: Env, mirrors: MirrorService) -> None:
+    g = env.graveler
+    g.set_entry(env.repo, "main", "a", Entry("data/a", 1, "a1", 1.0))
+    g.commit(env.repo, "main", "first", "alice")
+    g.create_branch(env.repo, "dev", "main")
+    g.set_entry(env.repo, "dev", "b", Entry("data/b", 1, "b1", 1.0))
+    g.commit(env.repo, "dev", "on dev", "alice")
+    g.set_entry(env.repo, "main", "c", Entry("data/c", 1, "c1", 1.0))
+    heads = {b: g.get_branch(env.repo, b).commit_id for b in ("main", "dev")}
+    g.hooks = _FreezeOnPreCommit(env, mirrors)
+    with pytest.raises(ReadOnlyRepositoryError):
+        g.commit(env.repo, "main", "late", "alice")
+    mirrors.set_read_only(env.repo, False)
+    with pytest.raises(ReadOnlyRepositoryError):
+        g.merge(env.repo, "dev", "main", "alice", allow_empty=True)
+    assert {b: g.get_branch(env.repo, b).commit_id for b in ("main", "dev")} == heads
+    # the staged change is still there to commit once the repository is writable again
+    mirrors.set_read_only(env.repo, False)
+    g.hooks = NoHooks()
+    assert g.commit(env.repo, "main", "now", "alice").commit.parents == (heads["main"],)

@@ -25,6 +25,7 @@ from lakefs_core.errors import (
     NonEmptyRepositoryError,
     PullRequestChangedError,
     PullRequestNotFoundError,
+    ReadOnlyRepositoryError,
     RepositoryExistsError,
     RepositoryNotFoundError,
     TagExistsError,
@@ -515,6 +516,51 @@ def test_update_branch_cannot_rename(store: RefStore) -> None:
     current = store.get_branch("r1", "main")
     with pytest.raises(ValidationError):
         store.update_branch("r1", current, replace(current, name="other"))
+
+
+def test_a_writable_swap_is_refused_once_the_repository_is_read_only(store: RefStore) -> None:
+    new_repo(store, "r1")
+    current = store.get_branch("r1", "main")
+    moved = replace(current, commit_id="c1")
+    store.update_branch("r1", current, moved, writable=True)
+    store.update_repository(replace(store.get_repository("r1"), read_only=True))
+    with pytest.raises(ReadOnlyRepositoryError):
+        store.update_branch("r1", moved, replace(moved, commit_id="c2"), writable=True)
+    assert store.get_branch("r1", "main") == moved
+    # replication moves a read-only mirror's branches
+    store.update_branch("r1", moved, replace(moved, commit_id="c2"))
+    assert store.get_branch("r1", "main").commit_id == "c2"
+    with pytest.raises(RepositoryNotFoundError):
+        store.update_branch("nope", moved, replace(moved, commit_id="c3"), writable=True)
+
+
+def test_no_writable_swap_lands_after_a_freeze_returns(store: RefStore) -> None:
+    """Writers race a freeze (a switchover making the repository read-only): once the
+    freeze has returned, the branch never moves again, and every writer is refused."""
+    new_repo(store, "r1")
+
+    def writer() -> bool:
+        """Move the branch until refused (True), or give up after many tries."""
+        for i in range(20_000):
+            branch = store.get_branch("r1", "main")
+            try:
+                store.update_branch("r1", branch, replace(
+                    branch, commit_id=f"c{i}-{threading.get_ident()}"), writable=True)
+            except BranchChangedError:
+                continue
+            except ReadOnlyRepositoryError:
+                return True
+        return False
+
+    with ThreadPoolExecutor(2) as pool:
+        writers = [pool.submit(writer) for _ in range(2)]
+        while store.get_branch("r1", "main").commit_id == "c0":
+            pass  # the writers are under way
+        store.update_repository(replace(store.get_repository("r1"), read_only=True))
+        after_freeze = store.get_branch("r1", "main")
+        wait(writers)
+    assert [w.result() for w in writers] == [True, True]
+    assert store.get_branch("r1", "main") == after_freeze
 
 
 def run_in_threads(count: int, work: Callable[[], T]) -> list[T]:
