@@ -290,3 +290,25 @@ def test_a_write_that_passed_its_check_before_a_freeze_does_not_land_after_it(
     mirrors.set_read_only(env.repo, False)
     g.hooks = NoHooks()
     assert g.commit(env.repo, "main", "now", "alice").commit.parents == (heads["main"],)
+
+
+def test_an_adopted_repository_detached_again_serves_only_what_was_proven(
+        env: Env, mirrors: MirrorService) -> None:
+    """A process that read an ordinary repository before a switchover adopted it as a
+    mirror must not serve, once it is detached again, a commit it only learned of."""
+    g = env.graveler
+    g.set_entry(env.repo, "main", "f0", Entry("data/0", 1, "e0", 1.0))
+    own = g.commit(env.repo, "main", "own", "alice")
+    assert g.get_entry(env.repo, own.id, "f0").etag == "e0"  # read as an ordinary one
+    learned = Commit(parents=(own.id,), metarange_id="ab" * 32, message="from west",
+                     committer="bob", creation_date=own.commit.creation_date + 1,
+                     generation=own.commit.generation + 1)
+    mirrors.set_read_only(env.repo, True)  # the switchover's freeze, then adoption
+    adopted = replace(MARK, mirror_id="back", source_repository=env.repo)
+    mirrors.adopt_repository(env.repo, adopted)
+    mirrors.write_commits(env.repo, [CommitRecord(commit_id(learned), learned)])
+    mirrors.mark_detached(env.repo, "back")  # a failover: detached before it was proven
+    mirrors.detach(env.repo)
+    with pytest.raises(CommitNotFoundError, match="never proved its data present"):
+        g.get_entry(env.repo, commit_id(learned), "f0")
+    assert g.get_entry(env.repo, own.id, "f0").etag == "e0"  # its own commits stay
