@@ -14,9 +14,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from e2e.api import ApiError, RegionClient
 from e2e.invariants import ApiMirrorChecker
+
+
+class MoveObserver(Protocol):
+    """What a driver tells of its moves besides its checker: the checkers of more
+    mirrors of the repository (in other regions), a group's source timeline."""
+
+    def source_moved(self, branch: str, commit_id: str | None, *,
+                     reset: bool = False) -> None: ...
+
+    def observe_source(self) -> bool: ...
 
 #: paths a commit writes are drawn from this many, so later commits overwrite earlier ones
 PATHS = 24
@@ -31,6 +42,8 @@ class SourceDriver:
         repo: the source repository.
         checker: told of every move (optional).
         rng: where contents and choices come from.
+        observers: told of every move too (the checkers of the repository's other
+            mirrors, a group's source timeline).
     """
 
     client: RegionClient
@@ -44,14 +57,18 @@ class SourceDriver:
     heads: dict[str, str] = field(default_factory=dict)
     #: tag -> commit, as our own operations left them
     tags: dict[str, str] = field(default_factory=dict)
+    observers: list[MoveObserver] = field(default_factory=list)
+
+    def _told(self) -> list[MoveObserver]:
+        return [*([] if self.checker is None else [self.checker]), *self.observers]
 
     def _moved(self, branch: str, head: str | None, *, reset: bool = False) -> None:
         if head is None:
             self.heads.pop(branch, None)
         else:
             self.heads[branch] = head
-        if self.checker is not None:
-            self.checker.source_moved(branch, head, reset=reset)
+        for observer in self._told():
+            observer.source_moved(branch, head, reset=reset)
 
     def adopt(self, heads: dict[str, str], tags: dict[str, str]) -> None:
         """Start from a repository's refs as they are (one that just became primary)."""
@@ -118,8 +135,8 @@ class SourceDriver:
     def tag(self, name: str, ref: str) -> None:
         self.client.create_tag(self.repo, name, ref)
         self.tags[name] = self.client.tags(self.repo)[name]
-        if self.checker is not None:
-            self.checker.observe_source()
+        for observer in self._told():
+            observer.observe_source()
 
     def delete_tag(self, name: str) -> None:
         self.client.delete_tag(self.repo, name)
