@@ -337,18 +337,10 @@ class ChaosRun:
     # -------------------------------------------------------------- set up
     def _mirror(self, driver: SourceDriver, name: str, region: str) -> OtherMirror:
         """Mirror ``driver``'s repository into ``region`` (not the primary's mirror)."""
-        checker = ApiMirrorChecker(self.east, driver.repo, self.clients[region], name,
-                                   collect=True, violations=self.violations,
-                                   stats=self.stats)
-        for branch, head in driver.heads.items():
-            checker.source_moved(branch, head)
-        if driver.checker is None:
-            driver.checker = checker
-        else:
-            driver.observers.append(checker)
-        created = self.east.create_mirror(driver.repo, name, region,
-                                          self.cluster.regions[region].namespace(name))
-        other = OtherMirror(checker, str(created["id"]), region)
+        checker, mirror_id = driver.mirror_to(
+            self.clients[region], name, region, self.cluster.regions[region].namespace(name),
+            collect=True, violations=self.violations, stats=self.stats)
+        other = OtherMirror(checker, mirror_id, region)
         self.others.append(other)
         return other
 

@@ -53,7 +53,7 @@ from lakefs_testing.waiting import wait_for
 if TYPE_CHECKING:
     from mirrors_db.table import MirrorsTable
 
-SYNC_TIMEOUT = 60.0
+SYNC_TIMEOUT = 90.0
 
 
 @dataclass
@@ -105,15 +105,10 @@ class Watch:
     def mirror(self, driver: SourceDriver, source_region: str, name: str,
                region: str) -> Mirrored:
         """Mirror ``driver``'s repository into ``region`` as ``name``, checked from now."""
-        checker = ApiMirrorChecker(driver.client, driver.repo, self.clients[region], name,
-                                   collect=True, violations=self.violations,
-                                   stats=self.stats)
-        for branch, head in driver.heads.items():
-            checker.source_moved(branch, head)
-        driver.observers.append(checker)
-        created = driver.client.create_mirror(driver.repo, name, region,
-                                              self.cluster.regions[region].namespace(name))
-        m = Mirrored(checker, str(created["id"]), source_region)
+        checker, mirror_id = driver.mirror_to(
+            self.clients[region], name, region, self.cluster.regions[region].namespace(name),
+            collect=True, violations=self.violations, stats=self.stats)
+        m = Mirrored(checker, mirror_id, source_region)
         self.mirrors.append(m)
         return m
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from e2e.api import ApiError, RegionClient
 from e2e.invariants import ApiMirrorChecker
@@ -75,6 +75,30 @@ class SourceDriver:
         self.heads, self.tags = {}, dict(tags)
         for branch, head in heads.items():
             self._moved(branch, head)
+
+    def mirror_to(self, destination: RegionClient, name: str, region: str, namespace: str,
+                  **checking: Any) -> tuple[ApiMirrorChecker, str]:
+        """Create a mirror of the repository in ``region`` and a checker of it, told of
+        every move from now on (the driver's checker if it has none, else an observer).
+
+        Args:
+            destination: client of ``region``.
+            name: the mirror repository's name there.
+            namespace: its storage namespace there.
+            **checking: passed to the checker (``collect``, ``violations``, ``stats``).
+
+        Returns:
+            The checker and the mirror's id.
+        """
+        checker = ApiMirrorChecker(self.client, self.repo, destination, name, **checking)
+        for branch, head in self.heads.items():
+            checker.source_moved(branch, head)
+        if self.checker is None:
+            self.checker = checker
+        else:
+            self.observers.append(checker)
+        created = self.client.create_mirror(self.repo, name, region, namespace)
+        return checker, str(created["id"])
 
     def create_repository(self, namespace: str, default_branch: str = "main") -> None:
         self.client.create_repository(self.repo, namespace, default_branch)
