@@ -355,17 +355,15 @@ class ChaosRun:
         self.mirror_id = str(self.east.create_mirror(REPO, self.mirror_name, "west",
                                                      mirror_ns)["id"])
         destinations = self.cluster.spec.region_names[1:]
-        for region in destinations[1:]:
-            self._mirror(self.src, self.mirror_name, region)
+        mirrors = {DESTINATION: self.mirror_id} | {
+            region: self._mirror(self.src, self.mirror_name, region).mirror_id
+            for region in destinations[1:]}
         if self.src_b is not None:
-            members = {region: [self.mirror_id if region == DESTINATION else next(
-                o.mirror_id for o in self.others if o.region == region
-                and o.checker.source_repo == REPO)] for region in destinations}
-            for region in destinations:
-                members[region].append(self._mirror(self.src_b, MIRROR_B, region).mirror_id)
+            labels = {region: self._mirror(self.src_b, MIRROR_B, region).mirror_id
+                      for region in destinations}
             self.table = self.cluster.open_mirrors_table()
             for region in destinations:
-                self._group(region, members[region])
+                self._group(region, [mirrors[region], labels[region]])
         if self.cluster.spec.replication == "native":
             from e2e.crr import object_replicator
 
