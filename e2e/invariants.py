@@ -164,6 +164,16 @@ class ApiMirrorChecker:
     _failed: set[str] = field(default_factory=set)
 
     # --------------------------------------------------------------- source side
+    def share_source(self, other: ApiMirrorChecker) -> None:
+        """Keep one cache of the source's commit records and object contents with
+        ``other``, a checker of another mirror of the same source repository (a commit
+        and the bytes of its objects are the same whichever mirror they are checked for).
+        """
+        if (other.source.endpoint, other.source_repo) != (self.source.endpoint,
+                                                          self.source_repo):
+            raise ValueError("the checkers' sources differ")
+        self._commits, self._facts, self._blobs = other._commits, other._facts, other._blobs
+
     def _tick(self) -> int:
         return next(self._seq)
 

@@ -91,6 +91,8 @@ class SourceDriver:
             The checker and the mirror's id.
         """
         checker = ApiMirrorChecker(self.client, self.repo, destination, name, **checking)
+        if self.checker is not None:  # another mirror's: the source is read once for both
+            checker.share_source(self.checker)
         for branch, head in self.heads.items():
             checker.source_moved(branch, head)
         if self.checker is None:
