@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long drill docs browser screenshots azurite compat-clients \
+.PHONY: run test lint bench clean chaos-long topologies drill docs browser screenshots azurite compat-clients \
 	compat compat-airflow
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
@@ -83,14 +83,25 @@ screenshots: $(STAMP) browser
 
 # many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign
 # continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]; HANDOVER=1 has
-# the runs move the primary too (switchovers, failovers, failbacks)
+# the runs move the primary too (switchovers, failovers, failbacks); REGIONS=3 mirrors
+# to a third region too and GROUPS=1 adds a mirror group per destination (I8):
+# make chaos-long SEEDS=20 OPS=200 JOBS=1 REGIONS=3 GROUPS=1
 SEEDS ?= 24
 OPS ?= 40
 JOBS ?=
 HANDOVER ?=
+REGIONS ?=
+GROUPS ?=
 chaos-long: $(STAMP)
 	$(BIN)/python -m e2e.chaos_long --seeds $(SEEDS) --ops $(OPS) $(if $(JOBS),--jobs $(JOBS)) \
-		$(if $(HANDOVER),--handover) --results chaos-long.jsonl --resume $(ARGS)
+		$(if $(HANDOVER),--handover) $(if $(REGIONS),--regions $(REGIONS)) \
+		$(if $(GROUPS),--groups) --results chaos-long.jsonl --resume $(ARGS)
+
+# seed 003's topologies with real processes (e2e/topologies.py): one source to two
+# regions, two regions mirroring each other, a group mirrored to two regions:
+# make topologies [ARGS="one-to-many"]
+topologies: $(STAMP)
+	$(BIN)/python -m e2e.topologies $(ARGS)
 
 # the DR drill (e2e/drill.py): switchover and back, kill -9 and failover, failback, a
 # workload committing all along; RPO and RTO per phase: make drill [ARGS="--quick"]

@@ -17,6 +17,7 @@ import httpx
 from lakefs_core.client import ApiError, RestClient
 
 MIRRORS = "/service/replication/v1/repositories"
+GROUPS = "/service/replication/v1/groups"
 
 
 class RegionClient:
@@ -103,6 +104,11 @@ class RegionClient:
         refs = self._pages(f"/api/v1/repositories/{repo}/branches")
         return {r["id"]: r["commit_id"] for r in refs}
 
+    def branch_head(self, repo: str, branch: str) -> str:
+        """The commit ``branch`` points at (one read of one branch)."""
+        return str(self.request(
+            "GET", f"/api/v1/repositories/{repo}/branches/{branch}").json()["commit_id"])
+
     def tags(self, repo: str) -> dict[str, str]:
         """Tag name -> commit id."""
         return {r["id"]: r["commit_id"] for r in self._pages(f"/api/v1/repositories/{repo}/tags")}
@@ -171,6 +177,22 @@ class RegionClient:
         return self.request("POST", f"{MIRRORS}/{repo}/mirrors/{mirror_id}/{action}",
                             expect=(200, 409), json={"timeout_seconds": timeout_seconds},
                             timeout=timeout_seconds + 60)
+
+    # -------------------------------------------------------------- groups
+    def create_group(self, name: str, region: str,
+                     members: list[tuple[str, str]]) -> dict[str, Any]:
+        """A mirror group of ``members`` (mirror id, branch) into ``region``."""
+        return dict(self.request("POST", GROUPS, expect=(201,), json={
+            "name": name, "region": region,
+            "members": [{"mirror_id": m, "branch": b} for m, b in members]}).json())
+
+    def take_cut(self, group_id: str) -> dict[str, Any]:
+        """Ask the group's source region for a cut of the member heads as they are."""
+        return dict(self.request("POST", f"{GROUPS}/{group_id}/cuts", expect=(201,)).json())
+
+    def group_status(self, group_id: str) -> dict[str, Any]:
+        """The cut served in this region, the one waiting and what for, the lag."""
+        return dict(self.request("GET", f"{GROUPS}/{group_id}/status").json())
 
     def log(self, repo: str, ref: str) -> Iterator[dict[str, Any]]:
         """Every commit reachable from ``ref``, newest first."""

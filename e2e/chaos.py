@@ -33,6 +33,16 @@ old primary's repository, now the mirror, is checked like the first one (I1-I4);
 (honest lag) is checked on every status read and I7 (nothing lost) after each
 switchover and failback (see :mod:`e2e.invariants`).
 
+``--regions 3`` adds a third region, ``north``: the repository is mirrored to west and
+north (one source, two destinations, each checked), and north's sidecar and server are
+among the kill victims. ``--groups`` adds a second source repository, ``chaos-labels``,
+mirrored wherever the first is, and a mirror group of both ``main`` branches into each
+destination region; the plan gets pipeline steps (a commit to ``chaos`` then one to
+``chaos-labels``) and requested cuts, and I8 is checked in every destination after
+every step and while processes are down: the member heads a region serves at one
+instant are one cut's, the cut served never goes back, and every cut holds heads the
+source had at one moment. ``--handover`` runs on two regions without groups only.
+
 Exit status: 0 no violation and the mirror caught up; 1 an invariant was violated,
 or the mirror did not catch up within ``--settle-timeout``; 2 the run itself failed.
 """
@@ -55,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 from e2e.api import ApiError, RegionClient
 from e2e.cluster import (
+    ALL_REGIONS,
     DESTINATION,
     POLICIES,
     SOURCE,
@@ -62,6 +73,7 @@ from e2e.cluster import (
     Cluster,
     ClusterSpec,
     Storage,
+    cut_reader,
     parse_storage,
     scratch_dir,
     start_cluster,
@@ -70,8 +82,11 @@ from e2e.invariants import (
     BLIND_MARGIN,
     ApiMirrorChecker,
     CheckerStats,
+    GroupCutChecker,
+    GroupMemberRef,
     HandoverAudit,
     InvariantViolation,
+    SourceTimeline,
     record_violation,
 )
 from e2e.processes import terminate_as_exit
@@ -79,10 +94,13 @@ from e2e.workload import SourceDriver
 
 if TYPE_CHECKING:
     from lakefs_testing.replicator import FaultyReplicator
+    from mirrors_db.table import MirrorsTable
 
 BRANCHES = ("main", "b1", "b2", "b3")
 TAGS = ("t1", "t2")
 REPO, MIRROR = "chaos", "chaos-mirror"
+#: the second repository of ``--groups`` and its mirrors' name
+REPO_B, MIRROR_B = "chaos-labels", "chaos-labels-mirror"
 #: step kind -> weight in the plan
 WEIGHTS = {
     "commit": 34, "create": 10, "delete": 5, "merge": 10, "reset": 6, "tag": 6,
@@ -90,11 +108,15 @@ WEIGHTS = {
 }
 #: the steps ``--handover`` adds (a failover brings its failback later)
 HANDOVER_WEIGHTS = {"switchover": 2, "failover": 2}
+#: the steps ``--groups`` adds: a commit to each member in turn, a cut asked for
+GROUP_WEIGHTS = {"pipeline": 14, "cut": 3}
 #: a failback comes this many steps (at least, at most) after its failover
 FAILBACK_AFTER = (2, 8)
 #: what a switchover or failback may take before it is refused (409)
 HANDOVER_TIMEOUT = 90.0
 VICTIMS = ("west-sidecar", "west-server", "east-sidecar", "east-server")
+#: the victims a third region adds
+THIRD_VICTIMS = ("north-sidecar", "north-server")
 
 
 @dataclass(frozen=True)
@@ -136,21 +158,27 @@ class Step:
                          f"failover: detach the mirror, {self.n} more commit(s) to the old "
                          "primary"),
             "failback": f"failback asked in the {self.target} primary's region",
+            "pipeline": f"pipeline: commit {self.n} file(s) to {REPO}, then to {REPO_B}",
+            "cut": "a cut of every group asked for",
         }.get(self.kind, self.kind)
         return f"{what}, then {self.delay}s" if self.delay else what
 
 
-def plan(seed: int, ops: int, *, handover: bool = False) -> list[Step]:
-    """The steps of a run: a pure function of the seed, the number of steps and whether
-    switchovers and failovers are in (without them a seed plans what it always did).
+def plan(seed: int, ops: int, *, handover: bool = False, regions: int = 2,
+         groups: bool = False) -> list[Step]:
+    """The steps of a run: a pure function of the seed, the number of steps, whether
+    switchovers and failovers are in, the number of regions and whether groups are in
+    (without them a seed plans what it always did).
 
     One handover at a time: no switchover or failover while a failover awaits its
     failback, which comes :data:`FAILBACK_AFTER` steps later (the last step at the
     latest); the run restarts the old primary's region before the failback.
     """
     rng = random.Random(seed)
-    kinds, weights = zip(*WEIGHTS.items(), strict=True)
-    all_kinds, all_weights = zip(*(WEIGHTS | HANDOVER_WEIGHTS).items(), strict=True) \
+    base = WEIGHTS | (GROUP_WEIGHTS if groups else {})
+    victims = VICTIMS + (THIRD_VICTIMS if regions > 2 else ())
+    kinds, weights = zip(*base.items(), strict=True)
+    all_kinds, all_weights = zip(*(base | HANDOVER_WEIGHTS).items(), strict=True) \
         if handover else (kinds, weights)
     steps = []
     failback_at: int | None = None
@@ -176,7 +204,7 @@ def plan(seed: int, ops: int, *, handover: bool = False) -> list[Step]:
         elif kind == "tag":
             steps.append(Step(kind, rng.choice(TAGS), rng.choice(BRANCHES), delay=delay))
         elif kind == "kill":
-            steps.append(Step(kind, rng.choice(VICTIMS), n=rng.randrange(1 << 16),
+            steps.append(Step(kind, rng.choice(victims), n=rng.randrange(1 << 16),
                               delay=delay))
         elif kind == "burst":
             steps.append(Step(kind, rng.choice(BRANCHES), n=rng.randint(3, 6)))
@@ -186,6 +214,8 @@ def plan(seed: int, ops: int, *, handover: bool = False) -> list[Step]:
             steps.append(Step(kind, rng.choice(("kill", "split")), n=rng.randint(1, 3),
                               delay=delay))
             failback_at = i + rng.randint(*FAILBACK_AFTER)
+        elif kind == "pipeline":
+            steps.append(Step(kind, n=rng.randint(1, 3), delay=delay))
         else:
             steps.append(Step(kind, delay=delay))
     return steps
@@ -193,6 +223,15 @@ def plan(seed: int, ops: int, *, handover: bool = False) -> list[Step]:
 
 def plan_digest(steps: Sequence[Step]) -> str:
     return hashlib.sha256("\n".join(map(str, steps)).encode()).hexdigest()[:16]
+
+
+@dataclass
+class OtherMirror:
+    """A mirror beside the primary's mirror in ``west`` (``--regions 3``, ``--groups``)."""
+
+    checker: ApiMirrorChecker
+    mirror_id: str
+    region: str
 
 
 @dataclass
@@ -217,14 +256,20 @@ class ChaosRun:
     makes the old primary's repository its mirror. The workload always writes to the
     primary of the moment.
 
+    With three regions the repository has a second mirror, in ``north``; with groups a
+    second repository is mirrored wherever the first is, and a group of both ``main``
+    branches goes into each destination region. Those mirrors never move (handovers run
+    on two regions without groups).
+
     Args:
         handover: the repositories carry the same name in both regions (so roles can
             swap under the narrow replication policy), and with ``native`` replication
             objects are replicated both ways.
+        groups: a second repository and a group per destination region.
     """
 
     def __init__(self, cluster: Cluster, seed: int, *, verbose: bool = False,
-                 handover: bool = False) -> None:
+                 handover: bool = False, groups: bool = False) -> None:
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.verbose = verbose
@@ -236,6 +281,16 @@ class ChaosRun:
         self.stats = CheckerStats()
         self.checker = self._checker()
         self.src = SourceDriver(self.east, REPO, self.checker, random.Random(seed ^ 0x5EED))
+        #: the mirrors beside the primary's, the second repository's, the groups
+        self.others: list[OtherMirror] = []
+        self.src_b: SourceDriver | None = None
+        self.groups: list[GroupCutChecker] = []
+        self.timeline = SourceTimeline()
+        self.table: MirrorsTable | None = None
+        if groups:
+            self.src.observers.append(self.timeline.follow(REPO))
+            self.src_b = SourceDriver(self.east, REPO_B, None, random.Random(seed ^ 0xB0B),
+                                      observers=[self.timeline.follow(REPO_B)])
         self.audit = HandoverAudit(self.violations)
         self.done: Counter[str] = Counter()
         self.replicators: list[FaultyReplicator] = []
@@ -255,6 +310,8 @@ class ChaosRun:
             crr.stop()
         for client in self.clients.values():
             client.close()
+        if self.table is not None:
+            self.table.close()
 
     def log(self, message: str) -> None:
         if self.verbose:
@@ -278,17 +335,42 @@ class ChaosRun:
                                 collect=True, violations=self.violations, stats=self.stats)
 
     # -------------------------------------------------------------- set up
+    def _mirror(self, driver: SourceDriver, name: str, region: str) -> OtherMirror:
+        """Mirror ``driver``'s repository into ``region`` (not the primary's mirror)."""
+        checker, mirror_id = driver.mirror_to(
+            self.clients[region], name, region, self.cluster.regions[region].namespace(name),
+            collect=True, violations=self.violations, stats=self.stats)
+        other = OtherMirror(checker, mirror_id, region)
+        self.others.append(other)
+        return other
+
     def set_up(self) -> None:
         ns = self.cluster.east.namespace(REPO)
         self.src.create_repository(ns)
         self.src.write_commit("main", files=4)
+        if self.src_b is not None:
+            self.src_b.create_repository(self.cluster.east.namespace(REPO_B))
+            self.src_b.write_commit("main", files=3)
         mirror_ns = self.cluster.west.namespace(self.mirror_name)
         self.mirror_id = str(self.east.create_mirror(REPO, self.mirror_name, "west",
                                                      mirror_ns)["id"])
+        destinations = self.cluster.spec.region_names[1:]
+        mirrors = {DESTINATION: self.mirror_id} | {
+            region: self._mirror(self.src, self.mirror_name, region).mirror_id
+            for region in destinations[1:]}
+        if self.src_b is not None:
+            labels = {region: self._mirror(self.src_b, MIRROR_B, region).mirror_id
+                      for region in destinations}
+            self.table = self.cluster.open_mirrors_table()
+            for region in destinations:
+                self._group(region, [mirrors[region], labels[region]])
         if self.cluster.spec.replication == "native":
             from e2e.crr import object_replicator
 
             ways = [(ns, mirror_ns, SOURCE, DESTINATION)]
+            ways += [(self.cluster.east.namespace(o.checker.source_repo),
+                      self.cluster.regions[o.region].namespace(o.checker.mirror_repo),
+                      SOURCE, o.region) for o in self.others]
             if self.handover:  # bucket replication both ways: either may be the primary
                 ways.append((mirror_ns, ns, DESTINATION, SOURCE))
             for src_ns, dst_ns, source, destination in ways:
@@ -299,20 +381,61 @@ class ChaosRun:
                 crr.start(period=0.1)
                 self.replicators.append(crr)
 
+    def _group(self, region: str, mirror_ids: list[str]) -> None:
+        """A group of both repositories' ``main`` into ``region``, I8 checked once armed."""
+        assert self.table is not None
+        created = self.east.create_group(f"pipeline-{region}", region,
+                                         [(m, "main") for m in mirror_ids])
+        group_id = str(created["id"])
+        members = [GroupMemberRef(mirror_ids[0], REPO, self.mirror_name, "main"),
+                   GroupMemberRef(mirror_ids[1], REPO_B, MIRROR_B, "main")]
+        self.groups.append(GroupCutChecker(
+            self.clients[region], region, group_id, members, cut_reader(self.table, group_id),
+            self.timeline, violations=self.violations, stats=self.stats))
+
+    def wait_all_in_sync(self, timeout: float, what: str) -> None:
+        """Every mirror caught up with its source (AssertionError on timeout); then the
+        groups are judged (I8): from now on every cut is the group's to serve."""
+        from lakefs_testing.waiting import wait_for
+
+        checkers = [self.checker, *(o.checker for o in self.others)]
+        wait_for(lambda: all(c.in_sync() for c in checkers), timeout, 0.1, what=what,
+                 check=self.check_all)
+        self.check_all()
+        for group in self.groups:
+            group.armed = True
+
     # ----------------------------------------------------------- the steps
+    def check_all(self) -> None:
+        """One round of every checker: the mirrors (I1-I4), the groups (I8)."""
+        self.checker.check()
+        for other in self.others:
+            other.checker.check()
+        for group in self.groups:
+            group.check()
+
     def check_for(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        self.checker.check()
+        self.check_all()
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            self.checker.check()
+            self.check_all()
 
     def check_status(self) -> dict[str, Any] | None:
-        """I6 on the mirror's status, if there is a mirror."""
+        """I6 on the mirrors' statuses; the primary's mirror's status, if it has one."""
+        for other in self.others:
+            other.checker.check_status(other.mirror_id,
+                                       source_down_since=self.down_since.get(SOURCE))
         if self.failover is not None:
             return None
         return self.checker.check_status(self.mirror_id,
                                          source_down_since=self.down_since.get(self.primary))
+
+    def probe_read_only(self) -> None:
+        """I4 on every mirror."""
+        self.checker.probe_read_only()
+        for other in self.others:
+            other.checker.probe_read_only()
 
     def run(self, steps: Sequence[Step], first: int = 1, total: int | None = None) -> None:
         """Execute ``steps`` (numbered from ``first`` of ``total`` in the output)."""
@@ -324,7 +447,7 @@ class ChaosRun:
             self.check_for(step.delay)
             self.check_status()
             if i % 10 == 0:
-                self.checker.probe_read_only()
+                self.probe_read_only()
             if i % 10 == 0 and not self.verbose:
                 print(f"  {i}/{total} steps, {len(self.violations)} "
                       "violations so far", flush=True)
@@ -337,6 +460,16 @@ class ChaosRun:
             return self.fail_over(step)
         if step.kind == "failback":
             return self.fail_back(step)
+        if step.kind == "pipeline":
+            assert self.src_b is not None
+            self.src.write_commit("main", files=step.n)
+            self.check_all()
+            self.src_b.write_commit("main", files=step.n)
+            return True
+        if step.kind == "cut":
+            for group in self.groups:
+                self.east.take_cut(group.group_id)
+            return bool(self.groups)
         heads = self.src.branches()
         if step.kind in ("commit", "burst"):
             if step.target not in heads:
@@ -398,7 +531,7 @@ class ChaosRun:
             if self.failover is not None:
                 return False  # no mirror to wait for
             try:
-                self.checker.wait_in_sync(90, "the mirror to catch up (settle step)")
+                self.wait_all_in_sync(90, "the mirrors to catch up (settle step)")
             except AssertionError as e:
                 self.stalls.append(str(e))
                 print(f"  STALL: {e}", flush=True)
@@ -611,12 +744,17 @@ class ChaosRun:
             print("NOT CONVERGED: the failback was refused", flush=True)
             return False
         try:
-            self.checker.wait_in_sync(timeout, "the mirror to catch up after the run")
+            self.wait_all_in_sync(timeout, "the mirrors to catch up after the run")
         except AssertionError as e:
             print(f"NOT CONVERGED: {e}", flush=True)
             return False
         self.check_status()
-        self.checker.probe_read_only()
+        self.probe_read_only()
+        for group in self.groups:  # in sync: the cut of the source's heads is served
+            if group.served_cut() is None:
+                print(f"NOT CONVERGED: group {group.group_id} in {group.region} serves the "
+                      "source's heads, but no cut of them", flush=True)
+                return False
         return True
 
     def corrupt_one_mirror_object(self) -> str:
@@ -634,8 +772,8 @@ class ChaosRun:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.chaos",
-        description="Random source operations and faults against two regions of real "
-                    "processes; reports invariant violations (exit status 1).")
+        description="Random source operations and faults against two or three regions "
+                    "of real processes; reports invariant violations (exit status 1).")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ops", type=int, default=40, help="number of steps")
     parser.add_argument("--mirrors-db", choices=("sqlite", "postgres", "dynamodb"),
@@ -665,14 +803,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="the plan has switchovers, and failovers each followed by "
                              "its failback (the repository then has the same name in "
                              "both regions)")
+    parser.add_argument("--regions", type=int, choices=(2, 3), default=2,
+                        help="3: the repository is mirrored to west and north, and north's "
+                             "processes are killed too")
+    parser.add_argument("--groups", action="store_true",
+                        help="a second repository mirrored beside the first, a group of "
+                             "both main branches into each destination region, pipeline "
+                             "and cut steps, I8 checked")
     parser.add_argument("--canary", action="store_true",
                         help="self-test: corrupt one mirror object mid-run (local storage); "
                              "the run must then report an I2 violation and fail")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    steps = plan(args.seed, args.ops, handover=args.handover)
-    print(f"chaos: seed {args.seed}, {args.ops} steps{' with handovers' if args.handover else ''}"
-          f", plan {plan_digest(steps)}", flush=True)
+    if args.handover and (args.regions > 2 or args.groups):
+        parser.error("--handover runs on two regions without groups")
+    steps = plan(args.seed, args.ops, handover=args.handover, regions=args.regions,
+                 groups=args.groups)
+    print(f"chaos: seed {args.seed}, {args.ops} steps"
+          f"{topology_label(args.regions, args.groups)}"
+          f"{' with handovers' if args.handover else ''}, plan {plan_digest(steps)}",
+          flush=True)
     if args.plan:
         for i, step in enumerate(steps, 1):
             print(f"{i:4d} {step}")
@@ -687,7 +837,10 @@ def main(argv: list[str] | None = None) -> int:
                                "postgres" if args.mirrors_db == "postgres" else "local"),
                            replication=args.replication, sidecars_per_region=args.sidecars,
                            log_level="INFO", policy=args.policy, source_repository=REPO,
-                           mirror_repository=REPO if args.handover else MIRROR)
+                           mirror_repository=REPO if args.handover else MIRROR,
+                           regions=args.regions, also_mirrored=tuple(
+                               (REPO_B, MIRROR_B, region)
+                               for region in ALL_REGIONS[1:args.regions] if args.groups))
     except ValueError as e:
         parser.error(str(e))
     print(f"  cluster: {spec.describe()}", flush=True)
@@ -696,6 +849,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.summary_json is not None:
         args.summary_json.write_text(json.dumps(outcome.summary(), indent=2) + "\n")
     return outcome.exit_status
+
+
+def topology_label(regions: int, groups: bool) -> str:
+    """`` on 3 regions with groups`` (empty for two regions without groups)."""
+    return ((f" on {regions} regions" if regions > 2 else "")
+            + (" with groups" if groups else ""))
 
 
 def _storage(value: str) -> tuple[Storage, Storage | None]:
@@ -714,6 +873,7 @@ class Outcome:
     plan: str
     spec: ClusterSpec
     handover: bool = False
+    groups: bool = False
     run: ChaosRun | None = None
     converged: bool = False
     #: the harness's own failure (exit status 2), not an invariant violation
@@ -745,6 +905,7 @@ class Outcome:
         stats = self.run.stats if self.run else None
         return {
             "seed": self.seed, "ops": self.ops, "plan": self.plan, "handover": self.handover,
+            "regions": self.spec.regions, "groups": self.groups,
             "combination": {"mirrors_db": self.spec.mirrors_db, "storage": self.spec.storage_label,
                             "replication": self.spec.replication, "policy": self.spec.policy,
                             "sidecars_per_region": self.spec.sidecars_per_region},
@@ -760,6 +921,9 @@ class Outcome:
             "blind_status_reads": stats.blind_reads if stats else 0,
             "commits_verified": stats.commits_verified if stats else 0,
             "objects_compared": stats.objects_compared if stats else 0,
+            "pipelines": done["pipeline"],
+            "group_reads": stats.group_reads if stats else 0,
+            "cuts_checked": stats.cuts_checked if stats else 0,
             "violations": self.violations,
             "failures": self.failures,
             "converged": self.converged,
@@ -770,16 +934,17 @@ class Outcome:
 
 def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) -> Outcome:
     """Run the plan on a fresh cluster, print the report, return the outcome."""
-    outcome = Outcome(args.seed, args.ops, plan_digest(steps), spec, args.handover)
+    outcome = Outcome(args.seed, args.ops, plan_digest(steps), spec, args.handover,
+                      args.groups)
     started = time.monotonic()
     try:
         with scratch_dir(args.data_dir, "lakefs-chaos-") as root, \
                 start_cluster(root, spec) as cluster:
             run = outcome.run = ChaosRun(cluster, args.seed, verbose=args.verbose,
-                                         handover=args.handover)
+                                         handover=args.handover, groups=args.groups)
             try:
                 run.set_up()
-                run.checker.wait_in_sync(90, "the first promotion")
+                run.wait_all_in_sync(90, "the first promotions")
                 half = len(steps) // 2
                 run.run(steps[:half], 1, len(steps))
                 if args.canary:
@@ -805,6 +970,11 @@ def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) 
     print(f"  handovers: {figures['switchovers']} switchovers, {figures['failovers']} "
           f"failovers, {figures['failbacks']} failbacks ({figures['kept_heads']} heads kept), "
           f"{figures['handover_commits_checked']} acknowledged commits checked after them")
+    if args.groups:
+        print(f"  groups: {len(run.groups)} groups, {figures['pipelines']} pipelines, "
+              f"{figures['group_reads']} reads of the members at one instant (I8), "
+              f"{run.stats.group_reads_moved} moved under the read, "
+              f"{figures['cuts_checked']} cuts checked against the source")
     for v in run.violations:
         print(f"  VIOLATION {v}")
     for f in run.stalls:
@@ -813,7 +983,8 @@ def execute(args: argparse.Namespace, spec: ClusterSpec, steps: Sequence[Step]) 
     verdict = "ok" if outcome.exit_status == 0 else "FAILED"
     handovers = (f" ({figures['switchovers']} switchovers, {figures['failovers']} failovers, "
                  f"{figures['failbacks']} failbacks)" if args.handover else "")
-    print(f"chaos: seed {args.seed}, {args.ops} steps{handovers}: "
+    print(f"chaos: seed {args.seed}, {args.ops} steps"
+          f"{topology_label(args.regions, args.groups)}{handovers}: "
           f"{len(run.violations)} violations, "
           f"{'converged' if converged else 'did not converge'}, "
           f"{outcome.wall_seconds:.0f}s: {verdict}", flush=True)

@@ -19,6 +19,9 @@ resumes with the same options it started with.
 ``--handover`` has every run's plan move the primary between the regions too
 (switchovers, failovers and their failbacks: ``python -m e2e.chaos --handover``); its
 records are kept apart from those of runs without, so one results file may hold both.
+``--regions 3`` and ``--groups`` give every run that topology (a third region, a second
+repository and a mirror group into each destination, I8 checked: ``python -m e2e.chaos
+--regions 3 --groups``); their records are kept apart likewise.
 
 Every finished run appends one JSON line to ``--results`` (the chaos run's summary,
 its log file, when it finished). ``--resume`` skips the seeds already there (with the
@@ -154,11 +157,13 @@ def load_results(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def latest_by_seed(records: Iterable[dict[str, Any]], ops: int, *, handover: bool = False
-                   ) -> dict[int, dict[str, Any]]:
-    """Seed -> its last record with ``ops`` steps (and handovers or not)."""
+def latest_by_seed(records: Iterable[dict[str, Any]], ops: int, *, handover: bool = False,
+                   regions: int = 2, groups: bool = False) -> dict[int, dict[str, Any]]:
+    """Seed -> its last record with ``ops`` steps, handovers or not, on ``regions``
+    regions, with groups or not."""
     return {int(r["seed"]): r for r in records
-            if r.get("ops") == ops and bool(r.get("handover")) == handover}
+            if r.get("ops") == ops and bool(r.get("handover")) == handover
+            and int(r.get("regions", 2)) == regions and bool(r.get("groups")) == groups}
 
 
 def pending_seeds(seeds: Sequence[int], done: dict[int, dict[str, Any]]) -> list[int]:
@@ -195,6 +200,8 @@ class Totals:
     switchovers: int = 0
     failovers: int = 0
     failbacks: int = 0
+    pipelines: int = 0
+    group_reads: int = 0
     commits_verified: int = 0
     violations: int = 0
     failures: int = 0
@@ -208,6 +215,8 @@ class Totals:
         self.switchovers += int(record.get("switchovers", 0))
         self.failovers += int(record.get("failovers", 0))
         self.failbacks += int(record.get("failbacks", 0))
+        self.pipelines += int(record.get("pipelines", 0))
+        self.group_reads += int(record.get("group_reads", 0))
         self.commits_verified += int(record.get("commits_verified", 0))
         self.violations += len(record.get("violations", ()))
         # a run that failed without naming why still counts as a failure
@@ -239,7 +248,9 @@ def format_summary(summary: Summary, planned: int) -> str:
     lines = [f"chaos-long: {t.runs} of {planned} runs recorded, {t.passed} passed: "
              f"{t.steps} steps, {t.kills} kills, {t.switchovers} switchovers, "
              f"{t.failovers} failovers, {t.failbacks} failbacks, "
-             f"{t.commits_verified} commits verified, "
+             + (f"{t.pipelines} pipelines, {t.group_reads} group reads (I8), "
+                if t.group_reads else "")
+             + f"{t.commits_verified} commits verified, "
              f"{t.violations} violations, {t.failures} failures "
              f"({t.wall_seconds / 60:.1f} run-minutes)"]
     if summary.per_combination:
@@ -271,14 +282,16 @@ class Job:
     log: IO[bytes]
     started: float = field(default_factory=time.monotonic)
 
-    def record(self, ops: int, *, timed_out: bool, handover: bool = False) -> dict[str, Any]:
+    def record(self, ops: int, *, timed_out: bool, handover: bool = False, regions: int = 2,
+               groups: bool = False) -> dict[str, Any]:
         """The run's results line: its summary, or what is known when it wrote none."""
         code = self.proc.returncode
         try:
             record: dict[str, Any] = json.loads(self.summary_path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             c = self.combination
-            record = {"seed": self.seed, "ops": ops, "handover": handover, "steps": 0,
+            record = {"seed": self.seed, "ops": ops, "handover": handover,
+                      "regions": regions, "groups": groups, "steps": 0,
                       "kills": 0, "switchovers": 0, "failovers": 0, "failbacks": 0,
                       "commits_verified": 0, "violations": [], "converged": False,
                       "combination": {"mirrors_db": c.mirrors_db, "storage": c.storage,
@@ -310,14 +323,17 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 
 
 def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path,
-              combo: Combination, *, handover: bool = False) -> Job:
+              combo: Combination, *, handover: bool = False, regions: int = 2,
+              groups: bool = False) -> Job:
     log_path = logs / f"seed-{seed}.log"
     summary_path = work / f"seed-{seed}.json"
     summary_path.unlink(missing_ok=True)
     log = open(log_path, "wb")  # noqa: SIM115 - closed when the job ends
     argv = [sys.executable, "-m", "e2e.chaos", "--seed", str(seed), "--ops", str(ops),
             *combo.argv(), "--settle-timeout", str(settle_timeout),
-            "--summary-json", str(summary_path), *(["--handover"] if handover else [])]
+            "--summary-json", str(summary_path), *(["--handover"] if handover else []),
+            *(["--regions", str(regions)] if regions != 2 else []),
+            *(["--groups"] if groups else [])]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
     return Job(seed, combo, proc, log_path, summary_path, log)
@@ -335,7 +351,8 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                     job = start_job(seed, args.ops, args.settle_timeout, logs, Path(tmp),
                                     combination_for(seed, args.storages,
                                                     cross=args.cross_cloud),
-                                    handover=args.handover)
+                                    handover=args.handover, regions=args.regions,
+                                    groups=args.groups)
                     running.append(job)
                     print(f"  seed {job.seed} [{job.combination}] started (log "
                           f"{job.log_path})", flush=True)
@@ -350,7 +367,8 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                         job.log.close()
                     running.remove(job)
                     record = job.record(args.ops, timed_out=timed_out,
-                                        handover=args.handover)
+                                        handover=args.handover, regions=args.regions,
+                                        groups=args.groups)
                     append_result(args.results, record)
                     print(f"  seed {job.seed} [{job.combination}]: "
                           f"{'ok' if passed(record) else 'FAILED'}, {record['steps']} steps, "
@@ -400,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--handover", action="store_true",
                         help="the runs move the primary too: switchovers, failovers and "
                              "failbacks (e2e.chaos --handover)")
+    parser.add_argument("--regions", type=int, choices=(2, 3), default=2,
+                        help="3: every run mirrors to a third region too "
+                             "(e2e.chaos --regions 3)")
+    parser.add_argument("--groups", action="store_true",
+                        help="every run has a second repository and a mirror group into "
+                             "each destination region, I8 checked (e2e.chaos --groups)")
     parser.add_argument("--cross-cloud", action="store_true",
                         help="also every ordered pair of two of --storages (the source "
                              "region on one, the destination on the other)")
@@ -410,15 +434,25 @@ def main(argv: list[str] | None = None) -> int:
     if tuple(args.storages) != STORAGES or args.cross_cloud:
         options = (f" --storages {','.join(args.storages)}"
                    + (" --cross-cloud" if args.cross_cloud else ""))
+    if args.handover and (args.regions > 2 or args.groups):
+        parser.error("--handover runs on two regions without groups")
     if args.handover:
         options += " --handover"
+    if args.regions != 2:
+        options += f" --regions {args.regions}"
+    if args.groups:
+        options += " --groups"
+
+    def runs_alike(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        return latest_by_seed(records, args.ops, handover=args.handover,
+                              regions=args.regions, groups=args.groups)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     args.results = args.results.resolve()
     existing = load_results(args.results)
     if existing and not args.resume:
         parser.error(f"{args.results} has {len(existing)} result(s): pass --resume to "
                      "continue, or another --results")
-    done = latest_by_seed(existing, args.ops, handover=args.handover)
+    done = runs_alike(existing)
     other = [s for s in seeds if s in done and Combination.from_record(done[s])
              != combination_for(s, args.storages, cross=args.cross_cloud)]
     if other:
@@ -434,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     with terminate_as_exit():
         completed = run_campaign(todo, args, logs)
-    recorded = latest_by_seed(load_results(args.results), args.ops, handover=args.handover)
+    recorded = runs_alike(load_results(args.results))
     summary = summarize(recorded[s] for s in seeds if s in recorded)
     print(format_summary(summary, len(seeds)), flush=True)
     if not completed:

@@ -1,4 +1,5 @@
-"""A two-region deployment of real processes on loopback: ``east`` (source), ``west``.
+"""A deployment of real processes on loopback: ``east`` (source), ``west`` and, with
+three regions, ``north`` (another destination, or the source of other repositories).
 
 Each region runs ``python -m lakefs_core run`` and one or more
 ``python -m replication run`` replicas, each with its own config file under
@@ -30,9 +31,9 @@ import os
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,13 +41,22 @@ import yaml
 
 from e2e.api import RegionClient
 from e2e.processes import ManagedProcess, start_all, stop_all
-from lakefs_testing.replication_user import ReplicationUser
+from lakefs_testing.replication_user import (
+    ReplicationUser,
+    builtin_copier_policy,
+    narrow_replication_policy,
+)
 
 if TYPE_CHECKING:
     from lakefs_testing.servers import PostgresServer
+    from mirrors_db.table import MirrorsTable
 
 SOURCE, DESTINATION = "east", "west"
 REGIONS = (SOURCE, DESTINATION)
+#: the third region of a three-region cluster
+THIRD = "north"
+#: the regions of a cluster, in order: the first ``ClusterSpec.regions`` of these
+ALL_REGIONS = (SOURCE, DESTINATION, THIRD)
 ORGANIZATION = "e2e"
 #: the admin of both installations (the operator: tests and tools act as it)
 ACCESS_KEY_ID = "AKIAIOSFODNN7E2EADMIN"
@@ -95,6 +105,11 @@ class ClusterSpec:
         range_cache_bytes: the bound on the parsed ranges kept in memory by each server
             (``committed.sstable.memory.cache_size_bytes``) and each replication
             service (``validator.range_cache_size_bytes``); None: their defaults.
+        regions: 2 (``east``, ``west``) or 3 (and ``north``, on the source region's
+            storage); every sidecar knows every other region (``dst_endpoints``).
+        also_mirrored: more (source repository, mirror name, destination region) the
+            ``narrow`` policy names, beside ``source_repository`` mirrored as
+            ``mirror_repository`` into every region but ``east``.
     """
 
     mirrors_db: MirrorsDb = "sqlite"
@@ -109,8 +124,12 @@ class ClusterSpec:
     source_repository: str = "src"
     mirror_repository: str = "src-mirror"
     range_cache_bytes: int | None = None
+    regions: int = 2
+    also_mirrored: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        if self.regions not in (2, 3):
+            raise ValueError(f"{self.regions} regions: a cluster has 2 or 3")
         for storage in (self.storage, self.west_storage):
             if storage is not None and storage not in STORAGES:
                 raise ValueError(f"unknown storage {storage!r}: one of {', '.join(STORAGES)}")
@@ -121,6 +140,11 @@ class ClusterSpec:
                 f"{self.storage_label}: S3 bucket replication copies only between S3 "
                 "buckets; mirror across stores with the builtin copier "
                 "(builtin or builtin-direct)")
+
+    @property
+    def region_names(self) -> tuple[str, ...]:
+        """The cluster's regions, the source region first."""
+        return ALL_REGIONS[:self.regions]
 
     def storage_of(self, region: str) -> Storage:
         """The blockstore of ``region``."""
@@ -138,16 +162,43 @@ class ClusterSpec:
     def needs_postgres(self) -> bool:
         return "postgres" in (self.mirrors_db, self.refstore)
 
-    def replication_user(self, mirror_namespace: str) -> ReplicationUser | None:
-        """The user the sidecars act as (None: the admin)."""
+    def replication_user(self, mirror_namespace: str,
+                         namespace_bases: Mapping[str, str] | None = None
+                         ) -> ReplicationUser | None:
+        """The user the sidecars act as (None: the admin).
+
+        Args:
+            mirror_namespace: the storage namespace of ``mirror_repository`` in ``west``.
+            namespace_bases: per region, what its namespaces are under (``local://``):
+                needed when the narrow policy names more than that one mirror.
+        """
         if self.policy == "admin":
             return None
-        return ReplicationUser.documented(
+        builtin = self.replication == "builtin"
+        user = ReplicationUser.documented(
             self.policy, source=self.source_repository, mirror=self.mirror_repository,
-            namespace=mirror_namespace, builtin_copier=self.replication == "builtin")
+            namespace=mirror_namespace, builtin_copier=builtin)
+        if self.policy != "narrow" or (self.regions == 2 and not self.also_mirrored):
+            return user
+        # one narrow policy naming every source, mirror and mirror namespace
+        bases = namespace_bases or {}
+        named = [(self.source_repository, self.mirror_repository, region)
+                 for region in self.region_names[1:]] + list(self.also_mirrored)
+        documents = []
+        for source, mirror, region in named:
+            documents.append(narrow_replication_policy(
+                source, mirror, bases.get(region, "") + mirror))
+            if builtin:
+                documents.append(builtin_copier_policy(source))
+        merged: dict[str, dict[str, Any]] = {}
+        for doc in documents:
+            into = merged.setdefault(doc["id"], {"id": doc["id"], "statement": []})
+            into["statement"] += [s for s in doc["statement"] if s not in into["statement"]]
+        return replace(user, policies=tuple(merged.values()))
 
     def describe(self) -> str:
-        return (f"mirrors table {self.mirrors_db}, refstore {self.refstore}, storage "
+        regions = "" if self.regions == 2 else f"{self.regions} regions, "
+        return (f"{regions}mirrors table {self.mirrors_db}, refstore {self.refstore}, storage "
                 f"{self.storage_label}, replication {self.replication}, "
                 f"{self.sidecars_per_region} sidecar(s) per region, replication user "
                 f"{self.policy}")
@@ -226,6 +277,11 @@ class Cluster:
         return self.regions[DESTINATION]
 
     @property
+    def north(self) -> Region:
+        """The third region (three-region clusters only)."""
+        return self.regions[THIRD]
+
+    @property
     def processes(self) -> list[ManagedProcess]:
         return [p for r in self.regions.values() for p in r.processes] + self.aux
 
@@ -244,6 +300,13 @@ class Cluster:
         for p in self.aux:
             if p.name.startswith(f"{name}-"):
                 p.kill()
+
+    def open_mirrors_table(self) -> MirrorsTable:
+        """The shared mirrors table, opened in this process (the caller closes it)."""
+        from mirrors_db import open_mirrors_table
+        from mirrors_db.config import MirrorsDatabaseConfig
+
+        return open_mirrors_table(MirrorsDatabaseConfig.model_validate(self.mirrors_database))
 
     def stop(self) -> None:
         """Stop every process (sidecars first, so they release their leases)."""
@@ -279,7 +342,10 @@ def _bucket(region: str) -> str:
 
 def _namespace_base(storage: Storage, region: str, endpoint: str | None) -> str:
     if storage == "local":
-        return "local://"
+        # the mirrors table keeps a storage namespace to one mirror, whatever its region:
+        # the third region's local namespaces are under a prefix of their own, so a
+        # repository mirrored to west and north may carry the same name in both
+        return "local://" if region in REGIONS else f"local://{region}/"
     if storage == "azure":
         from lakefs_testing.azurite import AZURITE_ACCOUNT
 
@@ -343,19 +409,26 @@ def server_config(*, port: int, root: Path, database: dict[str, Any],
 def sidecar_config(*, region: str, port: int, endpoints: dict[str, str],
                    database: dict[str, Any], blockstore: dict[str, Any],
                    mirrors_database: dict[str, Any], secret_key: str, mode: Replication,
-                   other_blockstore: dict[str, Any], interval: str,
+                   other_blockstores: Mapping[str, dict[str, Any]], interval: str,
                    credentials: tuple[str, str], log_level: str = "INFO",
                    range_cache_bytes: int | None = None) -> dict[str, Any]:
-    """The YAML settings of one ``replication`` replica of ``region``."""
-    other = next(r for r in endpoints if r != region)
+    """The YAML settings of one ``replication`` replica of ``region``.
+
+    Args:
+        endpoints: every region's server, this one's included (the others are its
+            ``dst_endpoints``).
+        other_blockstores: every other region's blockstore (``builtin-direct`` reads
+            the sources' objects through them).
+    """
+    others = [r for r in endpoints if r != region]
     builtin: dict[str, Any] = {"concurrency": 4, "retries": 2}
     if mode == "builtin-direct":
-        builtin["source_blockstores"] = {other: other_blockstore}
+        builtin["source_blockstores"] = {o: other_blockstores[o] for o in others}
     return {
         "region": region,
         "organization_id": ORGANIZATION,
         "regional_endpoint": endpoints[region],
-        "dst_endpoints": {other: endpoints[other]},
+        "dst_endpoints": {o: endpoints[o] for o in others},
         "listen_address": f"127.0.0.1:{port}",
         "mirrors_database": mirrors_database,
         "refstore_database": database,
@@ -448,6 +521,17 @@ def _create_bucket(storage: Storage, region: str, blockstore: dict[str, Any],
             gs.close()
 
 
+def cut_reader(table: MirrorsTable, group_id: str
+               ) -> Callable[[int], list[tuple[int, dict[str, str]]]]:
+    """The cuts of a group the table keeps after a sequence number, as the I8 checker
+    reads them (:data:`e2e.invariants.CutReader`)."""
+    def read(after: int) -> list[tuple[int, dict[str, str]]]:
+        return [(c.sequence, {m.mirror_id: cid for m, cid in c.heads.items()})
+                for c in table.list_cuts(ORGANIZATION, group_id, after=after)]
+
+    return read
+
+
 def _prepare_mirrors_table(config: dict[str, Any]) -> None:
     """Create the table (and its schema) once, before several sidecars race to."""
     from mirrors_db import open_mirrors_table
@@ -462,7 +546,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                   postgres: PostgresServer | None = None,
                   ports: Mapping[str, tuple[int, Sequence[int]]] | None = None,
                   secret_key: str | None = None) -> Iterator[Cluster]:
-    """Start both regions (and the moto / PostgreSQL servers the spec needs).
+    """Start every region (and the moto / PostgreSQL servers the spec needs).
 
     Args:
         root: directory for data, configs and logs (``<root>/<region>/*.log``).
@@ -471,7 +555,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
             throwaway cluster is started when the spec needs PostgreSQL.
         ports: per region, the server's port and the sidecar replicas' ports; free
             ports by default.
-        secret_key: ``auth.encrypt.secret_key`` of both regions (random by default;
+        secret_key: ``auth.encrypt.secret_key`` of every region (random by default;
             give the same one again to restart over the same data).
 
     Yields:
@@ -479,6 +563,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
     """
     for key, value in AWS_ENV.items():
         os.environ.setdefault(key, value)  # for the boto3 clients of this process
+    names = spec.region_names
     with contextlib.ExitStack() as stack:
         tag = secrets.token_hex(4)
         if spec.needs_postgres and postgres is None:
@@ -489,7 +574,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         cluster = Cluster(spec=spec, root=root, regions={})
         stack.callback(cluster.stop)
         # object stores and the DynamoDB tables' server
-        for name in REGIONS:
+        for name in names:
             storage = spec.storage_of(name)
             if storage == "s3":
                 proc, url = _moto(f"{name}-s3", root / name)
@@ -511,11 +596,11 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         store_endpoints = {**cluster.s3_endpoints, **cluster.azure_endpoints,
                            **cluster.gs_endpoints}
         blockstores = {n: _blockstore(spec.storage_of(n), root / n, store_endpoints.get(n))
-                       for n in REGIONS}
-        for name in REGIONS:
+                       for n in names}
+        for name in names:
             _create_bucket(spec.storage_of(name), name, blockstores[name], cluster)
         namespace_base = {n: _namespace_base(spec.storage_of(n), n, store_endpoints.get(n))
-                          for n in REGIONS}
+                          for n in names}
         # the mirrors table
         if spec.mirrors_db == "sqlite":
             mirrors: dict[str, Any] = {"type": "sqlite",
@@ -535,16 +620,16 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
         secret_key = secret_key or secrets.token_urlsafe(24)
         if ports is None:
             ports = {n: (free_port(), [free_port() for _ in range(spec.sidecars_per_region)])
-                     for n in REGIONS}
-        server_ports = {n: ports[n][0] for n in REGIONS}
-        sidecar_ports = {n: list(ports[n][1]) for n in REGIONS}
-        endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in REGIONS}
-        user = spec.replication_user(namespace_base[DESTINATION] + spec.mirror_repository)
+                     for n in names}
+        server_ports = {n: ports[n][0] for n in names}
+        sidecar_ports = {n: list(ports[n][1]) for n in names}
+        endpoints = {n: f"http://127.0.0.1:{server_ports[n]}" for n in names}
+        user = spec.replication_user(namespace_base[DESTINATION] + spec.mirror_repository,
+                                     namespace_base)
         cluster.replication_user = user
         credentials = ((user.access_key_id, user.secret_access_key) if user is not None
                        else (ACCESS_KEY_ID, SECRET_ACCESS_KEY))
-        for name in REGIONS:
-            other = next(r for r in REGIONS if r != name)
+        for name in names:
             region_root = root / name
             db_url = None
             if spec.refstore == "postgres":
@@ -568,7 +653,7 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                     region=name, port=port, endpoints=endpoints, database=database,
                     blockstore=blockstores[name], mirrors_database=mirrors,
                     secret_key=secret_key, mode=spec.replication,
-                    other_blockstore=blockstores[other], interval=spec.interval,
+                    other_blockstores=blockstores, interval=spec.interval,
                     credentials=credentials, log_level=spec.log_level,
                     range_cache_bytes=spec.range_cache_bytes))
                 sidecars.append(ManagedProcess(
@@ -581,14 +666,14 @@ def start_cluster(root: Path, spec: ClusterSpec = ClusterSpec(), *,
                 blockstores[name], storage=spec.storage_of(name),
                 namespace_base=namespace_base[name])
         # servers first: the sidecars read the auth tables (and the DynamoDB metadata
-        # table) the servers create; the admin creates the replication user in both
-        # regions while the sidecars boot (long before their first call to a server)
+        # table) the servers create; the admin creates the replication user in every
+        # region while the sidecars boot (long before their first call to a server)
         start_all([r.server for r in cluster.regions.values()])
         sidecars = [p for r in cluster.regions.values() for p in r.sidecars]
         for p in sidecars:
             p.spawn()
         if user is not None:
-            with ThreadPoolExecutor(len(REGIONS)) as pool:
+            with ThreadPoolExecutor(len(names)) as pool:
                 list(pool.map(lambda r: user.create_through_api(
                     r.endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY), cluster.regions.values()))
         for p in sidecars:

@@ -30,6 +30,14 @@ branch or tag leaves its legacy head the rules above hold for it as for any mirr
   every branch is ``stale``. The destination cannot have read the source since the
   server died, so this holds whatever the timing; a server down for less than that
   (the chaos run's kills) is not judged.
+- **I8 one cut** (:class:`GroupCutChecker`): in a destination region, the heads of a
+  mirror group's member branches read at one instant are the heads of one cut of the
+  group; the cut served never goes back to an older one; and every cut the source
+  region takes holds heads its member branches had at one moment of the source's
+  history (:class:`SourceTimeline`). The API reads one branch at a time, so an instant
+  is a sandwich: every member's head, then all but the last again; when the second
+  reads equal the first, those heads were all served together when the last member was
+  read (promotions move every member in one transaction).
 - **I7 nothing lost** (:class:`HandoverAudit`): every commit the old primary acknowledged
   and that its branches or tags still reach is, after a switchover, reachable from the
   new primary's refs and readable there; after a failback, reachable from the new
@@ -44,7 +52,7 @@ import hashlib
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +114,11 @@ class CheckerStats:
     #: long enough that the mirror must read blind
     status_reads: int = 0
     blind_reads: int = 0
+    #: I8: reads of a group's member heads judged, sandwiches that moved under the
+    #: read (tried again), cuts checked against the source's history
+    group_reads: int = 0
+    group_reads_moved: int = 0
+    cuts_checked: int = 0
 
 
 @dataclass
@@ -151,6 +164,16 @@ class ApiMirrorChecker:
     _failed: set[str] = field(default_factory=set)
 
     # --------------------------------------------------------------- source side
+    def share_source(self, other: ApiMirrorChecker) -> None:
+        """Keep one cache of the source's commit records and object contents with
+        ``other``, a checker of another mirror of the same source repository (a commit
+        and the bytes of its objects are the same whichever mirror they are checked for).
+        """
+        if (other.source.endpoint, other.source_repo) != (self.source.endpoint,
+                                                          self.source_repo):
+            raise ValueError("the checkers' sources differ")
+        self._commits, self._facts, self._blobs = other._commits, other._facts, other._blobs
+
     def _tick(self) -> int:
         return next(self._seq)
 
@@ -708,3 +731,186 @@ class HandoverAudit:
                     record_violation(self.violations, "I7", f"{what}: {kind} {name} at "
                                      f"{theirs.get(name)} in the new primary, the old "
                                      f"primary's at {mine.get(name)}")
+
+
+# ----------------------------------------------------------------------------- I8
+#: a source branch: (repository, branch)
+BranchKey = tuple[str, str]
+
+
+@dataclass
+class SourceTimeline:
+    """Every head the source branches had, in the order one writer moved them.
+
+    The run's workload is the only writer of the source repositories and moves one
+    branch at a time, so a move it reports (after the source acknowledged it) is
+    ordered before its next one: a snapshot of the source, whenever it was read, saw
+    the heads of one instant of this timeline.
+    """
+
+    #: branch -> (tick, head from then on; None: deleted), in order
+    spans: dict[BranchKey, list[tuple[int, str | None]]] = field(
+        default_factory=lambda: defaultdict(list))
+    _ticks: itertools.count[int] = field(default_factory=itertools.count)
+
+    def moved(self, repo: str, branch: str, head: str | None) -> None:
+        spans = self.spans[(repo, branch)]
+        if not spans or spans[-1][1] != head:
+            spans.append((next(self._ticks), head))
+
+    def follow(self, repo: str) -> TimelineObserver:
+        """What a :class:`~e2e.workload.SourceDriver` of ``repo`` reports moves to."""
+        return TimelineObserver(self, repo)
+
+    def head_at(self, key: BranchKey, tick: int) -> str | None:
+        head = None
+        for start, h in self.spans.get(key, ()):
+            if start > tick:
+                break
+            head = h
+        return head
+
+    def held_together(self, heads: Mapping[BranchKey, str]) -> bool:
+        """Whether the branches were at ``heads`` all at one moment."""
+        instants = {start for key in heads for start, _ in self.spans.get(key, ())}
+        return any(all(self.head_at(key, t) == h for key, h in heads.items())
+                   for t in instants)
+
+
+@dataclass
+class TimelineObserver:
+    """A driver's moves of one repository, into a :class:`SourceTimeline`."""
+
+    timeline: SourceTimeline
+    repo: str
+
+    def source_moved(self, branch: str, commit_id: str | None, *, reset: bool = False) -> None:
+        self.timeline.moved(self.repo, branch, commit_id)
+
+    def observe_source(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class GroupMemberRef:
+    """One member of a group as a destination region serves it."""
+
+    mirror_id: str
+    source_repo: str
+    mirror_repo: str
+    branch: str
+
+
+#: the group's cuts after a sequence number: [(sequence, {mirror id: commit id})]
+CutReader = Callable[[int], list[tuple[int, dict[str, str]]]]
+
+
+@dataclass
+class GroupCutChecker:
+    """I8 for one group in one destination region (see the module doc).
+
+    Args:
+        mirror: client of the destination region.
+        region: its name (for messages).
+        group_id: the group.
+        members: its members, in the group's order.
+        read_cuts: the group's cuts (kept by the mirrors table, the last 100).
+        timeline: the source's history, to check each cut against (optional).
+    """
+
+    mirror: RegionClient
+    region: str
+    group_id: str
+    members: Sequence[GroupMemberRef]
+    read_cuts: CutReader
+    timeline: SourceTimeline | None = None
+    violations: list[InvariantViolation] = field(default_factory=list)
+    stats: CheckerStats = field(default_factory=CheckerStats)
+    #: judge what is served only from when the group serves its cuts (set once the
+    #: group was created and caught up: lone mirrors promoted before it existed)
+    armed: bool = False
+    cuts: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: the newest cut the served heads could be, at the last read
+    served_at_least: int = 0
+
+    def learn_cuts(self) -> None:
+        """Read the cuts taken since the last known; each must be a source snapshot."""
+        last = max(self.cuts, default=0)
+        for sequence, heads in self.read_cuts(last):
+            self.cuts[sequence] = heads
+            self._check_cut(sequence, heads)
+
+    def _check_cut(self, sequence: int, heads: dict[str, str]) -> None:
+        if self.timeline is None:
+            return
+        self.stats.cuts_checked += 1
+        by_branch = {(m.source_repo, m.branch): heads[m.mirror_id] for m in self.members
+                     if m.mirror_id in heads}
+        if not self.timeline.held_together(by_branch):
+            record_violation(self.violations, "I8", f"group {self.group_id}: cut {sequence} "
+                             f"holds {self._describe(heads)}, heads the source's member "
+                             "branches never had at one moment")
+
+    def _describe(self, heads: Mapping[str, str]) -> str:
+        return ", ".join(f"{m.source_repo}/{m.branch}@{heads.get(m.mirror_id, '-')[:12]}"
+                         for m in self.members)
+
+    def _head(self, member: GroupMemberRef) -> str | None:
+        try:
+            return self.mirror.branch_head(member.mirror_repo, member.branch)
+        except ApiError as e:
+            if e.unreachable or e.status == 404:
+                return None
+            raise
+
+    def read_served(self, attempts: int = 3) -> dict[str, str] | None:
+        """The member heads served at one instant (mirror id -> commit id); None when the
+        region does not answer, or the heads kept moving under the reads."""
+        for _ in range(attempts):
+            first = [self._head(m) for m in self.members]
+            if any(h is None for h in first):
+                return None
+            again = [self._head(m) for m in self.members[:-1]]
+            if again == first[:-1]:
+                return {m.mirror_id: str(h) for m, h in zip(self.members, first, strict=True)}
+            self.stats.group_reads_moved += 1
+        return None
+
+    def matching(self, served: Mapping[str, str]) -> list[int]:
+        """The known cuts whose heads are the ``served`` ones."""
+        return [seq for seq, heads in sorted(self.cuts.items())
+                if heads and all(served.get(mid) == cid for mid, cid in heads.items())]
+
+    def check(self) -> None:
+        """One round: new cuts, then (once armed) one read of the members' heads."""
+        self.learn_cuts()
+        if not self.armed:
+            return
+        served = self.read_served()
+        if served is None:
+            return
+        self.stats.group_reads += 1
+        found = self.matching(served)
+        if not found:  # a cut taken and promoted since the cuts were read
+            self.learn_cuts()
+            found = self.matching(served)
+        if not found:
+            record_violation(self.violations, "I8", f"group {self.group_id} in "
+                             f"{self.region} serves {self._describe(served)}, heads of no "
+                             f"one cut (cuts {min(self.cuts, default=0)}.."
+                             f"{max(self.cuts, default=0)} known)")
+            return
+        if found[-1] < self.served_at_least:
+            record_violation(self.violations, "I8", f"group {self.group_id} in "
+                             f"{self.region} went back from cut {self.served_at_least} to "
+                             f"cut {found[-1]} ({self._describe(served)})")
+        self.served_at_least = max(self.served_at_least, found[0])
+
+    def served_cut(self) -> int | None:
+        """The cut whose heads are served now (the newest such), if one is."""
+        served = self.read_served()
+        if served is None:
+            return None
+        self.learn_cuts()
+        found = self.matching(served)
+        return found[-1] if found else None

@@ -14,9 +14,20 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from e2e.api import ApiError, RegionClient
 from e2e.invariants import ApiMirrorChecker
+
+
+class MoveObserver(Protocol):
+    """What a driver tells of its moves besides its checker: the checkers of more
+    mirrors of the repository (in other regions), a group's source timeline."""
+
+    def source_moved(self, branch: str, commit_id: str | None, *,
+                     reset: bool = False) -> None: ...
+
+    def observe_source(self) -> bool: ...
 
 #: paths a commit writes are drawn from this many, so later commits overwrite earlier ones
 PATHS = 24
@@ -31,6 +42,8 @@ class SourceDriver:
         repo: the source repository.
         checker: told of every move (optional).
         rng: where contents and choices come from.
+        observers: told of every move too (the checkers of the repository's other
+            mirrors, a group's source timeline).
     """
 
     client: RegionClient
@@ -44,20 +57,50 @@ class SourceDriver:
     heads: dict[str, str] = field(default_factory=dict)
     #: tag -> commit, as our own operations left them
     tags: dict[str, str] = field(default_factory=dict)
+    observers: list[MoveObserver] = field(default_factory=list)
+
+    def _told(self) -> list[MoveObserver]:
+        return [*([] if self.checker is None else [self.checker]), *self.observers]
 
     def _moved(self, branch: str, head: str | None, *, reset: bool = False) -> None:
         if head is None:
             self.heads.pop(branch, None)
         else:
             self.heads[branch] = head
-        if self.checker is not None:
-            self.checker.source_moved(branch, head, reset=reset)
+        for observer in self._told():
+            observer.source_moved(branch, head, reset=reset)
 
     def adopt(self, heads: dict[str, str], tags: dict[str, str]) -> None:
         """Start from a repository's refs as they are (one that just became primary)."""
         self.heads, self.tags = {}, dict(tags)
         for branch, head in heads.items():
             self._moved(branch, head)
+
+    def mirror_to(self, destination: RegionClient, name: str, region: str, namespace: str,
+                  **checking: Any) -> tuple[ApiMirrorChecker, str]:
+        """Create a mirror of the repository in ``region`` and a checker of it, told of
+        every move from now on (the driver's checker if it has none, else an observer).
+
+        Args:
+            destination: client of ``region``.
+            name: the mirror repository's name there.
+            namespace: its storage namespace there.
+            **checking: passed to the checker (``collect``, ``violations``, ``stats``).
+
+        Returns:
+            The checker and the mirror's id.
+        """
+        checker = ApiMirrorChecker(self.client, self.repo, destination, name, **checking)
+        if self.checker is not None:  # another mirror's: the source is read once for both
+            checker.share_source(self.checker)
+        for branch, head in self.heads.items():
+            checker.source_moved(branch, head)
+        if self.checker is None:
+            self.checker = checker
+        else:
+            self.observers.append(checker)
+        created = self.client.create_mirror(self.repo, name, region, namespace)
+        return checker, str(created["id"])
 
     def create_repository(self, namespace: str, default_branch: str = "main") -> None:
         self.client.create_repository(self.repo, namespace, default_branch)
@@ -118,8 +161,8 @@ class SourceDriver:
     def tag(self, name: str, ref: str) -> None:
         self.client.create_tag(self.repo, name, ref)
         self.tags[name] = self.client.tags(self.repo)[name]
-        if self.checker is not None:
-            self.checker.observe_source()
+        for observer in self._told():
+            observer.observe_source()
 
     def delete_tag(self, name: str) -> None:
         self.client.delete_tag(self.repo, name)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.chaos import FAILBACK_AFTER, plan, plan_digest
+from e2e.chaos import FAILBACK_AFTER, THIRD_VICTIMS, VICTIMS, plan, plan_digest
 
 pytestmark = pytest.mark.e2e
 
@@ -57,6 +57,22 @@ def test_handover_plans_keep_one_handover_at_a_time() -> None:
     assert {"switchover:source", "switchover:destination", "failover:kill",
             "failover:split", "failback:new", "failback:old"} <= seen
     assert plan_digest(plan(11, 50)) != plan_digest(plan(11, 50, handover=True))
+
+
+def test_topology_plans_add_north_victims_and_group_steps_only_when_asked() -> None:
+    """``--regions 3`` adds north's processes to the victims, ``--groups`` the pipeline
+    and cut steps; without them a seed plans what it always did."""
+    for seed in range(20):
+        default = plan(seed, 60)
+        assert plan(seed, 60, regions=2, groups=False) == default
+        assert not {s.kind for s in default} & {"pipeline", "cut"}
+        assert {s.target for s in default if s.kind == "kill"} <= set(VICTIMS)
+    topology = [s for seed in range(20) for s in plan(seed, 60, regions=3, groups=True)]
+    assert {"pipeline", "cut"} <= {s.kind for s in topology}
+    assert set(THIRD_VICTIMS) <= {s.target for s in topology if s.kind == "kill"}
+    assert all(1 <= s.n <= 3 for s in topology if s.kind == "pipeline")
+    refused = _chaos("--regions", "3", "--handover", timeout=60)
+    assert refused.returncode == 2 and "two regions without groups" in refused.stderr
 
 
 def test_short_run_has_no_violation(tmp_path: Path) -> None:
@@ -118,3 +134,4 @@ def test_short_run_with_handovers_has_no_violation(tmp_path: Path) -> None:
     assert figures["handover_commits_checked"] > 0 and figures["blind_status_reads"] > 0
     assert figures["status_reads"] > figures["blind_status_reads"]
     assert figures["violations"] == [] == figures["failures"] and figures["converged"]
+

@@ -154,3 +154,27 @@ def test_handover_runs_are_counted_and_resumed_apart(
                  "--handover"]) == 0
     out = capsys.readouterr().out
     assert "0 to run" in out and "2 switchovers, 3 failovers, 3 failbacks" in out
+
+
+def test_topology_runs_are_counted_and_resumed_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs on three regions with groups are another campaign than the two-region one,
+    seed for seed; their pipelines and I8 reads are summed."""
+    path = tmp_path / "results.jsonl"
+    append_result(path, record(1))
+    for seed in (1, 2):
+        append_result(path, {**record(seed), "regions": 3, "groups": True, "pipelines": 4,
+                             "group_reads": 50})
+    assert sorted(latest_by_seed(load_results(path), 20)) == [1]
+    assert latest_by_seed(load_results(path), 20, regions=3) == {}
+    topology = latest_by_seed(load_results(path), 20, regions=3, groups=True)
+    assert sorted(topology) == [1, 2]
+    assert main(["--seeds", "2", "--ops", "20", "--results", str(path), "--resume",
+                 "--regions", "3", "--groups"]) == 0
+    out = capsys.readouterr().out
+    assert "2 already in" in out and "0 to run" in out
+    assert "8 pipelines, 100 group reads (I8)" in out
+    with pytest.raises(SystemExit) as refused:
+        main(["--seeds", "1", "--ops", "20", "--results", str(path), "--resume",
+              "--regions", "3", "--handover"])
+    assert refused.value.code == 2
