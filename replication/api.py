@@ -40,14 +40,13 @@ from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorSpec, MirrorState
+from replication.forwarding import FORWARDED, PREFIX, forward
 from replication.freshness import branch_freshness, source_unreadable
 from replication.group_api import add_group_routes
-from replication.handover import DEFAULT_TIMEOUT
 from replication.handover import Handover as HandoverService
+from replication.handover import HandoverRequest as Handover
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
 from replication.source import SourceError
-
-PREFIX = "/service/replication/v1"
 
 log = logging.getLogger("replication.api")
 
@@ -61,13 +60,6 @@ class MirrorCreation(BaseModel):
     storage_id: str | None = Field(
         default=None, description="the destination region's blockstore (multi-store) that "
         "holds the mirror; its default store when unset")
-
-
-class Handover(BaseModel):
-    timeout_seconds: float = Field(
-        default=DEFAULT_TIMEOUT, gt=0, le=86_400,
-        description="how long a switchover waits for the mirror to catch up (a failback for "
-        "the pieces of the commits it keeps)")
 
 
 class ReadOnly(BaseModel):
@@ -124,9 +116,6 @@ def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float) -> list[dict[str, A
     return rows
 
 
-FORWARDED = "x-replication-forwarded-from"
-
-
 def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Response | None:
     """Have the destination region apply a deletion; None if it cannot be reached."""
     return _forward(sidecar, mirror, request, "")
@@ -138,20 +127,9 @@ def _forward(sidecar: Sidecar, mirror: Mirror, request: Request, action: str,
     with ``body``) to the mirror's destination region, with the caller's credentials;
     None if it cannot be reached."""
     path = f"{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}"
-    try:
-        url = sidecar.config.endpoint_for(mirror.destination_region).rstrip("/")
-        resp = sidecar.http.request(
-            request.method, f"{url}{path}{'/' + action if action else ''}",
-            headers={"authorization": request.headers.get("authorization", ""),
-                     "content-type": "application/json", FORWARDED: sidecar.region},
-            content=body.model_dump_json() if body is not None else None,
-            timeout=10 if not action else 3600)
-    except (httpx.HTTPError, ValidationError):
-        return None  # destination unreachable (disaster): record the request here
-    if resp.status_code >= 500:
-        return None
-    return Response(content=resp.content, status_code=resp.status_code,
-                    media_type=resp.headers.get("content-type"))
+    return forward(sidecar, mirror.destination_region, request,
+                   f"{path}{'/' + action if action else ''}", body,
+                   timeout=10 if not action else 3600)
 
 
 def _check_destination_store(sidecar: Sidecar, region: str, storage_id: str,
@@ -411,8 +389,18 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                                   f"{m.destination_region!r}")
         if m.state is not MirrorState.ACTIVE:
             raise ValidationError(f"mirror {m.id} is {m.state.value}, not active")
+        alone(m, "detach")
         detached = sidecar.detach(m)
         return mirror_json(detached)
+
+    def alone(m: Mirror, action: str) -> None:
+        """A member of a group is detached, switched over and failed back with its group:
+        on its own, the group's other members could never move again."""
+        for g in sidecar.table.list_groups(sidecar.org):
+            if any(member.mirror_id == m.id for member in g.members):
+                raise ValidationError(
+                    f"mirror {m.id} is a member of group {g.id} ({g.name}): {action} the "
+                    f"group (POST {PREFIX}/groups/{g.id}/{action})")
 
     def handover_allowed(who: Principal, m: Mirror) -> None:
         """Both repositories change role: the caller may mirror and update each."""
@@ -442,6 +430,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         mirror, names unchanged (see :mod:`replication.handover`)."""
         m = mirror_of(repository, mirror_id)
         handover_allowed(who, m)
+        alone(m, "switchover")
         body = body or Handover()
         forwarded = in_destination(m, request, "switchover", body)
         if forwarded is not None:
@@ -457,6 +446,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         commits that never arrived kept on failover branches here."""
         m = mirror_of(repository, mirror_id)
         handover_allowed(who, m)
+        alone(m, "failback")
         body = body or Handover()
         forwarded = in_destination(m, request, "failback", body)
         if forwarded is not None:
@@ -518,7 +508,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             parsed.source_region)
         return {"woken": n}
 
-    add_group_routes(router, sidecar, caller)
+    add_group_routes(router, sidecar, caller, replication_user)
     app.include_router(router)
     return app
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
@@ -27,11 +27,15 @@ from mirrors_db.models import (
     GroupMember,
     GroupProgress,
     GroupSpec,
+    Mirror,
     MirrorGroup,
     MirrorState,
 )
+from replication.forwarding import FORWARDED, PREFIX, forward
 from replication.freshness import group_freshness
-from replication.sidecar import Sidecar
+from replication.group_handover import GroupHandover, GroupHandoverResult, retire_group
+from replication.handover import HandoverRequest
+from replication.sidecar import Sidecar, shown_state
 
 
 class MemberIn(BaseModel):
@@ -66,9 +70,22 @@ def cut_json(c: GroupCut) -> dict[str, Any]:
                       for m, cid in c.heads.items()]}
 
 
-def add_group_routes(router: APIRouter, sidecar: Sidecar,
-                     caller: Callable[..., Principal]) -> None:
-    """Register the group routes on the replication API's router."""
+def result_json(r: GroupHandoverResult) -> dict[str, Any]:
+    """The API's shape of what a group detach, switchover or failback did."""
+    from replication.api import mirror_json  # the API's shape of a mirror
+
+    return {"group": group_json(r.group), "cut": cut_json(r.cut) if r.cut else None,
+            "detached": [mirror_json(m) for m in r.detached],
+            "mirrors": [mirror_json(m) for m in r.mirrors],
+            "kept": [{"mirror_id": mirror_id, **k.as_json()}
+                     for mirror_id, kept in r.kept.items() for k in kept],
+            "discarded_uncommitted": r.discarded, "phases": r.phases}
+
+
+def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., Principal],
+                     internal: Callable[[Request], None]) -> None:
+    """Register the group routes on the replication API's router (``internal`` checks
+    that a request comes from another region's sidecar)."""
     org = sidecar.org
 
     def member_sources(g: MirrorGroup) -> list[str]:
@@ -104,6 +121,10 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar,
         if new in taken:
             raise ConflictError(f"branch {branch!r} of mirror {m.id} is in a group already")
         return new
+
+    def member_mirrors(g: MirrorGroup) -> list[Mirror]:
+        return [sidecar.table.get_mirror(org, mirror_id)
+                for mirror_id in dict.fromkeys(m.mirror_id for m in g.members)]
 
     def grouped_members() -> set[GroupMember]:
         return {m for g in sidecar.table.list_groups(org) for m in g.members}
@@ -186,16 +207,105 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar,
         served = cuts.get(progress.served_cut)
         waiting = cuts.get(progress.waiting_cut)
         fresh = group_freshness(g, progress, time.time(), sidecar.stale_after)
+        mirrors = {m.id: m for m in member_mirrors(g)}
+        states = {shown_state(m).value for m in mirrors.values()}
+        state = states.pop() if len(states) == 1 else "mixed"
+        members = [{"mirror_id": m.mirror_id, "branch": m.branch,
+                    "repository": mirrors[m.mirror_id].name,
+                    "source_repository": mirrors[m.mirror_id].source_repository,
+                    "state": shown_state(mirrors[m.mirror_id]).value,
+                    "served_head": served.heads.get(m) if served else None}
+                   for m in g.members]
+        detached = state == MirrorState.DETACHED.value
         return {
             "group": group_json(g),
             "served_cut": cut_json(served) if served else None,
             "served_at": _ts(progress.served_at),
             "latest_cut": g.last_cut,
-            "waiting": None if waiting is None else {
+            "waiting": None if waiting is None or detached else {
                 "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
             "lag_seconds": round(fresh.lag_seconds, 3),
             "stale": fresh.stale,
-            "current": fresh.current,
+            # a detached group follows nothing: never current
+            "current": fresh.current and not detached,
             "stale_after_seconds": sidecar.stale_after,
             "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
+            "state": state,
+            "members": members,
         }
+
+    # ------------------------------------------------------------------ handover
+    def handover_allowed(who: Principal, g: MirrorGroup, actions: tuple[str, ...]) -> None:
+        """Both sides change role: the caller may do ``actions`` on every member's source
+        and mirror repository."""
+        names = sorted({n for m in member_mirrors(g) for n in (m.source_repository, m.name)})
+        who.check(rbac.all_of(*(rbac.Permission(a, rbac.repository_arn(n))
+                                for n in names for a in actions)))
+
+    def in_destination(g: MirrorGroup, request: Request, action: str,
+                       body: HandoverRequest) -> Response | None:
+        """A group handover runs in the group's destination region: elsewhere,
+        forwarded."""
+        if g.destination_region == sidecar.region or request.headers.get(FORWARDED):
+            return None
+        forwarded = forward(sidecar, g.destination_region, request,
+                            f"{PREFIX}/groups/{g.id}/{action}", body)
+        if forwarded is None:
+            raise ValidationError(
+                f"{action} group {g.id} in its destination region "
+                f"{g.destination_region!r} (it could not be reached from here)")
+        return forwarded
+
+    @router.post("/groups/{group_id}/detach")
+    def detach_group(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """Failover of a whole group: every member mirror detached at the cut served."""
+        g = visible_group(group_id)
+        mirrors = member_mirrors(g)
+        who.check(rbac.all_of(
+            *(rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(m.source_repository))
+              for m in mirrors),
+            *(rbac.Permission(rbac.UPDATE_REPOSITORY, rbac.repository_arn(m.name))
+              for m in mirrors)))
+        return result_json(GroupHandover(sidecar).detach_group(g))
+
+    @router.post("/groups/{group_id}/switchover", response_model=None)
+    def switchover_group(group_id: str, request: Request, body: HandoverRequest | None = None,
+                         who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """Planned switchover of a whole group, RPO 0, the members at one cut throughout
+        (see :mod:`replication.group_handover`)."""
+        g = visible_group(group_id)
+        handover_allowed(who, g, (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))
+        body = body or HandoverRequest()
+        forwarded = in_destination(g, request, "switchover", body)
+        if forwarded is not None:
+            return forwarded
+        return result_json(GroupHandover(sidecar).switchover_group(g, body.timeout_seconds))
+
+    @router.post("/groups/{group_id}/failback", response_model=None)
+    def failback_group(group_id: str, request: Request, body: HandoverRequest | None = None,
+                       who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """After a group detach: the old source repositories follow this region as a
+        group, their heads that never arrived kept on failover branches here."""
+        g = visible_group(group_id)
+        handover_allowed(who, g, (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))
+        body = body or HandoverRequest()
+        forwarded = in_destination(g, request, "failback", body)
+        if forwarded is not None:
+            return forwarded
+        return result_json(GroupHandover(sidecar).failback_group(g, body.timeout_seconds))
+
+    @router.post("/internal/groups/{group_id}/cut", include_in_schema=False)
+    def internal_cut(group_id: str, request: Request) -> dict[str, Any]:
+        """A switchover in the destination region asks for a cut of the frozen heads."""
+        internal(request)
+        g = sidecar.table.get_group(org, group_id)
+        in_source(g)
+        cut = sidecar.group_cutter.take(g.id, "requested")
+        return {"sequence": cut.sequence if cut else 0}
+
+    @router.post("/internal/groups/{group_id}/retire", include_in_schema=False)
+    def internal_retire(group_id: str, request: Request) -> dict[str, Any]:
+        """A handover retires the detached group before it forms the reverse one."""
+        internal(request)
+        retire_group(sidecar, group_id)
+        return {}
