@@ -39,10 +39,10 @@ from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
-from mirrors_db.models import Mirror, MirrorSpec, MirrorState
+from mirrors_db.models import Mirror, MirrorGroup, MirrorSpec, MirrorState
 from replication.forwarding import FORWARDED, PREFIX, forward
 from replication.freshness import branch_freshness, source_unreadable
-from replication.group_api import add_group_routes
+from replication.group_api import add_group_routes, grouped_branch_rows
 from replication.handover import Handover as HandoverService
 from replication.handover import HandoverRequest as Handover
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
@@ -103,17 +103,24 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
     }
 
 
-def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float) -> list[dict[str, Any]]:
-    """Per branch, what the mirror serves and when the source was last found at it."""
-    rows = []
+def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float,
+                    groups: list[MirrorGroup]) -> list[dict[str, Any]]:
+    """Per branch, what the mirror serves and when the source was last found at it
+    (``groups``: the organization's mirror groups)."""
+    grouped = grouped_branch_rows(sidecar, m, now, groups)
+    rows = [{k: row[k] for k in ("branch", "mirror_head", "source_head", "source_confirmed_at",
+                                 "lag_seconds", "stale", "current", "group")}
+            for row in grouped.values()]
     for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+        if p.branch in grouped:
+            continue  # a group moves it: its row is the group's
         fresh = branch_freshness(m, p, now, sidecar.stale_after)
         rows.append({"branch": p.branch, "mirror_head": p.promoted_commit,
                      "source_head": p.source_head,
                      "source_confirmed_at": _ts(p.source_confirmed_at),
                      "lag_seconds": round(fresh.lag_seconds, 3), "stale": fresh.stale,
                      "current": fresh.current})
-    return rows
+    return sorted(rows, key=lambda r: str(r["branch"]))
 
 
 def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Response | None:
@@ -217,6 +224,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         now = time.time()
         results: list[dict[str, Any]] = []
         more = False
+        groups = sidecar.table.list_groups(sidecar.org) if with_heads else []
         for m in mirrors:
             if after and m.id <= after:
                 continue
@@ -225,7 +233,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 break
             item = mirror_json(m)
             if with_heads:
-                item["branches"] = confirmed_heads(sidecar, m, now)
+                item["branches"] = confirmed_heads(sidecar, m, now, groups)
             results.append(item)
         return {"results": results,
                 "pagination": {"has_more": more,
@@ -332,7 +340,15 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         lags: list[float] = []
         seen: list[int | None] = []
         stale = m.state is MirrorState.ACTIVE and source_unreadable(m)
+        grouped = grouped_branch_rows(sidecar, m, now, sidecar.table.list_groups(sidecar.org))
+        for row in grouped.values():  # a group moves these: their rows are the group's
+            lags.append(row["lag_seconds"])
+            seen.append(row["source_seen_at"])
+            stale = stale or (m.state is MirrorState.ACTIVE and row["stale"])
+            branches.append(row)
         for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+            if p.branch in grouped:
+                continue
             fresh = branch_freshness(m, p, now, sidecar.stale_after)
             lags.append(fresh.lag_seconds)
             seen.append(_ts(p.source_seen_at))
@@ -353,6 +369,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 "error": p.error,
             })
         known = [t for t in seen if t is not None]
+        branches.sort(key=lambda b: str(b["branch"]))
         return {"mirror": mirror_json(m), "branches": branches,
                 "error": m.error or sidecar.last_errors.get(m.id, ""),
                 # the mirror as a whole: blind if any branch is, its lag the largest

@@ -8,9 +8,10 @@ repository, reading it ``fs:ReadRepository`` on each.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from pydantic import BaseModel, Field
 from lakefs_core.auth import rbac
 from lakefs_core.auth.service import Principal
 from lakefs_core.errors import ConflictError, ValidationError
-from mirrors_db.errors import GroupNotFoundError
+from mirrors_db.errors import GroupNotFoundError, MirrorNotFoundError
 from mirrors_db.models import (
     GroupCut,
     GroupMember,
@@ -32,7 +33,7 @@ from mirrors_db.models import (
     MirrorState,
 )
 from replication.forwarding import FORWARDED, PREFIX, forward
-from replication.freshness import group_freshness
+from replication.freshness import BranchFreshness, group_freshness
 from replication.group_handover import GroupHandover, GroupHandoverResult, retire_group
 from replication.handover import HandoverRequest
 from replication.sidecar import Sidecar, shown_state
@@ -68,6 +69,126 @@ def cut_json(c: GroupCut) -> dict[str, Any]:
     return {"sequence": c.sequence, "taken_at": _ts(c.taken_at), "reason": c.reason,
             "heads": [{"mirror_id": m.mirror_id, "branch": m.branch, "commit_id": cid}
                       for m, cid in c.heads.items()]}
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """A group as its status shows it at one instant."""
+
+    group: MirrorGroup
+    progress: GroupProgress
+    cuts: dict[int, GroupCut]  # the served cut and those after it
+    mirrors: dict[str, Mirror]  # the member mirrors, by id
+    fresh: BranchFreshness
+    now: float
+
+    @classmethod
+    def read(cls, sidecar: Sidecar, g: MirrorGroup, now: float) -> GroupView:
+        org = sidecar.org
+        progress = sidecar.table.get_group_progress(org, g.id) or GroupProgress(org, g.id)
+        cuts = {c.sequence: c for c in sidecar.table.list_cuts(
+            org, g.id, after=max(0, progress.served_cut - 1))}
+        mirrors = {}
+        for mirror_id in dict.fromkeys(m.mirror_id for m in g.members):
+            with contextlib.suppress(MirrorNotFoundError):  # a handover forms it first
+                mirrors[mirror_id] = sidecar.table.get_mirror(org, mirror_id)
+        return cls(g, progress, cuts, mirrors,
+                   group_freshness(g, progress, now, sidecar.stale_after), now)
+
+    @property
+    def served(self) -> GroupCut | None:
+        return self.cuts.get(self.progress.served_cut)
+
+    @property
+    def waiting(self) -> GroupCut | None:
+        return None if self.detached else self.cuts.get(self.progress.waiting_cut)
+
+    @property
+    def state(self) -> str:
+        """The member mirrors' state when they share it, else ``mixed``."""
+        states = {self.member_state(i) for i in dict.fromkeys(
+            m.mirror_id for m in self.group.members)}
+        return states.pop() if len(states) == 1 else "mixed"
+
+    def member_state(self, mirror_id: str) -> str:
+        mirror = self.mirrors.get(mirror_id)
+        return shown_state(mirror).value if mirror else MirrorState.CREATING.value
+
+    @property
+    def detached(self) -> bool:
+        return self.state == MirrorState.DETACHED.value
+
+    @property
+    def current(self) -> bool:
+        return self.fresh.current and not self.detached  # a detached group follows nothing
+
+    def status_json(self, sidecar: Sidecar) -> dict[str, Any]:
+        g, progress, served, waiting = self.group, self.progress, self.served, self.waiting
+        return {
+            "group": group_json(g),
+            "state": self.state,
+            "served_cut": cut_json(served) if served else None,
+            "served_at": _ts(progress.served_at),
+            "latest_cut": g.last_cut,
+            "waiting": None if waiting is None else {
+                "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
+            "lag_seconds": round(self.fresh.lag_seconds, 3),
+            "stale": self.fresh.stale,
+            "current": self.current,
+            "stale_after_seconds": sidecar.stale_after,
+            "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
+            "members": [{"mirror_id": m.mirror_id, "branch": m.branch,
+                         "repository": getattr(self.mirrors.get(m.mirror_id), "name", ""),
+                         "source_repository": getattr(self.mirrors.get(m.mirror_id),
+                                                      "source_repository", ""),
+                         "state": self.member_state(m.mirror_id),
+                         "served_head": served.heads.get(m) if served else None,
+                         "waiting_head": waiting.heads.get(m) if waiting else None}
+                        for m in g.members],
+        }
+
+    def branch_rows(self, mirror_id: str) -> list[dict[str, Any]]:
+        """The status rows of the mirror's branches this group moves, shaped as a mirror
+        status's branches: what the group serves, its lag and freshness (the mirror's own
+        rounds leave these branches alone)."""
+        served, waiting = self.served, self.waiting
+        latest = self.cuts.get(self.group.last_cut)
+        rows = []
+        for m in self.group.members:
+            if m.mirror_id != mirror_id:
+                continue
+            head = served.heads.get(m) if served else None
+            pending = waiting.heads.get(m) if waiting else None
+            rows.append({
+                "branch": m.branch,
+                "source_head": latest.heads.get(m) if latest else None,
+                "mirror_head": head,
+                "pending_commit": pending if pending != head else None,
+                "missing_ranges": 0, "missing_objects": 0,
+                "lag_seconds": round(self.fresh.lag_seconds, 3),
+                "stale": self.fresh.stale,
+                "current": self.current,
+                "source_seen_at": _ts(self.group.heads_read_at),
+                "source_confirmed_at": int(self.now - self.fresh.lag_seconds),
+                "promoted_at": _ts(self.progress.served_at),
+                "error": self.progress.error,
+                "group": {"id": self.group.id, "name": self.group.name,
+                          "cut": self.progress.served_cut,
+                          "waiting_for": self.progress.waiting_for if pending else ""},
+            })
+        return rows
+
+
+def grouped_branch_rows(sidecar: Sidecar, mirror: Mirror, now: float,
+                        groups: list[MirrorGroup]) -> dict[str, dict[str, Any]]:
+    """Per branch of ``mirror`` that one of ``groups`` moves, its status row (see
+    :meth:`GroupView.branch_rows`)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        if any(m.mirror_id == mirror.id for m in g.members):
+            rows.update((r["branch"], r)
+                        for r in GroupView.read(sidecar, g, now).branch_rows(mirror.id))
+    return rows
 
 
 def result_json(r: GroupHandoverResult) -> dict[str, Any]:
@@ -201,38 +322,7 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., 
     def group_status(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         g = visible_group(group_id)
         check(who, rbac.READ_REPOSITORY, member_sources(g))
-        progress = sidecar.table.get_group_progress(org, g.id) or GroupProgress(org, g.id)
-        cuts = {c.sequence: c for c in sidecar.table.list_cuts(
-            org, g.id, after=max(0, progress.served_cut - 1))}
-        served = cuts.get(progress.served_cut)
-        waiting = cuts.get(progress.waiting_cut)
-        fresh = group_freshness(g, progress, time.time(), sidecar.stale_after)
-        mirrors = {m.id: m for m in member_mirrors(g)}
-        states = {shown_state(m).value for m in mirrors.values()}
-        state = states.pop() if len(states) == 1 else "mixed"
-        members = [{"mirror_id": m.mirror_id, "branch": m.branch,
-                    "repository": mirrors[m.mirror_id].name,
-                    "source_repository": mirrors[m.mirror_id].source_repository,
-                    "state": shown_state(mirrors[m.mirror_id]).value,
-                    "served_head": served.heads.get(m) if served else None}
-                   for m in g.members]
-        detached = state == MirrorState.DETACHED.value
-        return {
-            "group": group_json(g),
-            "served_cut": cut_json(served) if served else None,
-            "served_at": _ts(progress.served_at),
-            "latest_cut": g.last_cut,
-            "waiting": None if waiting is None or detached else {
-                "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
-            "lag_seconds": round(fresh.lag_seconds, 3),
-            "stale": fresh.stale,
-            # a detached group follows nothing: never current
-            "current": fresh.current and not detached,
-            "stale_after_seconds": sidecar.stale_after,
-            "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
-            "state": state,
-            "members": members,
-        }
+        return GroupView.read(sidecar, g, time.time()).status_json(sidecar)
 
     # ------------------------------------------------------------------ handover
     def handover_allowed(who: Principal, g: MirrorGroup, actions: tuple[str, ...]) -> None:

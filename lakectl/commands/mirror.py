@@ -149,8 +149,14 @@ def status(s: Session, repository_uri: str, mirror_id: str, output_format: str) 
                 "yes" if b.get("current") else "stale" if b.get("stale") else "no",
                 b.get("lag_seconds", 0), date(b.get("source_confirmed_at")),
                 b.get("missing_ranges", 0), b.get("missing_objects", 0),
-                b.get("error") or ""]
+                b.get("error") or moved_by(b)]
                for b in st.get("branches", [])])
+
+
+def moved_by(branch: dict[str, Any]) -> str:
+    """For a branch a mirror group moves: which group, at which cut."""
+    g = branch.get("group")
+    return f"moved by group {g['name']} (cut {g['cut']})" if g else ""
 
 
 @mirror.command("detach")

@@ -53,7 +53,7 @@ class Pipeline:
         return {repo: mirror_head(region, repo, "main") for repo in REPOS}
 
 
-def _pipeline(east: Region, west: Region) -> Pipeline:
+def start_pipeline(east: Region, west: Region) -> Pipeline:
     for repo in REPOS:
         create_source(east, repo)
     with east.client() as c:
@@ -109,7 +109,7 @@ def test_a_group_detaches_at_the_cut_it_serves(
     with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s") as (east, west):
         hold = {"features": False}
         with _replicators(east, west, hold):
-            p = _pipeline(east, west)
+            p = start_pipeline(east, west)
             served = p.served(west)
             # the next run's labels are complete in west, its features never arrive
             hold["features"] = True
@@ -161,7 +161,7 @@ def test_a_group_detaches_at_the_cut_it_serves(
 def test_a_group_switches_over_and_back_at_one_cut(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
-        p = _pipeline(east, west)
+        p = start_pipeline(east, west)
         last = p.write(east, "v1")  # may not have reached west yet
         # one command, sent to the source region: forwarded to the destination
         out = ok(runner(east, tmp_path), "mirror", "group", "switchover", p.group_id,
@@ -217,7 +217,7 @@ def test_a_group_switchover_that_cannot_catch_up_changes_nothing(
     with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s") as (east, west):
         hold = {"features": False}
         with _replicators(east, west, hold):
-            p = _pipeline(east, west)
+            p = start_pipeline(east, west)
             hold["features"] = True  # the next run's features never arrive
             newer = p.write(east, "v1")
             with west.client() as c:
@@ -244,7 +244,7 @@ def test_a_group_fails_back_keeping_what_east_made_alone(
     with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s") as (east, west):
         hold = {"features": False, "labels": False}
         with _replicators(east, west, hold) as crr:
-            p = _pipeline(east, west)
+            p = start_pipeline(east, west)
             # the disaster: east's last run never reaches west
             hold.update(features=True, labels=True)
             lost = p.write(east, "east only")
@@ -291,7 +291,7 @@ def test_a_group_fails_back_keeping_what_east_made_alone(
 def test_group_handovers_need_the_rights_on_every_member(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
-        p = _pipeline(east, west)
+        p = start_pipeline(east, west)
         auth = west.server.services.auth
         auth.create_user("reader")
         cred = auth.create_credentials("reader")
