@@ -120,7 +120,8 @@ class GroupView:
 
     @property
     def current(self) -> bool:
-        return self.fresh.current and not self.detached  # a detached group follows nothing
+        # a group with a member that does not follow its source follows nothing
+        return self.fresh.current and self.state == MirrorState.ACTIVE.value
 
     def status_json(self, sidecar: Sidecar) -> dict[str, Any]:
         g, progress, served, waiting = self.group, self.progress, self.served, self.waiting

@@ -81,12 +81,13 @@ class GroupHandoverResult:
 class GroupHandover(Handover):
     """Detach, switchover and failback of the groups whose destination is this region."""
 
-    def members(self, group: MirrorGroup, state: MirrorState, action: str) -> list[Mirror]:
+    def members(self, group: MirrorGroup, state: MirrorState, action: str,
+                also: MirrorState | None = None) -> list[Mirror]:
         """The group's member mirrors, each once, in member order.
 
         Raises:
             ValidationError: not the group's destination region, no members, or a member
-                mirror is not in ``state``.
+                mirror is neither in ``state`` nor in ``also``.
         """
         if group.destination_region != self.region:
             raise ValidationError(f"{action} group {group.id} in its destination region "
@@ -97,7 +98,7 @@ class GroupHandover(Handover):
         if not mirrors:
             raise ValidationError(f"group {group.id} has no members")
         wrong = [f"mirror {m.id} ({m.name}) is {shown_state(m).value}" for m in mirrors
-                 if shown_state(m) is not state]
+                 if shown_state(m) not in (state, also)]
         if wrong:
             raise ValidationError(f"{action} of group {group.id} needs every member mirror "
                                   f"{state.value}: " + "; ".join(wrong))
@@ -111,7 +112,10 @@ class GroupHandover(Handover):
             ValidationError: a member is not active, or this is not the group's
                 destination region.
         """
-        mirrors = self.members(group, MirrorState.ACTIVE, "detach")
+        # members detached already (a detach that stopped half-way) are detached again
+        mirrors = self.members(group, MirrorState.ACTIVE, "detach", also=MirrorState.DETACHED)
+        if all(shown_state(m) is MirrorState.DETACHED for m in mirrors):
+            raise ValidationError(f"group {group.id} is detached already")
         phases = Phases()
         with phases.phase("detach"):
             detached, cut = self._detach_at_cut(group, mirrors)

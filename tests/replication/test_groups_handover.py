@@ -154,8 +154,28 @@ def test_a_group_detaches_at_the_cut_it_serves(
             assert p.served(west) == mine
             refused = runner(west, tmp_path).invoke(
                 lakectl, ["mirror", "group", "detach", p.group_id, "-y"])
-            assert refused.exit_code != 0 and "needs every member mirror active" in \
+            assert refused.exit_code != 0 and "is detached already" in \
                 refused.output
+
+
+def test_a_group_detach_that_stopped_half_way_is_finished_by_running_it_again(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, interval="1s") as (east, west):
+        p = start_pipeline(east, west)
+        served = p.served(west)
+        sidecar = west.sidecars[0].sidecar
+        # the first member detached, then the request was lost
+        sidecar.detach(sidecar.table.get_mirror(sidecar.org, p.mirrors["features"]))
+        status = group_status(west, p.group_id)
+        assert status["state"] == "mixed" and not status["current"]
+        assert {m["mirror_id"]: m["state"] for m in status["members"]} == {
+            p.mirrors["features"]: "detached", p.mirrors["labels"]: "active"}
+        with west.client() as c:
+            r = c.post(f"{GROUPS}/{p.group_id}/detach")
+            assert r.status_code == 200, r.text
+        assert heads_of(r.json()["cut"]) == {p.mirrors[repo]: served[repo] for repo in REPOS}
+        assert {m["state"] for m in r.json()["detached"]} == {"detached"}
+        assert group_status(west, p.group_id)["state"] == "detached"
 
 
 def test_a_group_switches_over_and_back_at_one_cut(
