@@ -326,26 +326,27 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., 
         return GroupView.read(sidecar, g, time.time()).status_json(sidecar)
 
     # ------------------------------------------------------------------ handover
-    def handover_allowed(who: Principal, g: MirrorGroup, actions: tuple[str, ...]) -> None:
-        """Both sides change role: the caller may do ``actions`` on every member's source
-        and mirror repository."""
+    def handover(group_id: str, request: Request, body: HandoverRequest | None,
+                 who: Principal, action: str) -> dict[str, Any] | Response:
+        """A group switchover or failback: the caller may mirror and update every
+        member's source and mirror repository (both change role); it runs in the group's
+        destination region (elsewhere, forwarded there)."""
+        g = visible_group(group_id)
         names = sorted({n for m in member_mirrors(g) for n in (m.source_repository, m.name)})
-        who.check(rbac.all_of(*(rbac.Permission(a, rbac.repository_arn(n))
-                                for n in names for a in actions)))
-
-    def in_destination(g: MirrorGroup, request: Request, action: str,
-                       body: HandoverRequest) -> Response | None:
-        """A group handover runs in the group's destination region: elsewhere,
-        forwarded."""
-        if g.destination_region == sidecar.region or request.headers.get(FORWARDED):
-            return None
-        forwarded = forward(sidecar, g.destination_region, request,
-                            f"{PREFIX}/groups/{g.id}/{action}", body)
-        if forwarded is None:
-            raise ValidationError(
-                f"{action} group {g.id} in its destination region "
-                f"{g.destination_region!r} (it could not be reached from here)")
-        return forwarded
+        who.check(rbac.all_of(*(rbac.Permission(a, rbac.repository_arn(n)) for n in names
+                                for a in (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))))
+        body = body or HandoverRequest()
+        if g.destination_region != sidecar.region and not request.headers.get(FORWARDED):
+            forwarded = forward(sidecar, g.destination_region, request,
+                                f"{PREFIX}/groups/{g.id}/{action}", body)
+            if forwarded is None:
+                raise ValidationError(
+                    f"{action} group {g.id} in its destination region "
+                    f"{g.destination_region!r} (it could not be reached from here)")
+            return forwarded
+        service = GroupHandover(sidecar)
+        run = service.switchover_group if action == "switchover" else service.failback_group
+        return result_json(run(g, body.timeout_seconds))
 
     @router.post("/groups/{group_id}/detach")
     def detach_group(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
@@ -364,26 +365,14 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., 
                          who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
         """Planned switchover of a whole group, RPO 0, the members at one cut throughout
         (see :mod:`replication.group_handover`)."""
-        g = visible_group(group_id)
-        handover_allowed(who, g, (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))
-        body = body or HandoverRequest()
-        forwarded = in_destination(g, request, "switchover", body)
-        if forwarded is not None:
-            return forwarded
-        return result_json(GroupHandover(sidecar).switchover_group(g, body.timeout_seconds))
+        return handover(group_id, request, body, who, "switchover")
 
     @router.post("/groups/{group_id}/failback", response_model=None)
     def failback_group(group_id: str, request: Request, body: HandoverRequest | None = None,
                        who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
         """After a group detach: the old source repositories follow this region as a
         group, their heads that never arrived kept on failover branches here."""
-        g = visible_group(group_id)
-        handover_allowed(who, g, (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))
-        body = body or HandoverRequest()
-        forwarded = in_destination(g, request, "failback", body)
-        if forwarded is not None:
-            return forwarded
-        return result_json(GroupHandover(sidecar).failback_group(g, body.timeout_seconds))
+        return handover(group_id, request, body, who, "failback")
 
     @router.post("/internal/groups/{group_id}/cut", include_in_schema=False)
     def internal_cut(group_id: str, request: Request) -> dict[str, Any]:

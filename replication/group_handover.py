@@ -163,7 +163,7 @@ class GroupHandover(Handover):
 
     # ----------------------------------------------------------------- switchover
     def switchover_group(self, group: MirrorGroup, timeout: float = DEFAULT_TIMEOUT
-                   ) -> GroupHandoverResult:
+                         ) -> GroupHandoverResult:
         """Move the primary of every member to this region, no commit lost, the members
         at one cut throughout (see module doc).
 
@@ -217,7 +217,7 @@ class GroupHandover(Handover):
 
     # ------------------------------------------------------------------- failback
     def failback_group(self, group: MirrorGroup, timeout: float = DEFAULT_TIMEOUT
-                 ) -> GroupHandoverResult:
+                       ) -> GroupHandoverResult:
         """Make the old source repositories of a detached group follow this region,
         their heads that never arrived here kept on failover branches (see module doc).
 
