@@ -39,15 +39,14 @@ from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.refs import validate_repository_id
 from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
-from mirrors_db.models import Mirror, MirrorSpec, MirrorState
+from mirrors_db.models import Mirror, MirrorGroup, MirrorSpec, MirrorState
+from replication.forwarding import FORWARDED, PREFIX, forward
 from replication.freshness import branch_freshness, source_unreadable
-from replication.group_api import add_group_routes
-from replication.handover import DEFAULT_TIMEOUT
+from replication.group_api import add_group_routes, grouped_branch_rows
 from replication.handover import Handover as HandoverService
+from replication.handover import HandoverRequest as Handover
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
 from replication.source import SourceError
-
-PREFIX = "/service/replication/v1"
 
 log = logging.getLogger("replication.api")
 
@@ -61,13 +60,6 @@ class MirrorCreation(BaseModel):
     storage_id: str | None = Field(
         default=None, description="the destination region's blockstore (multi-store) that "
         "holds the mirror; its default store when unset")
-
-
-class Handover(BaseModel):
-    timeout_seconds: float = Field(
-        default=DEFAULT_TIMEOUT, gt=0, le=86_400,
-        description="how long a switchover waits for the mirror to catch up (a failback for "
-        "the pieces of the commits it keeps)")
 
 
 class ReadOnly(BaseModel):
@@ -111,20 +103,24 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
     }
 
 
-def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float) -> list[dict[str, Any]]:
-    """Per branch, what the mirror serves and when the source was last found at it."""
-    rows = []
+def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float,
+                    groups: list[MirrorGroup]) -> list[dict[str, Any]]:
+    """Per branch, what the mirror serves and when the source was last found at it
+    (``groups``: the organization's mirror groups)."""
+    grouped = grouped_branch_rows(sidecar, m, now, groups)
+    rows = [{k: row[k] for k in ("branch", "mirror_head", "source_head", "source_confirmed_at",
+                                 "lag_seconds", "stale", "current", "group")}
+            for row in grouped.values()]
     for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+        if p.branch in grouped:
+            continue  # a group moves it: its row is the group's
         fresh = branch_freshness(m, p, now, sidecar.stale_after)
         rows.append({"branch": p.branch, "mirror_head": p.promoted_commit,
                      "source_head": p.source_head,
                      "source_confirmed_at": _ts(p.source_confirmed_at),
                      "lag_seconds": round(fresh.lag_seconds, 3), "stale": fresh.stale,
                      "current": fresh.current})
-    return rows
-
-
-FORWARDED = "x-replication-forwarded-from"
+    return sorted(rows, key=lambda r: str(r["branch"]))
 
 
 def _forward_delete(sidecar: Sidecar, mirror: Mirror, request: Request) -> Response | None:
@@ -138,20 +134,9 @@ def _forward(sidecar: Sidecar, mirror: Mirror, request: Request, action: str,
     with ``body``) to the mirror's destination region, with the caller's credentials;
     None if it cannot be reached."""
     path = f"{PREFIX}/repositories/{mirror.source_repository}/mirrors/{mirror.id}"
-    try:
-        url = sidecar.config.endpoint_for(mirror.destination_region).rstrip("/")
-        resp = sidecar.http.request(
-            request.method, f"{url}{path}{'/' + action if action else ''}",
-            headers={"authorization": request.headers.get("authorization", ""),
-                     "content-type": "application/json", FORWARDED: sidecar.region},
-            content=body.model_dump_json() if body is not None else None,
-            timeout=10 if not action else 3600)
-    except (httpx.HTTPError, ValidationError):
-        return None  # destination unreachable (disaster): record the request here
-    if resp.status_code >= 500:
-        return None
-    return Response(content=resp.content, status_code=resp.status_code,
-                    media_type=resp.headers.get("content-type"))
+    return forward(sidecar, mirror.destination_region, request,
+                   f"{path}{'/' + action if action else ''}", body,
+                   timeout=10 if not action else 3600)
 
 
 def _check_destination_store(sidecar: Sidecar, region: str, storage_id: str,
@@ -239,6 +224,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         now = time.time()
         results: list[dict[str, Any]] = []
         more = False
+        groups = sidecar.table.list_groups(sidecar.org) if with_heads else []
         for m in mirrors:
             if after and m.id <= after:
                 continue
@@ -247,7 +233,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 break
             item = mirror_json(m)
             if with_heads:
-                item["branches"] = confirmed_heads(sidecar, m, now)
+                item["branches"] = confirmed_heads(sidecar, m, now, groups)
             results.append(item)
         return {"results": results,
                 "pagination": {"has_more": more,
@@ -361,7 +347,15 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         lags: list[float] = []
         seen: list[int | None] = []
         stale = m.state is MirrorState.ACTIVE and source_unreadable(m)
+        grouped = grouped_branch_rows(sidecar, m, now, sidecar.table.list_groups(sidecar.org))
+        for row in grouped.values():  # a group moves these: their rows are the group's
+            lags.append(row["lag_seconds"])
+            seen.append(row["source_seen_at"])
+            stale = stale or (m.state is MirrorState.ACTIVE and row["stale"])
+            branches.append(row)
         for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+            if p.branch in grouped:
+                continue
             fresh = branch_freshness(m, p, now, sidecar.stale_after)
             lags.append(fresh.lag_seconds)
             seen.append(_ts(p.source_seen_at))
@@ -382,6 +376,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 "error": p.error,
             })
         known = [t for t in seen if t is not None]
+        branches.sort(key=lambda b: str(b["branch"]))
         return {"mirror": mirror_json(m), "branches": branches,
                 "error": m.error or sidecar.last_errors.get(m.id, ""),
                 # the mirror as a whole: blind if any branch is, its lag the largest
@@ -418,8 +413,18 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                                   f"{m.destination_region!r}")
         if m.state is not MirrorState.ACTIVE:
             raise ValidationError(f"mirror {m.id} is {m.state.value}, not active")
+        alone(m, "detach")
         detached = sidecar.detach(m)
         return mirror_json(detached)
+
+    def alone(m: Mirror, action: str) -> None:
+        """A member of a group is detached, switched over and failed back with its group:
+        on its own, the group's other members could never move again."""
+        for g in sidecar.table.list_groups(sidecar.org):
+            if any(member.mirror_id == m.id for member in g.members):
+                raise ValidationError(
+                    f"mirror {m.id} is a member of group {g.id} ({g.name}): {action} the "
+                    f"group (POST {PREFIX}/groups/{g.id}/{action})")
 
     def handover_allowed(who: Principal, m: Mirror) -> None:
         """Both repositories change role: the caller may mirror and update each."""
@@ -449,6 +454,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         mirror, names unchanged (see :mod:`replication.handover`)."""
         m = mirror_of(repository, mirror_id)
         handover_allowed(who, m)
+        alone(m, "switchover")
         body = body or Handover()
         forwarded = in_destination(m, request, "switchover", body)
         if forwarded is not None:
@@ -464,6 +470,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         commits that never arrived kept on failover branches here."""
         m = mirror_of(repository, mirror_id)
         handover_allowed(who, m)
+        alone(m, "failback")
         body = body or Handover()
         forwarded = in_destination(m, request, "failback", body)
         if forwarded is not None:
@@ -525,7 +532,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             parsed.source_region)
         return {"woken": n}
 
-    add_group_routes(router, sidecar, caller)
+    add_group_routes(router, sidecar, caller, replication_user)
     app.include_router(router)
     return app
 

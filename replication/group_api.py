@@ -8,30 +8,35 @@ repository, reading it ``fs:ReadRepository`` on each.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from lakefs_core.auth import rbac
 from lakefs_core.auth.service import Principal
 from lakefs_core.errors import ConflictError, ValidationError
-from mirrors_db.errors import GroupNotFoundError
+from mirrors_db.errors import GroupNotFoundError, MirrorNotFoundError
 from mirrors_db.models import (
     GroupCut,
     GroupMember,
     GroupProgress,
     GroupSpec,
+    Mirror,
     MirrorGroup,
     MirrorState,
 )
-from replication.freshness import group_freshness
-from replication.sidecar import Sidecar
+from replication.forwarding import FORWARDED, PREFIX, forward
+from replication.freshness import BranchFreshness, group_freshness
+from replication.group_handover import GroupHandover, GroupHandoverResult, retire_group
+from replication.handover import HandoverRequest
+from replication.sidecar import Sidecar, shown_state
 
 
 class MemberIn(BaseModel):
@@ -66,9 +71,143 @@ def cut_json(c: GroupCut) -> dict[str, Any]:
                       for m, cid in c.heads.items()]}
 
 
-def add_group_routes(router: APIRouter, sidecar: Sidecar,
-                     caller: Callable[..., Principal]) -> None:
-    """Register the group routes on the replication API's router."""
+@dataclass(frozen=True)
+class GroupView:
+    """A group as its status shows it at one instant."""
+
+    group: MirrorGroup
+    progress: GroupProgress
+    cuts: dict[int, GroupCut]  # the served cut and those after it
+    mirrors: dict[str, Mirror]  # the member mirrors, by id
+    fresh: BranchFreshness
+    now: float
+
+    @classmethod
+    def read(cls, sidecar: Sidecar, g: MirrorGroup, now: float) -> GroupView:
+        org = sidecar.org
+        progress = sidecar.table.get_group_progress(org, g.id) or GroupProgress(org, g.id)
+        cuts = {c.sequence: c for c in sidecar.table.list_cuts(
+            org, g.id, after=max(0, progress.served_cut - 1))}
+        mirrors = {}
+        for mirror_id in dict.fromkeys(m.mirror_id for m in g.members):
+            with contextlib.suppress(MirrorNotFoundError):  # a handover forms it first
+                mirrors[mirror_id] = sidecar.table.get_mirror(org, mirror_id)
+        return cls(g, progress, cuts, mirrors,
+                   group_freshness(g, progress, now, sidecar.stale_after), now)
+
+    @property
+    def served(self) -> GroupCut | None:
+        return self.cuts.get(self.progress.served_cut)
+
+    @property
+    def waiting(self) -> GroupCut | None:
+        return None if self.detached else self.cuts.get(self.progress.waiting_cut)
+
+    @property
+    def state(self) -> str:
+        """The member mirrors' state when they share it, else ``mixed``."""
+        states = {self.member_state(i) for i in dict.fromkeys(
+            m.mirror_id for m in self.group.members)}
+        return states.pop() if len(states) == 1 else "mixed"
+
+    def member_state(self, mirror_id: str) -> str:
+        mirror = self.mirrors.get(mirror_id)
+        return shown_state(mirror).value if mirror else MirrorState.CREATING.value
+
+    @property
+    def detached(self) -> bool:
+        return self.state == MirrorState.DETACHED.value
+
+    @property
+    def current(self) -> bool:
+        # a group with a member that does not follow its source follows nothing
+        return self.fresh.current and self.state == MirrorState.ACTIVE.value
+
+    def status_json(self, sidecar: Sidecar) -> dict[str, Any]:
+        g, progress, served, waiting = self.group, self.progress, self.served, self.waiting
+        return {
+            "group": group_json(g),
+            "state": self.state,
+            "served_cut": cut_json(served) if served else None,
+            "served_at": _ts(progress.served_at),
+            "latest_cut": g.last_cut,
+            "waiting": None if waiting is None else {
+                "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
+            "lag_seconds": round(self.fresh.lag_seconds, 3),
+            "stale": self.fresh.stale,
+            "current": self.current,
+            "stale_after_seconds": sidecar.stale_after,
+            "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
+            "members": [{"mirror_id": m.mirror_id, "branch": m.branch,
+                         "repository": getattr(self.mirrors.get(m.mirror_id), "name", ""),
+                         "source_repository": getattr(self.mirrors.get(m.mirror_id),
+                                                      "source_repository", ""),
+                         "state": self.member_state(m.mirror_id),
+                         "served_head": served.heads.get(m) if served else None,
+                         "waiting_head": waiting.heads.get(m) if waiting else None}
+                        for m in g.members],
+        }
+
+    def branch_rows(self, mirror_id: str) -> list[dict[str, Any]]:
+        """The status rows of the mirror's branches this group moves, shaped as a mirror
+        status's branches: what the group serves, its lag and freshness (the mirror's own
+        rounds leave these branches alone)."""
+        served, waiting = self.served, self.waiting
+        latest = self.cuts.get(self.group.last_cut)
+        rows = []
+        for m in self.group.members:
+            if m.mirror_id != mirror_id:
+                continue
+            head = served.heads.get(m) if served else None
+            pending = waiting.heads.get(m) if waiting else None
+            rows.append({
+                "branch": m.branch,
+                "source_head": latest.heads.get(m) if latest else None,
+                "mirror_head": head,
+                "pending_commit": pending if pending != head else None,
+                "missing_ranges": 0, "missing_objects": 0,
+                "lag_seconds": round(self.fresh.lag_seconds, 3),
+                "stale": self.fresh.stale,
+                "current": self.current,
+                "source_seen_at": _ts(self.group.heads_read_at),
+                "source_confirmed_at": int(self.now - self.fresh.lag_seconds),
+                "promoted_at": _ts(self.progress.served_at),
+                "error": self.progress.error,
+                "group": {"id": self.group.id, "name": self.group.name,
+                          "cut": self.progress.served_cut,
+                          "waiting_for": self.progress.waiting_for if pending else ""},
+            })
+        return rows
+
+
+def grouped_branch_rows(sidecar: Sidecar, mirror: Mirror, now: float,
+                        groups: list[MirrorGroup]) -> dict[str, dict[str, Any]]:
+    """Per branch of ``mirror`` that one of ``groups`` moves, its status row (see
+    :meth:`GroupView.branch_rows`)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for g in groups:
+        if any(m.mirror_id == mirror.id for m in g.members):
+            rows.update((r["branch"], r)
+                        for r in GroupView.read(sidecar, g, now).branch_rows(mirror.id))
+    return rows
+
+
+def result_json(r: GroupHandoverResult) -> dict[str, Any]:
+    """The API's shape of what a group detach, switchover or failback did."""
+    from replication.api import mirror_json  # the API's shape of a mirror
+
+    return {"group": group_json(r.group), "cut": cut_json(r.cut) if r.cut else None,
+            "detached": [mirror_json(m) for m in r.detached],
+            "mirrors": [mirror_json(m) for m in r.mirrors],
+            "kept": [{"mirror_id": mirror_id, **k.as_json()}
+                     for mirror_id, kept in r.kept.items() for k in kept],
+            "discarded_uncommitted": r.discarded, "phases": r.phases}
+
+
+def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., Principal],
+                     internal: Callable[[Request], None]) -> None:
+    """Register the group routes on the replication API's router (``internal`` checks
+    that a request comes from another region's sidecar)."""
     org = sidecar.org
 
     def member_sources(g: MirrorGroup) -> list[str]:
@@ -104,6 +243,10 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar,
         if new in taken:
             raise ConflictError(f"branch {branch!r} of mirror {m.id} is in a group already")
         return new
+
+    def member_mirrors(g: MirrorGroup) -> list[Mirror]:
+        return [sidecar.table.get_mirror(org, mirror_id)
+                for mirror_id in dict.fromkeys(m.mirror_id for m in g.members)]
 
     def grouped_members() -> set[GroupMember]:
         return {m for g in sidecar.table.list_groups(org) for m in g.members}
@@ -180,22 +323,69 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar,
     def group_status(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
         g = visible_group(group_id)
         check(who, rbac.READ_REPOSITORY, member_sources(g))
-        progress = sidecar.table.get_group_progress(org, g.id) or GroupProgress(org, g.id)
-        cuts = {c.sequence: c for c in sidecar.table.list_cuts(
-            org, g.id, after=max(0, progress.served_cut - 1))}
-        served = cuts.get(progress.served_cut)
-        waiting = cuts.get(progress.waiting_cut)
-        fresh = group_freshness(g, progress, time.time(), sidecar.stale_after)
-        return {
-            "group": group_json(g),
-            "served_cut": cut_json(served) if served else None,
-            "served_at": _ts(progress.served_at),
-            "latest_cut": g.last_cut,
-            "waiting": None if waiting is None else {
-                "cut": cut_json(waiting), "waiting_for": progress.waiting_for},
-            "lag_seconds": round(fresh.lag_seconds, 3),
-            "stale": fresh.stale,
-            "current": fresh.current,
-            "stale_after_seconds": sidecar.stale_after,
-            "error": progress.error or sidecar.last_errors.get(f"group:{g.id}", ""),
-        }
+        return GroupView.read(sidecar, g, time.time()).status_json(sidecar)
+
+    # ------------------------------------------------------------------ handover
+    def handover(group_id: str, request: Request, body: HandoverRequest | None,
+                 who: Principal, action: str) -> dict[str, Any] | Response:
+        """A group switchover or failback: the caller may mirror and update every
+        member's source and mirror repository (both change role); it runs in the group's
+        destination region (elsewhere, forwarded there)."""
+        g = visible_group(group_id)
+        names = sorted({n for m in member_mirrors(g) for n in (m.source_repository, m.name)})
+        who.check(rbac.all_of(*(rbac.Permission(a, rbac.repository_arn(n)) for n in names
+                                for a in (rbac.MIRROR_REPOSITORY, rbac.UPDATE_REPOSITORY))))
+        body = body or HandoverRequest()
+        if g.destination_region != sidecar.region and not request.headers.get(FORWARDED):
+            forwarded = forward(sidecar, g.destination_region, request,
+                                f"{PREFIX}/groups/{g.id}/{action}", body)
+            if forwarded is None:
+                raise ValidationError(
+                    f"{action} group {g.id} in its destination region "
+                    f"{g.destination_region!r} (it could not be reached from here)")
+            return forwarded
+        service = GroupHandover(sidecar)
+        run = service.switchover_group if action == "switchover" else service.failback_group
+        return result_json(run(g, body.timeout_seconds))
+
+    @router.post("/groups/{group_id}/detach")
+    def detach_group(group_id: str, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """Failover of a whole group: every member mirror detached at the cut served."""
+        g = visible_group(group_id)
+        mirrors = member_mirrors(g)
+        who.check(rbac.all_of(
+            *(rbac.Permission(rbac.MIRROR_REPOSITORY, rbac.repository_arn(m.source_repository))
+              for m in mirrors),
+            *(rbac.Permission(rbac.UPDATE_REPOSITORY, rbac.repository_arn(m.name))
+              for m in mirrors)))
+        return result_json(GroupHandover(sidecar).detach_group(g))
+
+    @router.post("/groups/{group_id}/switchover", response_model=None)
+    def switchover_group(group_id: str, request: Request, body: HandoverRequest | None = None,
+                         who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """Planned switchover of a whole group, RPO 0, the members at one cut throughout
+        (see :mod:`replication.group_handover`)."""
+        return handover(group_id, request, body, who, "switchover")
+
+    @router.post("/groups/{group_id}/failback", response_model=None)
+    def failback_group(group_id: str, request: Request, body: HandoverRequest | None = None,
+                       who: Principal = Depends(caller)) -> dict[str, Any] | Response:  # noqa: B008
+        """After a group detach: the old source repositories follow this region as a
+        group, their heads that never arrived kept on failover branches here."""
+        return handover(group_id, request, body, who, "failback")
+
+    @router.post("/internal/groups/{group_id}/cut", include_in_schema=False)
+    def internal_cut(group_id: str, request: Request) -> dict[str, Any]:
+        """A switchover in the destination region asks for a cut of the frozen heads."""
+        internal(request)
+        g = sidecar.table.get_group(org, group_id)
+        in_source(g)
+        cut = sidecar.group_cutter.take(g.id, "requested")
+        return {"sequence": cut.sequence if cut else 0}
+
+    @router.post("/internal/groups/{group_id}/retire", include_in_schema=False)
+    def internal_retire(group_id: str, request: Request) -> dict[str, Any]:
+        """A handover retires the detached group before it forms the reverse one."""
+        internal(request)
+        retire_group(sidecar, group_id)
+        return {}

@@ -22,6 +22,7 @@ Mirror followers leave grouped branches alone (``MirrorContext.grouped``).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -33,9 +34,17 @@ from lakefs_core.errors import BranchChangedError, LakeFSError
 from lakefs_core.graveler.mirror import BranchMove, MirrorService
 from lakefs_core.graveler.model import CommitRecord
 from lakefs_core.graveler.presence import MissingItem, MissingKind
-from mirrors_db.errors import MirrorsDatabaseError, VersionConflictError
-from mirrors_db.models import GroupCut, GroupMember, GroupProgress, Mirror, MirrorGroup
+from mirrors_db.errors import MirrorNotFoundError, MirrorsDatabaseError, VersionConflictError
+from mirrors_db.models import (
+    GroupCut,
+    GroupMember,
+    GroupProgress,
+    Mirror,
+    MirrorGroup,
+    MirrorState,
+)
 from mirrors_db.table import MirrorsTable
+from replication.freshness import BranchFreshness, group_freshness
 from replication.mirroring import (
     CONFIRMATION_REFRESH,
     MirrorContext,
@@ -147,9 +156,14 @@ class GroupFollower:
     Not thread-safe: one worker at a time per group (under the group's lease).
     """
 
-    def __init__(self, ctx: MirrorContext, group: MirrorGroup) -> None:
+    def __init__(self, ctx: MirrorContext, group: MirrorGroup,
+                 stale_after: float = math.inf) -> None:
         self.ctx = ctx
         self.group = group
+        #: the group's progress here, as this follower last read or wrote it
+        self.progress = GroupProgress(ctx.organization_id, group.id)
+        self.stale_after = stale_after
+        self._published = False
         self._validators: dict[str, MirrorFollower] = {}
         self._heads: dict[tuple[str, str], _MemberHead] = {}
         self._mirrors: dict[str, Mirror] = {}
@@ -178,10 +192,26 @@ class GroupFollower:
         self.group = ctx.table.get_group(ctx.organization_id, self.group.id)
         progress = (ctx.table.get_group_progress(ctx.organization_id, self.group.id)
                     or GroupProgress(ctx.organization_id, self.group.id))
+        self.progress = progress
+        inactive = self._inactive()
+        if inactive and set(inactive.values()) == {MirrorState.DETACHED} and len(
+                inactive) == len({m.mirror_id for m in self.group.members}):
+            # the group was detached: every member stays at the cut it serves
+            self._heads.clear()
+            self.close()
+            return None
         cuts = ctx.table.list_cuts(ctx.organization_id, self.group.id,
                                    after=progress.served_cut)
         candidates = cuts[-CANDIDATE_CUTS:]
         self._round = {}
+        if inactive:
+            # no cut moves some members without the others
+            self._record(progress, waiting_cut=cuts[-1].sequence if cuts else 0,
+                         waiting_for="; ".join(f"mirror {i} is {state.value}"
+                                               for i, state in sorted(inactive.items())),
+                         error="")
+            creating = any(state is MirrorState.CREATING for state in inactive.values())
+            return time.monotonic() + max(ctx.recheck_interval, 0.1) if creating else None
         if not candidates:
             self._heads.clear()
             self._record(progress, waiting_cut=0, waiting_for="", error="")
@@ -207,6 +237,23 @@ class GroupFollower:
                      error="")
         self._forget(candidates)
         return time.monotonic() + max(ctx.recheck_interval, 0.1)
+
+    def _inactive(self) -> dict[str, MirrorState]:
+        """The member mirrors that do not follow their sources now, by id (read afresh:
+        a member detached, deleted or still being created)."""
+        inactive = {}
+        for mirror_id in dict.fromkeys(m.mirror_id for m in self.group.members):
+            try:
+                mirror = self.ctx.table.get_mirror(self.ctx.organization_id, mirror_id)
+            except MirrorNotFoundError:  # a handover forms the group before its mirrors
+                inactive[mirror_id] = MirrorState.CREATING
+                continue
+            self._mirrors[mirror_id] = mirror
+            if mirror.state is not MirrorState.ACTIVE:
+                inactive[mirror_id] = mirror.state
+        for gone in set(self._mirrors) - {m.mirror_id for m in self.group.members}:
+            del self._mirrors[gone]
+        return inactive
 
     def _forget(self, candidates: list[GroupCut]) -> None:
         """Drop what is known of heads no candidate cut holds any more."""
@@ -287,12 +334,38 @@ class GroupFollower:
     def _record(self, progress: GroupProgress, **changes: object) -> None:
         """Write the group's progress row if anything changed (best effort)."""
         new = replace(progress, **changes)  # type: ignore[arg-type]
+        self.progress = new
+        self._publish()
         if new == progress and progress.version:
             return
         try:
-            self.ctx.table.put_group_progress(new)
+            self.progress = self.ctx.table.put_group_progress(new)
         except MirrorsDatabaseError as e:
             log.debug("progress of group %s not recorded: %s", self.group.id, e)
+
+    # ----------------------------------------------------------------- metrics
+    def freshness(self) -> BranchFreshness:
+        """The group's honest lag now, and whether it is stale or current (I6)."""
+        return group_freshness(self.group, self.progress, time.time(), self.stale_after)
+
+    def _publish(self) -> None:
+        """Show the group's progress on the sidecar's metrics; its lag grows at every
+        scrape while the source does not read the member heads."""
+        metrics, name = self.ctx.metrics, self.group.name
+        metrics.group_served_cut.labels(name).set(self.progress.served_cut)
+        metrics.group_waiting_cut.labels(name).set(self.progress.waiting_cut)
+        if not self._published:
+            self._published = True
+            metrics.group_lag_seconds.labels(name).set_function(
+                lambda: self.freshness().lag_seconds)
+            metrics.group_source_unread.labels(name).set_function(
+                lambda: float(self.freshness().stale))
+
+    def close(self) -> None:
+        """Drop the group's series: this region no longer follows it."""
+        if self._published:
+            self._published = False
+            self.ctx.metrics.forget_group(self.group.name)
 
 
 def grouped_branches(groups: Iterable[MirrorGroup]) -> dict[str, frozenset[str]]:

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from pydantic import BaseModel, Field
 
 from lakefs_core.errors import (
     BranchExistsError,
@@ -61,6 +62,15 @@ DEFAULT_TIMEOUT = 300.0
 SETTLE = 1.0
 _POLL = 0.2
 _BRANCH_CHARS = re.compile(r"[^\w-]")
+
+
+class HandoverRequest(BaseModel):
+    """The body of a switchover or failback request."""
+
+    timeout_seconds: float = Field(
+        default=DEFAULT_TIMEOUT, gt=0, le=86_400,
+        description="how long a switchover waits for the mirror to catch up (a failback for "
+        "the pieces of the commits it keeps)")
 
 
 class HandoverError(ConflictError):
@@ -120,9 +130,15 @@ class Handover:
     def _internal(self, region: str, repository: str, action: str,
                   body: dict[str, Any]) -> dict[str, Any]:
         """Ask ``region``'s sidecar to act on one of its repositories."""
+        return self._ask(region, f"{INTERNAL}/{repository}/{action}", body,
+                         f"{action} repository {repository!r}")
+
+    def _ask(self, region: str, path: str, body: dict[str, Any], what: str
+             ) -> dict[str, Any]:
+        """Send an internal request to ``region``'s sidecar (``what`` it is asked to do,
+        for the refusal's message)."""
         creds = self.sidecar.config.source_lakefs
-        url = (f"{self.sidecar.config.endpoint_for(region).rstrip('/')}{INTERNAL}/"
-               f"{repository}/{action}")
+        url = f"{self.sidecar.config.endpoint_for(region).rstrip('/')}{path}"
         try:
             resp = self.sidecar.http.post(
                 url, json=body, timeout=30,
@@ -135,8 +151,7 @@ class Handover:
                 message = resp.json().get("message", resp.text)
             except ValueError:
                 message = resp.text
-            raise HandoverError(f"region {region!r} refused to {action} repository "
-                                f"{repository!r}: {message}")
+            raise HandoverError(f"region {region!r} refused to {what}: {message}")
         result: dict[str, Any] = resp.json()
         return result
 
@@ -168,7 +183,7 @@ class Handover:
             was_writable = self._freeze(source_region, source_repo)
         try:
             with phases.phase("catch up"):
-                self._catch_up(mirror, time.monotonic() + timeout)
+                self._catch_up([mirror], time.monotonic() + timeout, f"mirror {mirror.id}")
         except HandoverError as e:
             if not was_writable:  # read-only before: left as it was
                 raise HandoverError(
@@ -214,28 +229,37 @@ class Handover:
                       for t, h in sorted(tags.items()) if my_tags.get(t) != h]
         return lines
 
-    def _catch_up(self, mirror: Mirror, deadline: float) -> None:
-        """Wait until the mirror serves every head of the frozen source, and still does
-        :data:`SETTLE` seconds later."""
+    def _catch_up(self, mirrors: Sequence[Mirror], deadline: float, what: str,
+                  nudge: Callable[[], None] | None = None) -> None:
+        """Wait until the mirrors serve every head of their frozen sources, and still do
+        :data:`SETTLE` seconds later (``nudge``, while they are behind, at most every
+        second: asks the source to hurry)."""
         equal_since: float | None = None
-        behind: list[str] = []
+        nudged = 0.0
         while True:
-            self.sidecar.schedule(mirror.id)
-            try:
-                behind = self._behind(mirror)
-            except LakeFSError as e:
-                behind = [f"source not read: {e}"]
+            behind: list[str] = []
+            for mirror in mirrors:
+                self.sidecar.schedule(mirror.id)
+                try:
+                    lines = self._behind(mirror)
+                except LakeFSError as e:
+                    lines = [f"source not read: {e}"]
+                behind += [f"{mirror.name}: {line}" if len(mirrors) > 1 else line
+                           for line in lines]
             now = time.monotonic()
             if behind:
                 equal_since = None
+                if nudge is not None and now - nudged >= 1.0:
+                    nudge()
+                    nudged = now
             elif equal_since is None:
                 equal_since = now
             elif now - equal_since >= SETTLE:
                 return
             if now > deadline:
                 raise HandoverError(
-                    f"mirror {mirror.id} did not catch up with its source within the "
-                    "timeout, nothing changed: " + "; ".join(behind[:10]))
+                    f"{what} did not catch up with its source within the timeout, nothing "
+                    "changed: " + "; ".join(behind[:10]))
             time.sleep(_POLL)
 
     # ------------------------------------------------------------------ failback
@@ -334,13 +358,14 @@ class Handover:
             raise ValidationError(f"run it in the mirror's destination region "
                                   f"{mirror.destination_region!r}")
 
-    def _reverse(self, detached: Mirror) -> tuple[Mirror, list[str]]:
-        """The mirror of this region's (detached) repository into its old source
-        repository, which the other region adopts under its own name (the branches whose
-        uncommitted changes the adoption discarded come second); the detached mirror's
-        row is retired (its repository stays)."""
+    def _reverse(self, detached: Mirror, reverse_id: str | None = None
+                 ) -> tuple[Mirror, list[str]]:
+        """The mirror (``reverse_id``, new by default) of this region's (detached)
+        repository into its old source repository, which the other region adopts under
+        its own name (the branches whose uncommitted changes the adoption discarded come
+        second); the detached mirror's row is retired (its repository stays)."""
         old_region, old_repo = detached.source_region, detached.source_repository
-        reverse_id = new_mirror_id()
+        reverse_id = reverse_id or new_mirror_id()
         adopted = self._internal(old_region, old_repo, "adopt", {
             "mirror_id": reverse_id, "source_region": self.region,
             "source_repository": detached.name})

@@ -54,6 +54,28 @@ class ReplicationMetrics:
             "replication_range_cache_max_bytes",
             "The bound on replication_range_cache_bytes (validator.range_cache_size_bytes)",
             registry=self.registry)
+        group = ("group",)
+        self.group_served_cut = Gauge(
+            "replication_group_served_cut",
+            "The cut every member branch of the mirror group serves in this region (0: none "
+            "yet)", group, registry=self.registry)
+        self.group_waiting_cut = Gauge(
+            "replication_group_waiting_cut",
+            "The newer cut of the group this region waits to complete (0: none)", group,
+            registry=self.registry)
+        self.group_lag_seconds = Gauge(
+            "replication_group_lag_seconds",
+            "Seconds since the source last read the group's member heads and found them at "
+            "the cut served here (or since the served cut was read): a bound on what the "
+            "members may be missing, growing while the source does not read them", group,
+            registry=self.registry)
+        self.group_source_unread = Gauge(
+            "replication_group_source_unread",
+            "1 while the source region has not read the group's member heads recently "
+            "(its replication service is down or cut off): the group is never current then",
+            group, registry=self.registry)
+        self._group_gauges = (self.group_served_cut, self.group_waiting_cut,
+                              self.group_lag_seconds, self.group_source_unread)
         self._branch_gauges = (self.lag_seconds, self.pending_commits, self.missing_objects)
         self._mirror_counters = (self.validation_requests, self.promotions,
                                  self.copied_objects, self.errors, self.source_unreadable)
@@ -67,3 +89,8 @@ class ReplicationMetrics:
         """Drop every series of a mirror this sidecar no longer follows."""
         for metric in (*self._branch_gauges, *self._mirror_counters, self.permission_errors):
             metric.remove_by_labels({"mirror": mirror})
+
+    def forget_group(self, group: str) -> None:
+        """Drop every series of a group this region no longer follows."""
+        for gauge in self._group_gauges:
+            gauge.remove_by_labels({"group": group})

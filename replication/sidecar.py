@@ -167,6 +167,9 @@ class Sidecar:
         #: per mirror id, its branches that a group of this region moves
         self._grouped: dict[str, frozenset[str]] = {}
         self._groups_wake = threading.Event()
+        #: held by a round of a group's follower (and by a group handover, so that no
+        #: round of this sidecar moves the members meanwhile), by group id
+        self._group_rounds: dict[str, threading.Lock] = {}
         ranges = self.ctx.range_cache
         self.metrics.range_cache_bytes.set_function(lambda: ranges.weight)
         self.metrics.range_cache_max_bytes.set(ranges.max_weight)
@@ -471,11 +474,17 @@ class Sidecar:
     def reconcile(self) -> None:
         """One mirrors-manager round: act on every mirror whose destination is here."""
         seen: set[str] = set()
+        groups_read = False
         for mirror in self._my_mirrors():
             seen.add(mirror.id)
             mirror = self._manage(mirror)
             if mirror.state is MirrorState.ACTIVE:
                 new = mirror.id not in self._mirrors
+                if new and not groups_read:
+                    # a group formed before its mirrors (a handover's reverse group) moves
+                    # their branches from their first round
+                    self._grouped = grouped_branches(self._my_groups())
+                    groups_read = True
                 self._mirrors[mirror.id] = mirror
                 if new:
                     self.schedule(mirror.id)
@@ -566,6 +575,11 @@ class Sidecar:
         return [g for g in self.table.list_groups(self.org)
                 if g.destination_region == self.region]
 
+    def group_round(self, group_id: str) -> threading.Lock:
+        """The lock a round of the group's follower in this sidecar holds."""
+        with self._cond:
+            return self._group_rounds.setdefault(group_id, threading.Lock())
+
     def _groups_loop(self) -> None:
         next_sweep = 0.0
         while not self._stop.is_set():
@@ -589,7 +603,7 @@ class Sidecar:
         self._grouped = grouped_branches(mine)
         ids = {g.id for g in mine}
         for gone in set(self._group_followers) - ids:
-            self._group_followers.pop(gone)
+            self._group_followers.pop(gone).close()
             self._leases.pop(f"group:{gone}", None)
             progress = self.table.get_group_progress(self.org, gone)
             if progress is not None:  # this region's row of a deleted group
@@ -604,9 +618,11 @@ class Sidecar:
                 continue
             follower = self._group_followers.get(group.id)
             if follower is None:
-                follower = self._group_followers[group.id] = GroupFollower(self.ctx, group)
+                follower = self._group_followers[group.id] = GroupFollower(
+                    self.ctx, group, self.stale_after)
             try:
-                at = follower.process()
+                with self.group_round(group.id):
+                    at = follower.process()
                 self.last_errors.pop(f"group:{group.id}", None)
             except (LakeFSError, httpx.HTTPError, OSError) as e:
                 log.warning("group %s (%s): %s", group.id, group.name, e,

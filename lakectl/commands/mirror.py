@@ -17,6 +17,7 @@ import click
 
 from lakectl import flags
 from lakectl.commands import mirror_group
+from lakectl.commands.handover import handover_options, phases_text, send_handover
 from lakectl.output import Output, date, output_option
 from lakectl.session import Session, pass_session
 
@@ -148,8 +149,14 @@ def status(s: Session, repository_uri: str, mirror_id: str, output_format: str) 
                 "yes" if b.get("current") else "stale" if b.get("stale") else "no",
                 b.get("lag_seconds", 0), date(b.get("source_confirmed_at")),
                 b.get("missing_ranges", 0), b.get("missing_objects", 0),
-                b.get("error") or ""]
+                b.get("error") or moved_by(b)]
                for b in st.get("branches", [])])
+
+
+def moved_by(branch: dict[str, Any]) -> str:
+    """For a branch a mirror group moves: which group, at which cut."""
+    g = branch.get("group")
+    return f"moved by group {g['name']} (cut {g['cut']})" if g else ""
 
 
 @mirror.command("detach")
@@ -169,32 +176,17 @@ def detach(s: Session, repository_uri: str, mirror_id: str, assume_yes: bool,
         m, lambda d: f"Mirror '{mirror_id}' detached: repository '{d['name']}' is writable")
 
 
-def _phases(result: dict[str, Any]) -> str:
-    return "\n".join(f"  {p['phase']}: {p['seconds']:.3f}s" for p in result.get("phases", []))
-
-
 def _handover(s: Session, repository_uri: str, mirror_id: str, action: str, timeout: str,
               assume_yes: bool, question: str) -> dict[str, Any]:
-    """Confirm, then send a switchover or failback and wait for its answer."""
     u = s.repository_uri(repository_uri)
-    seconds = flags.parse_duration(timeout)
-    flags.confirm(assume_yes, question, f"{action.capitalize()} aborted")
-    result: dict[str, Any] = s.client.request(
-        "POST", f"{PREFIX}/{u.repository}/mirrors/{mirror_id}/{action}", retry=False,
-        json={"timeout_seconds": seconds}, timeout=seconds + 120).json()
-    return result
+    return send_handover(s, f"{PREFIX}/{u.repository}/mirrors/{mirror_id}", action, timeout,
+                         assume_yes, question)
 
 
 def _handover_options(waits_for: str) -> Any:
     def decorate(f: Any) -> Any:
-        for option in reversed((
-                click.argument("repository_uri", metavar="<repository URI>"),
-                click.argument("mirror_id", metavar="<mirror id>"),
-                click.option("--timeout", "timeout", default="5m", show_default=True,
-                             help=f"how long to wait for {waits_for} (e.g. 90s, 5m)"),
-                flags.yes, output_option, pass_session)):
-            f = option(f)
-        return f
+        f = handover_options("mirror_id", "<mirror id>", waits_for)(f)
+        return click.argument("repository_uri", metavar="<repository URI>")(f)
     return decorate
 
 
@@ -211,7 +203,7 @@ def switchover(s: Session, repository_uri: str, mirror_id: str, timeout: str,
     Output(output_format).show(result, lambda r: (
         f"Switched over: repository '{m['source_repository']}' in {m['source_region']} is "
         f"the primary; '{m['name']}' in {m['region']} follows it as mirror '{m['id']}'\n"
-        + _phases(r)))
+        + phases_text(r)))
 
 
 @mirror.command("failback")
@@ -232,7 +224,7 @@ def failback(s: Session, repository_uri: str, mirror_id: str, timeout: str,
                 f"'{m['source_repository']}' in {m['source_region']} as mirror '{m['id']}'\n"
                 + ("Commits of the old source kept here:\n" + "\n".join(kept) + "\n"
                    if kept else "Nothing of the old source was missing here\n")
-                + _phases(r))
+                + phases_text(r))
 
     Output(output_format).show(result, text)
 

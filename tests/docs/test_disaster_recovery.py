@@ -38,6 +38,8 @@ PAGE = ROOT / "docs" / "DISASTER_RECOVERY.md"
 PIECE = re.compile(r"^```sh\n(.*?)^```|<!-- runbook: (.*?) -->", re.M | re.S)
 EAST, WEST = "http://127.0.0.1:8000", "http://127.0.0.1:8001"
 REGION_MIRRORS = "/service/replication/v1/mirrors"
+GROUPS = "/service/replication/v1/groups"
+PIPELINE = ("features", "labels")
 
 
 def runbook() -> list[tuple[str, str]]:
@@ -80,8 +82,15 @@ class Drill:
             assert r.status_code == 200, r.text
             return [m for m in r.json()["results"] if m["state"] not in ("deleting", "deleted")]
 
-    def _mirror_into(self, region: str) -> str:
-        return max(m["id"] for m in self._mirrors() if m["region"] == region)
+    def _mirror_into(self, region: str, repository: str = "sales") -> str:
+        return max(m["id"] for m in self._mirrors()
+                   if m["region"] == region and m["name"] == repository)
+
+    def _group_into(self, region: str) -> str:
+        with self.west.client() as c:
+            r = c.get(GROUPS)
+            assert r.status_code == 200, r.text
+            return str(next(g["id"] for g in r.json()["results"] if g["region"] == region))
 
     def fill(self, line: str) -> str:
         values = {
@@ -89,6 +98,10 @@ class Drill:
             "<commit id>": lambda: mirror_head(self.west, "sales", "main"),
             "<mirror id>": lambda: self._mirror_into("west"),
             "<reverse mirror id>": lambda: self._mirror_into("east"),
+            "<features mirror id>": lambda: self._mirror_into("west", "features"),
+            "<labels mirror id>": lambda: self._mirror_into("west", "labels"),
+            "<group id>": lambda: self._group_into("west"),
+            "<reverse group id>": lambda: self._group_into("east"),
             "<failover branch>": lambda: next(
                 b.name for b in self.west.graveler.list_branches("sales", amount=1000)
                 if b.name.startswith("failover-") and b.name.endswith("-main")),
@@ -120,18 +133,21 @@ class Drill:
     # -- what happens between the steps ------------------------------------------------
     def event(self, what: str) -> None:
         self.ran.append(f"<!-- {what} -->")
-        if what.startswith("east is lost"):
-            self._lose_east()
+        if what.startswith("east is lost during the pipeline"):
+            self._lose_east(PIPELINE)
+        elif what.startswith("east is lost"):
+            self._lose_east(("sales",))
         elif what.startswith("east returns"):
             self._east_returns()
         else:
             raise AssertionError(f"an event the drill does not know: {what}")
 
-    def _lose_east(self) -> None:
+    def _lose_east(self, repositories: tuple[str, ...]) -> None:
         west = self.west
-        west.stop_sidecars()  # west is not listening when east's last commit is made
-        upload(self.east, "sales", "main", "docs/late.csv", b"east only\n")
-        self.missed.append(commit(self.east, "sales", "main", "the last commit of east"))
+        west.stop_sidecars()  # west is not listening when east's last commits are made
+        for repo in repositories:
+            upload(self.east, repo, "main", "docs/late.csv", b"east only\n")
+            self.missed.append(commit(self.east, repo, "main", "the last commit of east"))
         self.east.stop_sidecars()
         config = yaml.safe_load(west.config_path.read_text())
         self._east_endpoint = config["dst_endpoints"]["east"]
@@ -154,6 +170,8 @@ def test_every_step_of_the_runbook_runs(tmp_path: Path, monkeypatch: Any) -> Non
     assert ("event", "east returns") in steps and len(steps) > 20
     monkeypatch.chdir(tmp_path)
     (tmp_path / "report.csv").write_text("region,rows\nwest,1\n")
+    for repo in PIPELINE:
+        (tmp_path / f"{repo}.csv").write_text(f"day,{repo}\n1,0.5\n")
     mirrors_db = {"type": "sqlite", "sqlite": {"path": str(tmp_path / "mirrors.db")}}
     with two_regions(tmp_path / "regions", mirrors_db, interval="1s") as (east, west):
         # the quickstart's state: sales in east, its mirror in west under the same name
@@ -190,3 +208,18 @@ def test_every_step_of_the_runbook_runs(tmp_path: Path, monkeypatch: Any) -> Non
                                ("reports/report.csv", b"region,rows\nwest,1\n")):
                 r = c.get("/api/v1/repositories/sales/refs/main/objects", params={"path": path})
                 assert r.status_code == 200 and r.content == data, (path, r.text)
+
+        # the group's steps: east's last run, lost in the failover, was kept in west on
+        # failover branches, came back to east with the primary, and west follows east
+        lost = dict(zip(PIPELINE, drill.missed[1:], strict=True))
+        assert "Switched over at cut" in outputs["lakectl mirror group switchover "
+                                                 "<reverse group id> -y"]
+        for repo in PIPELINE:
+            assert not east.graveler.get_repository(repo).read_only
+            assert west.graveler.get_repository(repo).read_only
+            kept = [b for b in east.graveler.list_branches(repo, amount=1000)
+                    if b.name.startswith("failover-")]
+            assert [b.commit_id for b in kept] == [lost[repo]], kept
+            wait_for(lambda repo=repo: mirror_head(west, repo, "main")
+                     == east.graveler.get_branch(repo, "main").commit_id, 30,
+                     what=f"west follows east's {repo}")

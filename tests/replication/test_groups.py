@@ -33,16 +33,16 @@ REPOS = ("features", "labels")
 
 
 @contextmanager
-def _watching(west: Region) -> Iterator[list[tuple[str, str]]]:
-    """Every (features, labels) pair of mirror heads west serves, each pair read at one
-    snapshot of west's refstore, while the block runs."""
+def served_pairs(region: Region) -> Iterator[list[tuple[str, str]]]:
+    """Every (features, labels) pair of heads the region serves, each pair read at one
+    snapshot of its refstore, while the block runs."""
     seen: list[tuple[str, str]] = []
     stop = threading.Event()
     refs = [(repo, "main") for repo in REPOS]
 
     def watch() -> None:
         while not stop.is_set():
-            heads = west.graveler.refstore.get_branches(refs)
+            heads = region.graveler.refstore.get_branches(refs)
             pair = tuple(heads[r].commit_id if r in heads else "" for r in refs)
             if not seen or seen[-1] != pair:
                 seen.append((pair[0], pair[1]))
@@ -57,14 +57,14 @@ def _watching(west: Region) -> Iterator[list[tuple[str, str]]]:
         thread.join()
 
 
-def _status(region: Region, group_id: str) -> dict[str, Any]:
+def group_status(region: Region, group_id: str) -> dict[str, Any]:
     with region.client() as c:
         r = c.get(f"{GROUPS}/{group_id}/status")
         assert r.status_code == 200, r.text
         return dict(r.json())
 
 
-def _heads_of(cut: dict[str, Any] | None) -> dict[str, str]:
+def heads_of(cut: dict[str, Any] | None) -> dict[str, str]:
     return {} if cut is None else {h["mirror_id"]: h["commit_id"] for h in cut["heads"]}
 
 
@@ -98,7 +98,7 @@ def test_a_group_serves_both_new_commits_at_once_lone_mirrors_a_mixed_state(
             wait_for(lambda: all(mirror_head(west, repo, "main") == first[repo]
                                  for repo in REPOS), 60, what="first commits mirrored")
 
-            with _watching(west) as seen:
+            with served_pairs(west) as seen:
                 # the pipeline: features first, then labels; features' objects are held back
                 hold["on"] = True
                 upload(east, "features", "main", "v1", b"new features")
@@ -109,16 +109,16 @@ def test_a_group_serves_both_new_commits_at_once_lone_mirrors_a_mixed_state(
                     # labels' commit is complete in west; the cut it belongs to waits for
                     # features' objects only, and west serves the cut before
                     def waits_for_features_only() -> bool:
-                        waiting = _status(west, group_id)["waiting"]
+                        waiting = group_status(west, group_id)["waiting"]
                         return (waiting is not None
-                                and _heads_of(waiting["cut"]).get(mirrors["labels"]) == l1
+                                and heads_of(waiting["cut"]).get(mirrors["labels"]) == l1
                                 and mirrors["features"] in waiting["waiting_for"]
                                 and mirrors["labels"] not in waiting["waiting_for"])
 
                     wait_for(waits_for_features_only, 30, what="the cut waits for features")
                     time.sleep(1.5)  # rounds go on: still nothing moves
-                    status = _status(west, group_id)
-                    assert _heads_of(status["served_cut"]) == {
+                    status = group_status(west, group_id)
+                    assert heads_of(status["served_cut"]) == {
                         mirrors["features"]: first["features"],
                         mirrors["labels"]: first["labels"]}
                     assert status["current"] is False and status["latest_cut"] >= 2
@@ -139,10 +139,10 @@ def test_a_group_serves_both_new_commits_at_once_lone_mirrors_a_mixed_state(
             if grouped:
                 # neither new commit until both were complete, then both at once
                 assert seen == [(first["features"], first["labels"]), (f1, l1)]
-                wait_for(lambda: _status(west, group_id)["current"], 30, what="current")
-                status = _status(west, group_id)
+                wait_for(lambda: group_status(west, group_id)["current"], 30, what="current")
+                status = group_status(west, group_id)
                 assert status["waiting"] is None and status["stale"] is False
-                assert _heads_of(status["served_cut"]) == {mirrors["features"]: f1,
+                assert heads_of(status["served_cut"]) == {mirrors["features"]: f1,
                                                            mirrors["labels"]: l1}
             else:
                 assert mixed in seen  # the DR region served new labels beside old features

@@ -74,6 +74,34 @@ async def _with_lag(p: Page, source: str, status: dict[str, Any]) -> dict[str, A
     return status
 
 
+async def _group_status(p: Page, group_id: str) -> dict[str, Any]:
+    """A mirror group's status, with whether this region detaches it (``here``: its
+    member repositories are here)."""
+    status: dict[str, Any] = await p.replication("GET", f"/groups/{q(group_id)}/status")
+    members = status.get("members", [])
+    markings = [await run_in_threadpool(p.state.services.graveler.mirror_marking,
+                                        str(m.get("repository") or "")) for m in members]
+    status["here"] = bool(members) and all(
+        marking is not None and marking.mirror_id == m["mirror_id"]
+        for marking, m in zip(markings, members, strict=True))
+    return status
+
+
+async def _groups_of(p: Page, repository: str) -> list[dict[str, Any]]:
+    """The statuses of the mirror groups of this region with a member mirroring
+    ``repository`` or mirrored into it (none when the service cannot say)."""
+    statuses = []
+    try:
+        for g in (await p.replication("GET", "/groups"))["results"]:
+            statuses.append(await _group_status(p, g["id"]))
+    except ApiError as e:
+        if e.status == 401:
+            raise
+    return [st for st in statuses if any(
+        repository in (m.get("repository"), m.get("source_repository"))
+        for m in st.get("members", []))]
+
+
 @router.get("/repositories/{repository}/mirrors")
 async def mirrors(p: PageDep, repository: str) -> Response:
     view = await repo_view(p, repository, resolve=False)
@@ -95,6 +123,7 @@ async def mirrors(p: PageDep, repository: str) -> Response:
         error = e.message
     return p.render("mirrors.html", view=view, tab="mirrors", statuses=statuses,
                     served=served, mirrors_error=error, now=time.time(),
+                    groups=await _groups_of(p, repository) if not error else [],
                     regions=await _destinations(p) if not error else [],
                     can_mirror=not view.is_mirror and p.can(
                         rbac.MIRROR_REPOSITORY, rbac.repository_arn(view.id)))
@@ -154,6 +183,29 @@ async def detach(p: PageDep, repository: str, mirror_id: str, csrf: FormStr,
         return redirect(back, error=f"detach failed: {e.message}")
     return redirect(back, notice=f"mirror {mirror_id} detached: repository "
                                  f"{detached.get('name', '')} is writable")
+
+
+@router.get("/repositories/{repository}/mirror-groups/{group_id}/status.json")
+async def group_status_json(p: PageDep, repository: str, group_id: str) -> Response:
+    """A mirror group's status for the page's live refresh."""
+    return JSONResponse(await _group_status(p, group_id))
+
+
+@router.post("/repositories/{repository}/mirror-groups/{group_id}/detach")
+async def detach_group(p: PageDep, repository: str, group_id: str, csrf: FormStr) -> Response:
+    p.check_form(csrf)
+    back = url(f"/repositories/{q(repository)}/mirrors")
+    try:
+        done = await p.replication("POST", f"/groups/{q(group_id)}/detach")
+    except ApiError as e:
+        if e.status == 401:
+            raise
+        return redirect(back, error=f"detach failed: {e.message}")
+    cut = done.get("cut")
+    return redirect(back, notice=f"group {done['group']['name']} detached at "
+                                 + (f"cut {cut['sequence']}: " if cut else "no cut: ")
+                                 + ", ".join(m["name"] for m in done.get("detached", []))
+                                 + " writable")
 
 
 @router.get("/repositories/{repository}/actions")

@@ -100,13 +100,60 @@ async function refreshMirror(card) {
     set("missing_objects", b.missing_objects);
     const lag = `${(b.lag_seconds || 0).toFixed(1)} s`;
     set("lag", b.current ? `current · ${lag}` : b.stale ? `blind · ${lag}` : lag);
-    set("error", b.error || "");
+    set("error", b.error || (b.group ? `moved by group ${b.group.name} (cut ${b.group.cut})` : ""));
     row.className = b.current ? "current" : b.stale ? "stale" : "behind";
     recordRow(card.dataset.mirror, row, b.lag_seconds || 0);
   }
 }
 
+function stamp(seconds) {
+  return seconds ? new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "";
+}
+
+// A mirror group's card: the cut served, its source time, what the next cut waits for
+// and the group's lag (never current while the source region does not read the heads).
+async function refreshGroup(card) {
+  const resp = await fetch(card.dataset.groupStatus, { headers: { accept: "application/json" } });
+  if (!resp.ok || resp.redirected) return;
+  const st = await resp.json();
+  const detached = st.state === "detached";
+  const set = (field, text) => {
+    const el = card.querySelector(`[data-field=${field}]`);
+    if (el) el.textContent = text;
+  };
+  const state = card.querySelector("[data-test=group-state]");
+  state.textContent = st.state;
+  state.className = `badge state ${st.state}`;
+  const current = card.querySelector("[data-test=group-current]");
+  current.hidden = detached;
+  current.textContent = st.current ? "current" : "behind";
+  current.className = `badge ${st.current ? "ok" : "pending"}`;
+  card.querySelector("[data-test=group-stale]").hidden = !st.stale || detached;
+  const served = st.served_cut;
+  set("source_read_at", stamp(st.group.source_read_at) || "never");
+  set("served_cut", served ? `cut ${served.sequence}` : "no cut yet");
+  set("served_taken_at", served ? stamp(served.taken_at) : "—");
+  set("served_at", stamp(st.served_at) || "—");
+  const lag = `${(st.lag_seconds || 0).toFixed(1)} s`;
+  set("group_lag", st.current ? `current · ${lag}` : st.stale ? `blind · ${lag}` : lag);
+  card.querySelector("[data-test=group-waiting]").textContent = detached
+    ? "Detached: the member repositories are writable at the cut served."
+    : st.waiting ? `Next: cut ${st.waiting.cut.sequence} waits for ${st.waiting.waiting_for || "its promotion"}.`
+    : "No newer cut waits.";
+  for (const m of st.members || []) {
+    const row = card.querySelector(`tr[data-member="${CSS.escape(`${m.mirror_id}/${m.branch}`)}"]`);
+    if (!row) continue;
+    row.querySelector("[data-field=state]").textContent = m.state;
+    row.querySelector("[data-field=served_head]").textContent = short(m.served_head) || "—";
+    row.querySelector("[data-field=waiting_head]").textContent = short(m.waiting_head);
+  }
+}
+
 function startMirrorRefresh() {
+  const groups = document.querySelectorAll("[data-group][data-group-status]");
+  if (groups.length) {
+    setInterval(() => groups.forEach((card) => refreshGroup(card).catch(() => {})), 2000);
+  }
   const cards = document.querySelectorAll("[data-mirror][data-status]");
   if (!cards.length) return;
   for (const card of cards) {
