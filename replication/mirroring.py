@@ -324,6 +324,40 @@ class MirrorFollower:
                 due.append(when)
         return min(due) if due else None
 
+    def quiet(self, source: dict[str, str], source_tags: dict[str, str] | None,
+              read_at: datetime) -> bool:
+        """Whether the mirror serves all of its source as read (by someone else: the
+        sensor) at ``read_at``: every branch (and tag, if given) at its source head,
+        nothing pending. If so, each branch's row confirms it, as a round would; if not,
+        nothing is changed (a round is due).
+        """
+        grouped = self.ctx.grouped(self.mirror.id)
+        source = {n: h for n, h in source.items() if n not in grouped}
+        repo = self.mirror.name
+        if self.refs or source != {n: h for n, h in self.ctx.mirrors.branches(repo).items()
+                                   if n not in grouped}:
+            return False
+        if source_tags is not None and source_tags != self.ctx.mirrors.tags(repo):
+            return False
+        for name, head in source.items():
+            row = self._rows.get(name) or self._current_row(name)
+            since = row and (row.source_confirmed_at or row.source_head_seen_at)
+            self._watch_lag(name, (since or read_at).timestamp(), keep=True)
+            if self._at_head(name, head, row, read_at) is None:  # written meanwhile
+                self._at_head(name, head, self._current_row(name), read_at)
+        return True
+
+    def _at_head(self, name: str, head: str, row: MirrorBranch | None,
+                 read_at: datetime) -> MirrorBranch | None:
+        """The branch serves ``head``, its source's head as read at ``read_at``: it is
+        confirmed then. Returns its row as stored now (None if it was not written)."""
+        self._confirmed(name, read_at)
+        self.ctx.metrics.pending_commits.labels(self.mirror.name, name).set(0)
+        self.ctx.metrics.missing_objects.labels(self.mirror.name, name).set(0)
+        return self._record(row, name, source_head=head, pending_commit=None,
+                            promoted_commit=head, missing_ranges=0, missing_objects=0,
+                            error="", **self._seen(row, read_at, confirmed=True))
+
     def _current_row(self, branch: str) -> MirrorBranch | None:
         """The branch's progress row as stored now (None if there is none, or on error)."""
         try:
@@ -358,12 +392,7 @@ class MirrorFollower:
         if head == mirror_head:
             self.refs.pop(key, None)
             if not is_tag:
-                self._confirmed(name, read_at)
-                self._record(row, name, source_head=head, pending_commit=None,
-                             promoted_commit=head, missing_ranges=0, missing_objects=0,
-                             error="", **self._seen(row, read_at, confirmed=True))
-                self.ctx.metrics.pending_commits.labels(*labels).set(0)
-                self.ctx.metrics.missing_objects.labels(*labels).set(0)
+                self._at_head(name, head, row, read_at)
             return None
         now = time.monotonic()
         st = self.refs.get(key)

@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import httpx
@@ -72,9 +73,14 @@ from replication.copier import BuiltinCopier, CopySource
 from replication.groups import GroupCutter, GroupFollower, grouped_branches
 from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
-from replication.mirroring import MirrorContext, MirrorFollower, SourceUnreadableError
+from replication.mirroring import (
+    SOURCE_UNREADABLE,
+    MirrorContext,
+    MirrorFollower,
+    SourceUnreadableError,
+)
 from replication.remote_auth import RemoteAuthenticator
-from replication.source import SourceClient, SourceError, SourceForbiddenError
+from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
 
 log = logging.getLogger("replication.sidecar")
 
@@ -232,6 +238,10 @@ class Sidecar:
         self._wake: set[str] = set()
         #: per mirror, when (monotonic) its last round that read the source began
         self._sensed_at: dict[str, float] = {}
+        #: source regions whose heads a sensor reads for all their mirrors at once (this
+        #: replica's or another's, under the region's sensor lease): their idle mirrors
+        #: run no round of their own until it finds them behind
+        self._sensed_regions: set[str] = set()
         self._again: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -314,7 +324,7 @@ class Sidecar:
         except MirrorsDatabaseError as e:
             log.warning("mirror groups not read yet: %s", e)
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
-                   ("groups", self._groups_loop)]
+                   ("groups", self._groups_loop), ("sensor", self._sensor_loop)]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
             targets.append(("lag-history", self._lag_loop))
@@ -385,6 +395,9 @@ class Sidecar:
                 if self._heap and self._heap[0].at <= now:
                     item = heapq.heappop(self._heap)
                     del self._due[item.mirror_id]
+                    if item.mirror_id in self._running:  # the sensor is looking at it
+                        self._again.add(item.mirror_id)
+                        continue
                     self._running.add(item.mirror_id)
                     return item.mirror_id
                 timeout = (self._heap[0].at - now) if self._heap else 1.0
@@ -404,11 +417,94 @@ class Sidecar:
                     self._running.discard(mirror_id)
                     again = mirror_id in self._again
                     self._again.discard(mirror_id)
-            if mirror_id in self._mirrors:
-                now = time.monotonic()
-                fallback = max(now, self._sensed_at.get(mirror_id, now) + self.sense_interval)
-                self.schedule(mirror_id, now if again else min(next_at or fallback, fallback),
-                              sense=False)
+            mirror = self._mirrors.get(mirror_id)
+            if mirror is None:
+                continue
+            if next_at is None and not again and mirror.source_region in self._sensed_regions:
+                continue  # idle: the region's sensor wakes it when its source moves
+            now = time.monotonic()
+            fallback = max(now, self._sensed_at.get(mirror_id, now) + self.sense_interval)
+            self.schedule(mirror_id, now if again else min(next_at or fallback, fallback),
+                          sense=False)
+
+    # ---------------------------------------------------------------- the sensor
+    def _sensor_loop(self) -> None:
+        while not self._stop.is_set():
+            due = time.monotonic() + self.sense_interval
+            regions = {m.source_region for m in list(self._mirrors.values())}
+            for region in sorted(regions):
+                try:
+                    self.sense_region(region)
+                except (LakeFSError, MirrorsDatabaseError, httpx.HTTPError) as e:
+                    log.warning("sensor of %s: %s", region, e)
+                except Exception:  # noqa: BLE001 - the loop must survive anything
+                    log.exception("sensor of %s failed", region)
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def sense_region(self, region: str) -> int:
+        """Read the heads of every followed mirror's source in ``region`` at once (a
+        request per :data:`~replication.source.HEADS_BATCH` repositories, to that
+        region's replication service) and wake the mirrors that are behind them; the
+        others are confirmed current as of that read, as their own round would.
+
+        One replica of this region does it for all (the region's sensor lease); if the
+        source region cannot answer, each mirror reads its own source again every
+        ``commit_sensor.process_branches_duration``.
+
+        Returns:
+            The mirrors woken.
+        """
+        mirrors = [m for m in list(self._mirrors.values())
+                   if m.source_region == region and m.state is MirrorState.ACTIVE]
+        if not mirrors:
+            return 0
+        try:
+            self._leases[f"sensor:{region}"] = self.table.acquire_lease(
+                self.org, f"{self.region}/sensor/{region}", self.owner, self.lease_ttl)
+        except LeaseHeldError:
+            self._sensed_regions.add(region)  # another replica reads them
+            return 0
+        read_at = datetime.now(UTC)
+        try:
+            heads = self.client_for(region).heads(
+                sorted({m.source_repository for m in mirrors}))
+        except SourceError as e:
+            # not answered (an older version there, or unreachable): each mirror reads
+            # its own source, and says so if it cannot
+            log.warning("heads of %s's repositories not read: %s", region, e)
+            self._sensed_regions.discard(region)
+            for m in mirrors:
+                self.schedule(m.id)
+            return len(mirrors)
+        self._sensed_regions.add(region)
+        woken = 0
+        for m in mirrors:
+            if not self._quiet(m, heads.get(m.source_repository), read_at):
+                self.schedule(m.id)
+                woken += 1
+        return woken
+
+    def _quiet(self, mirror: Mirror, refs: SourceHeads | None, read_at: datetime) -> bool:
+        """Whether the mirror is at its source's heads ``refs`` (confirmed if so)."""
+        with self._cond:
+            follower = self._followers.get(mirror.id)
+            if (refs is None or follower is None or mirror.id in self._running
+                    or mirror.id in self.last_errors
+                    or mirror.error.startswith(SOURCE_UNREADABLE)):
+                return False  # a round says what is wrong, or sees the move after it
+            self._running.add(mirror.id)  # no round meanwhile
+        try:
+            return follower.quiet(refs.branches, refs.tags, read_at)
+        except (LakeFSError, MirrorsDatabaseError) as e:
+            log.debug("mirror %s not confirmed: %s", mirror.id, e)
+            return False
+        finally:
+            with self._cond:
+                self._running.discard(mirror.id)
+                again = mirror.id in self._again
+                self._again.discard(mirror.id)
+            if again:
+                self.schedule(mirror.id)
 
     def _process(self, mirror_id: str) -> float | None:
         mirror = self._mirrors.get(mirror_id)
