@@ -337,7 +337,8 @@ class MirrorFollower:
         if self.refs or source != {n: h for n, h in self.ctx.mirrors.branches(repo).items()
                                    if n not in grouped}:
             return False
-        if source_tags is not None and source_tags != self.ctx.mirrors.tags(repo):
+        if (self.ctx.mirror_tags and source_tags is not None
+                and source_tags != self.ctx.mirrors.tags(repo)):
             return False
         for name, head in source.items():
             row = self._rows.get(name) or self._current_row(name)
