@@ -17,7 +17,9 @@ repository stops growing after a while and only its history does) to ``main`` ev
 with one branch per job). It stops by itself after ``--minutes``.
 
 Every ``--window`` seconds it prints: the mirror lag of ``main`` (from a commit
-returning to the mirror branch reaching it or a later commit) as p50/p99, the object
+returning to the mirror branch reaching it or a later commit) as p50/p99, beside it the
+lag from the commit's last copy landing (its last object, range or metarange file: what
+the sidecar adds to the replication's own delay), the object
 copies the stand-in replication still owes (on a busy machine it falls behind, and the
 lag with it: no mirror can be ahead of its objects), the RSS
 and open file descriptors of each server and replication service, the refstore's
@@ -99,10 +101,15 @@ class Window:
     start: float
     end: float
     lags: list[float] = field(default_factory=list)
+    #: lags from each commit's last copy landing (the commits whose copies all landed)
+    copy_lags: list[float] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
 
     def p(self, q: float) -> float | None:
         return percentile(self.lags, q) if self.lags else None
+
+    def copy_p(self, q: float) -> float | None:
+        return percentile(self.copy_lags, q) if self.copy_lags else None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -197,18 +204,42 @@ class Replication:
         self.copies = LateCopies(self._copy, seed=seed, max_delay=max_delay, threads=4)
         #: metadata files (``_lakefs/...``) already handed to the copier
         self._metadata: set[str] = set()
+        self._lock = threading.Lock()
+        #: files handed to the copier that have not landed yet
+        self._waiting: set[str] = set()
+        #: per commit (its copies' tracker), the files it waits for
+        self._trackers: list[CommitCopies] = []
 
     def _copy(self, rel: str) -> None:
         body = self.src.get_object(Bucket=self.src_bucket,
                                    Key=f"{self.src_prefix}/{rel}")["Body"].read()
         self.dst.put_object(Bucket=self.dst_bucket, Key=f"{self.dst_prefix}/{rel}", Body=body)
+        now = time.monotonic()
+        with self._lock:
+            self._waiting.discard(rel)
+            for t in self._trackers:
+                t.waiting.discard(rel)
+                if not t.waiting and t.landed_at is None:
+                    t.landed_at = now
+            self._trackers = [t for t in self._trackers if t.landed_at is None]
+
+    def _submit(self, rels: list[str]) -> None:
+        with self._lock:
+            self._waiting.update(rels)
+        self.copies.submit(rels)
 
     def data_written(self, physical_addresses: list[str]) -> None:
         prefix = f"s3://{self.src_bucket}/{self.src_prefix}/"
-        self.copies.submit(a.removeprefix(prefix) for a in physical_addresses)
+        self._submit([a.removeprefix(prefix) for a in physical_addresses])
 
-    def committed(self) -> None:
-        """Copy the range and metarange files the commit wrote (listed: few, immutable)."""
+    def committed(self) -> CommitCopies:
+        """Copy the range and metarange files the commit wrote (listed: few, immutable).
+
+        Returns:
+            The tracker of the commit's copies: the files not landed yet (its own, and
+            those of earlier commits still on their way, which it may share), and when
+            the last of them landed.
+        """
         new = []
         paginator = self.src.get_paginator("list_objects_v2")
         for page in paginator.paginate(Bucket=self.src_bucket,
@@ -218,7 +249,22 @@ class Replication:
                 if rel not in self._metadata:
                     self._metadata.add(rel)
                     new.append(rel)
-        self.copies.submit(new)
+        with self._lock:
+            tracker = CommitCopies(set(self._waiting) | set(new))
+            if tracker.waiting:
+                self._trackers.append(tracker)
+            else:
+                tracker.landed_at = time.monotonic()
+        self._submit(new)
+        return tracker
+
+
+@dataclass
+class CommitCopies:
+    """The copies a commit waits for, and when its last one landed."""
+
+    waiting: set[str]
+    landed_at: float | None = None
 
 
 class LagWatch:
@@ -228,16 +274,20 @@ class LagWatch:
         self.west = west
         self.interval = interval
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, float]] = []  # (commit id, committed at), oldest first
+        #: (commit id, committed at, its copies), oldest first
+        self._pending: list[tuple[str, float, CommitCopies | None]] = []
         #: (mirrored at, lag) per commit
         self.lags: list[tuple[float, float]] = []
+        #: (mirrored at, lag from its last copy landing) per commit whose copies landed
+        self.copy_lags: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lag-watch", daemon=True)
         self._thread.start()
 
-    def committed(self, commit_id: str, at: float) -> None:
+    def committed(self, commit_id: str, at: float,
+                  copies: CommitCopies | None = None) -> None:
         with self._lock:
-            self._pending.append((commit_id, at))
+            self._pending.append((commit_id, at, copies))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -249,10 +299,13 @@ class LagWatch:
                 continue
             now = time.monotonic()
             with self._lock:
-                ids = [c for c, _ in self._pending]
+                ids = [c for c, _, _ in self._pending]
                 if head in ids:
                     n = ids.index(head) + 1
-                    self.lags += [(now, now - at) for _, at in self._pending[:n]]
+                    self.lags += [(now, now - at) for _, at, _ in self._pending[:n]]
+                    self.copy_lags += [(now, max(0.0, now - c.landed_at))
+                                       for _, _, c in self._pending[:n]
+                                       if c is not None and c.landed_at is not None]
                     del self._pending[:n]
 
     @property
@@ -339,8 +392,8 @@ def run_soak(opts: SoakOptions, root: Path, *, out: Any = print) -> SoakResult:
 
             replication.data_written(list(pool.map(put, bodies.items())))
             head = east.commit(SOURCE_REPO, "main", f"soak commit {commits}")
-            watch.committed(head, time.monotonic())
-            replication.committed()
+            committed_at = time.monotonic()
+            watch.committed(head, committed_at, replication.committed())
             commits += 1
             if opts.branch_every and commits % opts.branch_every == 0:
                 name = f"job-{commits}"
@@ -396,6 +449,8 @@ def _close(window: Window, watch: LagWatch, started: float, *, last: bool = Fals
     and after it)."""
     lo, hi = started + window.start, started + window.end
     window.lags = [lag for at, lag in list(watch.lags) if lo <= at and (last or at < hi)]
+    window.copy_lags = [lag for at, lag in list(watch.copy_lags)
+                        if lo <= at and (last or at < hi)]
 
 
 # ------------------------------------------------------------------------ verdict
@@ -460,6 +515,9 @@ def verdict(windows: list[Window], warmup: float) -> dict[str, Any]:
     return {
         "commits_after_warmup": commits,
         "lag_p50_first_s": first_p50, "lag_p50_last_s": last_p50, "lag_drift_s": lag_drift,
+        # what the sidecar adds: from each commit's last copy landing to the mirror
+        "copy_lag_p50_s": _median([x for w in steady for x in w.copy_lags]),
+        "copy_lag_p99_s": _p99([x for w in steady for x in w.copy_lags]),
         "stalled_windows": stalled, "lag_ok": lag_ok,
         # copies the stand-in replication owed then: a backlog there delays any mirror
         "copies_waiting_first": _last(steady[0]).copies_waiting if steady else None,
@@ -473,6 +531,14 @@ def verdict(windows: list[Window], warmup: float) -> dict[str, Any]:
     }
 
 
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _p99(values: list[float]) -> float | None:
+    return percentile(values, 99) if values else None
+
+
 # ------------------------------------------------------------------------- report
 def _mib(n: int) -> str:
     return f"{n / 2**20:.0f}"
@@ -481,8 +547,11 @@ def _mib(n: int) -> str:
 def report_window(w: Window) -> str:
     s = _last(w)
     p50, p99 = w.p(50), w.p(99)
+    c50, c99 = w.copy_p(50), w.copy_p(99)
     lag = (f"lag p50 {p50:.2f} s p99 {p99:.2f} s over {len(w.lags)} commits"
            if p50 is not None and p99 is not None else "no commit mirrored")
+    if c50 is not None and c99 is not None:
+        lag += f" (from the last copy: p50 {c50:.2f} s p99 {c99:.2f} s)"
     lines = [f"[window {w.index}: {w.start:.0f}-{w.end:.0f} s] commits {s.commits}, {lag}, "
              f"load {s.load:.1f}, object copies waiting {s.copies_waiting}"]
     lines.append("  RSS MiB: " + ", ".join(f"{p} {_mib(n)}" for p, n in s.rss.items()))
@@ -515,6 +584,8 @@ def report_verdict(r: SoakResult) -> str:
         f"drift {s(v['lag_drift_s'])} s (object copies owed at those windows' ends: "
         f"{v['copies_waiting_first']}, {v['copies_waiting_last']}), windows without any "
         f"commit mirrored: {v['stalled_windows'] or 'none'}: {ok(v['lag_ok'])}",
+        f"  lag from each commit's last copy after warm-up: p50 {s(v['copy_lag_p50_s'])} s, "
+        f"p99 {s(v['copy_lag_p99_s'])} s",
         "  memory growth after warm-up: " + ", ".join(
             f"{p} {g:+.1%}" for p, g in v["memory_growth"].items())
         + f" (goal <= {MEMORY_GOAL:.0%}): {ok(v['memory_ok'])}",

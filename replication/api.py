@@ -46,7 +46,7 @@ from replication.group_api import add_group_routes, grouped_branch_rows
 from replication.handover import Handover as HandoverService
 from replication.handover import HandoverRequest as Handover
 from replication.sidecar import MAX_EVENTS, Sidecar, shown_state
-from replication.source import SourceError
+from replication.source import HEADS_BATCH, SourceError
 
 log = logging.getLogger("replication.api")
 
@@ -70,6 +70,10 @@ class Adoption(BaseModel):
     mirror_id: str = Field(max_length=256)
     source_region: str = Field(max_length=256)
     source_repository: str = Field(max_length=63)
+
+
+class HeadsQuery(BaseModel):
+    repositories: list[str] = Field(max_length=HEADS_BATCH)
 
 
 class RefEvent(BaseModel):
@@ -531,6 +535,29 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             sidecar.on_ref_events, [json.loads(e.model_dump_json()) for e in parsed.events],
             parsed.source_region)
         return {"woken": n}
+
+    @router.post("/internal/heads", include_in_schema=False)
+    def heads(body: HeadsQuery, who: Principal = Depends(caller)) -> dict[str, Any]:  # noqa: B008
+        """The branch heads (and tags, where the caller may list them) of many of this
+        region's repositories in one answer, read from its refstore: what a destination
+        region's sensor reads each period rather than listing each mirror's source. A
+        repository the caller may not list the branches of, or that is not here, is
+        null."""
+        out: dict[str, Any] = {}
+        for repo in body.repositories:
+            arn = rbac.repository_arn(repo)
+            if not who.allowed(rbac.Permission(rbac.LIST_BRANCHES, arn)):
+                out[repo] = None
+                continue
+            try:
+                refs: dict[str, Any] = {"branches": sidecar.mirrors.listed_branches(repo)}
+                if who.allowed(rbac.Permission(rbac.LIST_TAGS, arn)):
+                    refs["tags"] = sidecar.mirrors.tags(repo)
+            except RepositoryNotFoundError:
+                out[repo] = None
+                continue
+            out[repo] = refs
+        return {"repositories": out}
 
     add_group_routes(router, sidecar, caller, replication_user)
     app.include_router(router)

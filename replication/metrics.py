@@ -76,6 +76,14 @@ class ReplicationMetrics:
             group, registry=self.registry)
         self._group_gauges = (self.group_served_cut, self.group_waiting_cut,
                               self.group_lag_seconds, self.group_source_unread)
+        self.table_requests = Counter(
+            "replication_mirrors_table_requests",
+            "Requests made of the mirrors table, by operation (the change feed's own "
+            "reads not included)", ("operation",), registry=self.registry)
+        self.source_requests = Gauge(
+            "replication_source_requests",
+            "Requests sent to a region's lakeFS API (retries included), by region",
+            ("region",), registry=self.registry)
         self._branch_gauges = (self.lag_seconds, self.pending_commits, self.missing_objects)
         self._mirror_counters = (self.validation_requests, self.promotions,
                                  self.copied_objects, self.errors, self.source_unreadable)

@@ -72,6 +72,9 @@ class RefProgress:
     target: str
     seen_at: float
     commits: list[CommitRecord] | None = None
+    #: the last time the source's ref was read and found at ``target``: what promoting
+    #: it confirms (a recheck round reads nothing of the source)
+    read_at: datetime | None = None
     #: the pieces the last validation found missing, narrowed by rechecks
     missing: list[MissingItem] = field(default_factory=list)
     #: set when the last validation found pieces missing or failed: the head is
@@ -130,6 +133,9 @@ class MirrorContext:
     validation_slots: AbstractContextManager[object] = field(
         default_factory=contextlib.nullcontext)
     mirror_tags: bool = True
+    #: seconds before asking again for the tags the replication user may not list (the
+    #: sensor's period: not at every round an event or a recheck brings)
+    tags_retry: float = 60.0
     #: store requests one validation makes at once
     validation_concurrency: int = DEFAULT_CONCURRENCY
     #: the parsed ranges every mirror's validator keeps, under one bound
@@ -164,6 +170,13 @@ class MirrorFollower:
         self.notice = ""
         #: permissions the replication user lacks, already logged
         self._warned: set[str] = set()
+        #: the branches' progress rows as last read or written (a recheck round writes
+        #: over them without reading the table again)
+        self._rows: dict[str, MirrorBranch] = {}
+        #: while the replication user may not list tags: why (for the status), and when
+        #: (monotonic) to try again; a refused listing is not repeated every round
+        self._tags_refused = ""
+        self._tags_retry_at = 0.0
         #: per branch, the time (Unix) from which its lag counts: the last time the
         #: source's head was read and found equal to the mirror's (the stored one at
         #: first, so a restarted sidecar starts from it), or, never confirmed, when the
@@ -180,12 +193,16 @@ class MirrorFollower:
                 self._watch_lag(row.branch, since.timestamp())
 
     # ------------------------------------------------------------------ the round
-    def process(self) -> float | None:
-        """One round over every ref. Returns when (monotonic) it wants to run again.
+    def process(self, *, sense: bool = True) -> float | None:
+        """One round. Returns when (monotonic) it wants to run again.
 
-        None means "nothing pending": the next sensor tick or event will do.
+        ``sense``: a full round, over every ref of the source (read again) and the
+        mirror. Otherwise a recheck round: only the heads already being validated, and
+        of those only what was missing (no source request, no listing of refs, no read
+        of the mirrors table). None means "nothing pending": the next sensor tick or
+        event will do.
         """
-        when = self._round()
+        when = self._round() if sense else self._recheck_round()
         if not self.notice:
             self._warned.clear()  # nothing is refused any more
         if not self.refs:
@@ -212,9 +229,9 @@ class MirrorFollower:
         source_branches = {r.name: r.commit_id for r in branches if r.name not in grouped}
         mirror_branches = {name: head for name, head in self.ctx.mirrors.branches(repo).items()
                            if name not in grouped}
-        progress = {p.branch: p for p in
-                    self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)
-                    if p.branch not in grouped}
+        rows = self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)
+        self._rows = {p.branch: p for p in rows}
+        progress = {p.branch: p for p in rows if p.branch not in grouped}
         due: list[float] = []
         notices: list[str] = []
         for name, head in source_branches.items():
@@ -239,16 +256,21 @@ class MirrorFollower:
         # a head that was still pending when its branch went away
         for name in {k for k in self.refs if not k.startswith(TAG_PREFIX)} - set(source_branches):
             self._forget_ref(name)
-        if self.ctx.mirror_tags:
+        if self.ctx.mirror_tags and time.monotonic() < self._tags_retry_at:
+            notices.append(self._tags_refused)  # refused lately: asked again later
+        elif self.ctx.mirror_tags:
             try:
                 with self.ctx.scan_slots:
                     tags = client.list_tags(m.source_repository, self.ctx.branch_page_size)
             except SourceForbiddenError as e:
                 self._forbidden(e)
-                notices.append(f"tags are not mirrored: the replication user may not list "
-                               f"them; add {e.action} to its policy")
+                self._tags_refused = (f"tags are not mirrored: the replication user may not "
+                                      f"list them; add {e.action} to its policy")
+                self._tags_retry_at = time.monotonic() + self.ctx.tags_retry
+                notices.append(self._tags_refused)
                 self.notice = "; ".join(notices)
                 return min(due) if due else None
+            self._tags_refused = ""
             source_tags = {r.name: r.commit_id for r in tags}
             mirror_tags = self.ctx.mirrors.tags(repo)
             for name, head in source_tags.items():
@@ -268,6 +290,74 @@ class MirrorFollower:
                     self.refs.pop(key, None)
         self.notice = "; ".join(notices)
         return min(due) if due else None
+
+    def _recheck_round(self) -> float | None:
+        """Look again at the heads being validated, at what they missed only."""
+        if not self.refs:
+            return None
+        client = self.ctx.source_client(self.mirror.source_region)  # sends nothing here
+        repo = self.mirror.name
+        keys = list(self.refs)
+        branches = (self.ctx.mirrors.branches(repo)
+                    if any(not k.startswith(TAG_PREFIX) for k in keys) else {})
+        tags = (self.ctx.mirrors.tags(repo)
+                if any(k.startswith(TAG_PREFIX) for k in keys) else {})
+        grouped = self.ctx.grouped(self.mirror.id)  # moved by their group, if any now
+        due: list[float] = []
+        for key in keys:
+            st = self.refs.get(key)
+            if st is None or st.read_at is None or key in grouped:
+                continue
+            is_tag = key.startswith(TAG_PREFIX)
+            name = key.removeprefix(TAG_PREFIX)
+            mirror_head = (tags if is_tag else branches).get(name) or None
+            if mirror_head == st.target:
+                continue  # moved meanwhile (another replica): the next full round confirms
+            try:
+                when = self._follow(client, name, st.target, mirror_head,
+                                    None if is_tag else self._rows.get(name), is_tag=is_tag,
+                                    read_at=st.read_at, sensed=False)
+            except SourceForbiddenError as e:  # the copier's: the next full round reports it
+                self._forbidden(e)
+                continue
+            if when is not None:
+                due.append(when)
+        return min(due) if due else None
+
+    def quiet(self, source: dict[str, str], source_tags: dict[str, str] | None,
+              read_at: datetime) -> bool:
+        """Whether the mirror serves all of its source as read (by someone else: the
+        sensor) at ``read_at``: every branch (and tag, if given) at its source head,
+        nothing pending. If so, each branch's row confirms it, as a round would; if not,
+        nothing is changed (a round is due).
+        """
+        grouped = self.ctx.grouped(self.mirror.id)
+        source = {n: h for n, h in source.items() if n not in grouped}
+        repo = self.mirror.name
+        if self.refs or source != {n: h for n, h in self.ctx.mirrors.branches(repo).items()
+                                   if n not in grouped}:
+            return False
+        if (self.ctx.mirror_tags and source_tags is not None
+                and source_tags != self.ctx.mirrors.tags(repo)):
+            return False
+        for name, head in source.items():
+            row = self._rows.get(name) or self._current_row(name)
+            since = row and (row.source_confirmed_at or row.source_head_seen_at)
+            self._watch_lag(name, (since or read_at).timestamp(), keep=True)
+            if self._at_head(name, head, row, read_at) is None:  # written meanwhile
+                self._at_head(name, head, self._current_row(name), read_at)
+        return True
+
+    def _at_head(self, name: str, head: str, row: MirrorBranch | None,
+                 read_at: datetime) -> MirrorBranch | None:
+        """The branch serves ``head``, its source's head as read at ``read_at``: it is
+        confirmed then. Returns its row as stored now (None if it was not written)."""
+        self._confirmed(name, read_at)
+        self.ctx.metrics.pending_commits.labels(self.mirror.name, name).set(0)
+        self.ctx.metrics.missing_objects.labels(self.mirror.name, name).set(0)
+        return self._record(row, name, source_head=head, pending_commit=None,
+                            promoted_commit=head, missing_ranges=0, missing_objects=0,
+                            error="", **self._seen(row, read_at, confirmed=True))
 
     def _current_row(self, branch: str) -> MirrorBranch | None:
         """The branch's progress row as stored now (None if there is none, or on error)."""
@@ -291,8 +381,9 @@ class MirrorFollower:
     # ------------------------------------------------------------------- one ref
     def _follow(self, client: SourceClient, name: str, head: str, mirror_head: str | None,
                 row: MirrorBranch | None, *, is_tag: bool,
-                read_at: datetime | None = None) -> float | None:
-        """Bring one ref towards ``head``, its source's head as read at ``read_at``."""
+                read_at: datetime | None = None, sensed: bool = True) -> float | None:
+        """Bring one ref towards ``head``, its source's head as read at ``read_at``
+        (``sensed`` false: read in an earlier round, not this one)."""
         key = TAG_PREFIX + name if is_tag else name
         labels = (self.mirror.name, key)
         read_at = read_at or _utcnow()
@@ -302,12 +393,7 @@ class MirrorFollower:
         if head == mirror_head:
             self.refs.pop(key, None)
             if not is_tag:
-                self._confirmed(name, read_at)
-                self._record(row, name, source_head=head, pending_commit=None,
-                             promoted_commit=head, missing_ranges=0, missing_objects=0,
-                             error="", **self._seen(row, read_at, confirmed=True))
-                self.ctx.metrics.pending_commits.labels(*labels).set(0)
-                self.ctx.metrics.missing_objects.labels(*labels).set(0)
+                self._at_head(name, head, row, read_at)
             return None
         now = time.monotonic()
         st = self.refs.get(key)
@@ -320,6 +406,8 @@ class MirrorFollower:
                 row = self._record(row, name, source_head=head, pending_commit=head,
                                    source_head_seen_at=seen or _utcnow(), error="",
                                    **self._seen(row, read_at))
+        if sensed:
+            st.read_at = read_at
         run_due = recheck_due = False
         if st.retry_at is not None:  # waiting: pieces were missing, or validation failed
             run_due = now >= self.ctx.validation_run_at(st.retry_at)
@@ -327,7 +415,7 @@ class MirrorFollower:
             if not (run_due or recheck_due):
                 if st.earlier and now >= st.earlier[-1].next_recheck:
                     mirror_head, row = self._try_earlier(st, name, mirror_head, row)
-                if not is_tag:
+                if not is_tag and sensed:
                     row = self._record(row, name, **self._seen(row, read_at))
                 return self._next_visit(st)
         repo = self.mirror.name
@@ -598,6 +686,7 @@ class MirrorFollower:
     def _forget_ref(self, branch: str) -> None:
         """Drop what is kept in memory for a branch the source no longer has."""
         self.refs.pop(branch, None)
+        self._rows.pop(branch, None)
         self._lag_from.pop(branch, None)
         self.ctx.metrics.forget_branch(self.mirror.name, branch)
 
@@ -646,10 +735,13 @@ class MirrorFollower:
         if new == row and row.version:
             return row
         try:
-            return self.ctx.table.put_branch_progress(new)
+            stored = self.ctx.table.put_branch_progress(new)
         except (VersionConflictError, MirrorsDatabaseError, ValidationError) as e:
             log.debug("progress of %s/%s not recorded: %s", self.mirror.id, branch, e)
+            self._rows.pop(branch, None)  # read again by the next full round
             return None
+        self._rows[branch] = stored
+        return stored
 
     def status(self) -> dict[str, RefProgress]:
         return dict(self.refs)

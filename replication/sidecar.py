@@ -23,12 +23,15 @@ from __future__ import annotations
 import contextlib
 import heapq
 import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import httpx
 
@@ -54,8 +57,10 @@ from mirrors_db.errors import (
     VersionConflictError,
 )
 from mirrors_db.models import (
+    ChangeEvent,
     Lease,
     Mirror,
+    MirrorBranch,
     MirrorGroup,
     MirrorState,
     RowKind,
@@ -68,13 +73,24 @@ from replication.copier import BuiltinCopier, CopySource
 from replication.groups import GroupCutter, GroupFollower, grouped_branches
 from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
-from replication.mirroring import MirrorContext, MirrorFollower, SourceUnreadableError
+from replication.mirroring import (
+    SOURCE_UNREADABLE,
+    MirrorContext,
+    MirrorFollower,
+    SourceUnreadableError,
+)
 from replication.remote_auth import RemoteAuthenticator
-from replication.source import SourceClient, SourceError, SourceForbiddenError
+from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
 
 log = logging.getLogger("replication.sidecar")
 
 EVENTS_PATH = "/service/replication/v1/internal/ref-events"
+#: seconds after which the lag history reads the mirrors' progress rows again, rather
+#: than only trusting the change feed to have told every change
+PROGRESS_REREAD = 600.0
+#: seconds before asking again for the lease of a mirror that moved, held by another
+#: replica (which lets it go once the mirror is idle)
+LEASE_RETRY = 0.5
 #: events one request may carry (each wakes at most the mirrors of one repository)
 MAX_EVENTS = 100
 
@@ -95,6 +111,32 @@ def refstore_database(config: ReplicationConfig) -> DatabaseConfig:
     if db.type == "local" and not db.local.path:
         raise ValidationError("refstore_database.local.path: required")
     return db
+
+
+class CountingMirrorsTable:
+    """The mirrors table, each request made of it counted by operation (the
+    ``replication_mirrors_table_requests`` metric): what a sidecar costs the table is a
+    figure to watch as mirrors are added."""
+
+    def __init__(self, table: MirrorsTable, metrics: ReplicationMetrics) -> None:
+        self._table = table
+        self._counter = metrics.table_requests
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._table, name)
+        if name.startswith("_") or name in _NOT_REQUESTS or not callable(attr):
+            return attr
+        counter = self._counter.labels(name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter.inc()
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+#: methods of a mirrors table that send no request of their own
+_NOT_REQUESTS = frozenset({"close", "watch"})
 
 
 @dataclass(order=True)
@@ -132,8 +174,10 @@ class Sidecar:
                 CachingAuthenticator(authenticator, size=cache.size,
                                      ttl=cache.ttl.total_seconds())
                 if cache.enabled else authenticator)
-            self.table = table or open_mirrors_table(config.mirrors_database)
+            self._table = table or open_mirrors_table(config.mirrors_database)
             opened.pop_all()
+        #: the mirrors table, its requests counted
+        self.table = cast(MirrorsTable, CountingMirrorsTable(self._table, self.metrics))
         self._own_table = table is None
         self._clients: dict[str, SourceClient] = {}
         self._source_stores: dict[str, BlockStores] = {}
@@ -153,6 +197,7 @@ class Sidecar:
             cooldown_on_missing=validator.cooldown_on_missing.total_seconds(),
             cooldown_on_error=validator.cooldown_on_error.total_seconds(),
             recheck_interval=validator.missing_recheck_interval.total_seconds(),
+            tags_retry=config.commit_sensor.process_branches_duration.total_seconds(),
             scan_slots=threading.BoundedSemaphore(
                 config.commit_sensor.branches_scanner_concurrency_limit),
             validation_slots=threading.BoundedSemaphore(validator.num_workers),
@@ -190,6 +235,16 @@ class Sidecar:
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
         self._leases: dict[str, Lease] = {}
+        #: per mirror whose lease this replica holds, when (monotonic) to renew it
+        self._renew_at: dict[str, float] = {}
+        #: mirrors whose next round reads their source (an event, a new mirror, a caller)
+        self._wake: set[str] = set()
+        #: per mirror, when (monotonic) its last round that read the source began
+        self._sensed_at: dict[str, float] = {}
+        #: source regions whose heads a sensor reads for all their mirrors at once (this
+        #: replica's or another's, under the region's sensor lease): their idle mirrors
+        #: run no round of their own until it finds them behind
+        self._sensed_regions: set[str] = set()
         self._again: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -207,6 +262,15 @@ class Sidecar:
                                       max_series=lag.max_series)
         #: mirror repositories here whose mirror the table does not know (reported)
         self._unknown_mirror_repositories: set[str] = set()
+        #: the mirrors whose destination is here, as the last mirrors-manager round
+        #: listed them (every state)
+        self._listed: dict[str, Mirror] = {}
+        #: per mirror id, its branches' progress rows as the change feed last told them
+        #: (what the lag history samples: reading them all again each time would cost
+        #: a request per mirror per sample); empty while the feed is not open
+        self._progress: dict[str, dict[str, MirrorBranch]] = {}
+        self._feed_open = False
+        self._progress_read_at = 0.0
 
     # ----------------------------------------------------------------- plumbing
     def client_for(self, region: str) -> SourceClient:
@@ -220,6 +284,8 @@ class Sidecar:
                                       creds.access_key_id.get_secret_value(),
                                       creds.secret_access_key.get_secret_value())
                 self._clients[region] = client
+                self.metrics.source_requests.labels(region).set_function(
+                    lambda: client.requests)
             return client
 
     def _counting_store(self, storage_id: str) -> CountingStore:
@@ -261,7 +327,7 @@ class Sidecar:
         except MirrorsDatabaseError as e:
             log.warning("mirror groups not read yet: %s", e)
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
-                   ("groups", self._groups_loop)]
+                   ("groups", self._groups_loop), ("sensor", self._sensor_loop)]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
             targets.append(("lag-history", self._lag_loop))
@@ -295,16 +361,23 @@ class Sidecar:
         for stores in source_stores:
             stores.close()
         if self._own_table:
-            self.table.close()
+            self._table.close()
         self.auth.close()
         self.mirrors.close()
         self.blockstores.close()
 
     # -------------------------------------------------------------- scheduling
-    def schedule(self, mirror_id: str, at: float | None = None) -> None:
-        """Run a round of ``mirror_id`` at ``at`` (monotonic; now by default) or earlier."""
+    def schedule(self, mirror_id: str, at: float | None = None, *, sense: bool = True) -> None:
+        """Run a round of ``mirror_id`` at ``at`` (monotonic; now by default) or earlier.
+
+        ``sense``: that round reads the source's refs (a full round); otherwise it may
+        be a recheck round (see :meth:`MirrorFollower.process`), unless a full round is
+        due by then (every ``commit_sensor.process_branches_duration``).
+        """
         at = time.monotonic() if at is None else at
         with self._cond:
+            if sense:
+                self._wake.add(mirror_id)
             if mirror_id in self._running:
                 if at <= time.monotonic():
                     self._again.add(mirror_id)  # run again right after this round
@@ -325,6 +398,9 @@ class Sidecar:
                 if self._heap and self._heap[0].at <= now:
                     item = heapq.heappop(self._heap)
                     del self._due[item.mirror_id]
+                    if item.mirror_id in self._running:  # the sensor is looking at it
+                        self._again.add(item.mirror_id)
+                        continue
                     self._running.add(item.mirror_id)
                     return item.mirror_id
                 timeout = (self._heap[0].at - now) if self._heap else 1.0
@@ -344,29 +420,131 @@ class Sidecar:
                     self._running.discard(mirror_id)
                     again = mirror_id in self._again
                     self._again.discard(mirror_id)
-            if mirror_id in self._mirrors:
-                now = time.monotonic()
-                fallback = now + self.sense_interval
-                self.schedule(mirror_id, now if again else min(next_at or fallback, fallback))
+            mirror = self._mirrors.get(mirror_id)
+            if mirror is None:
+                continue
+            if next_at is None and not again and mirror.source_region in self._sensed_regions:
+                continue  # idle: the region's sensor wakes it when its source moves
+            now = time.monotonic()
+            fallback = max(now, self._sensed_at.get(mirror_id, now) + self.sense_interval)
+            self.schedule(mirror_id, now if again else min(next_at or fallback, fallback),
+                          sense=False)
+
+    # ---------------------------------------------------------------- the sensor
+    def _sensor_loop(self) -> None:
+        while not self._stop.is_set():
+            due = time.monotonic() + self.sense_interval
+            regions = {m.source_region for m in list(self._mirrors.values())}
+            for region in sorted(regions):
+                try:
+                    self.sense_region(region)
+                except (LakeFSError, MirrorsDatabaseError, httpx.HTTPError) as e:
+                    log.warning("sensor of %s: %s", region, e)
+                except Exception:  # noqa: BLE001 - the loop must survive anything
+                    log.exception("sensor of %s failed", region)
+            self._stop.wait(max(0.0, due - time.monotonic()))
+
+    def sense_region(self, region: str) -> int:
+        """Read the heads of every followed mirror's source in ``region`` at once (a
+        request per :data:`~replication.source.HEADS_BATCH` repositories, to that
+        region's replication service) and wake the mirrors that are behind them; the
+        others are confirmed current as of that read, as their own round would.
+
+        One replica of this region does it for all (the region's sensor lease); if the
+        source region cannot answer, each mirror reads its own source again every
+        ``commit_sensor.process_branches_duration``.
+
+        Returns:
+            The mirrors woken.
+        """
+        mirrors = [m for m in list(self._mirrors.values())
+                   if m.source_region == region and m.state is MirrorState.ACTIVE]
+        if not mirrors:
+            return 0
+        try:
+            self._leases[f"sensor:{region}"] = self.table.acquire_lease(
+                self.org, f"{self.region}/sensor/{region}", self.owner, self.lease_ttl)
+        except LeaseHeldError:
+            self._sensed_regions.add(region)  # another replica reads them
+            return 0
+        read_at = datetime.now(UTC)
+        try:
+            heads = self.client_for(region).heads(
+                sorted({m.source_repository for m in mirrors}))
+        except SourceError as e:
+            # not answered (an older version there, or unreachable): each mirror reads
+            # its own source, and says so if it cannot
+            log.warning("heads of %s's repositories not read: %s", region, e)
+            self._sensed_regions.discard(region)
+            for m in mirrors:
+                self.schedule(m.id)
+            return len(mirrors)
+        self._sensed_regions.add(region)
+        woken = 0
+        for m in mirrors:
+            if not self._quiet(m, heads.get(m.source_repository), read_at):
+                self.schedule(m.id)
+                woken += 1
+        return woken
+
+    def _quiet(self, mirror: Mirror, refs: SourceHeads | None, read_at: datetime) -> bool:
+        """Whether the mirror is at its source's heads ``refs`` (confirmed if so)."""
+        with self._cond:
+            follower = self._followers.get(mirror.id)
+            if (refs is None or follower is None or mirror.id in self._running
+                    or mirror.id in self.last_errors
+                    or mirror.error.startswith(SOURCE_UNREADABLE)):
+                return False  # a round says what is wrong, or sees the move after it
+            self._running.add(mirror.id)  # no round meanwhile
+        try:
+            return follower.quiet(refs.branches, refs.tags, read_at)
+        except (LakeFSError, MirrorsDatabaseError) as e:
+            log.debug("mirror %s not confirmed: %s", mirror.id, e)
+            return False
+        finally:
+            with self._cond:
+                self._running.discard(mirror.id)
+                again = mirror.id in self._again
+                self._again.discard(mirror.id)
+            if again:
+                self.schedule(mirror.id)
 
     def _process(self, mirror_id: str) -> float | None:
         mirror = self._mirrors.get(mirror_id)
         if mirror is None or mirror.state is not MirrorState.ACTIVE:
             return None
-        try:
-            self._leases[mirror_id] = self.table.acquire_lease(
-                self.org, f"{self.region}/mirror/{mirror_id}", self.owner, self.lease_ttl)
-        except LeaseHeldError:
-            return time.monotonic() + min(self.sense_interval, self.lease_ttl)
-        except MirrorsDatabaseError as e:
-            log.warning("lease of mirror %s: %s", mirror_id, e)
-            return time.monotonic() + self.error_cooldown
+        now = time.monotonic()
+        if mirror_id not in self._leases or now >= self._renew_at.get(mirror_id, 0.0):
+            try:
+                self._leases[mirror_id] = self.table.acquire_lease(
+                    self.org, f"{self.region}/mirror/{mirror_id}", self.owner, self.lease_ttl)
+                self._renew_at[mirror_id] = now + self.lease_ttl / 3
+            except LeaseHeldError:
+                self._forget_lease(mirror_id)
+                with self._cond:
+                    woken = mirror_id in self._wake
+                # another replica follows it; one that was told of a move asks again soon,
+                # as the holder lets an idle mirror's lease go after its round
+                return now + (LEASE_RETRY if woken
+                              else min(self.sense_interval, self.lease_ttl))
+            except MirrorsDatabaseError as e:
+                log.warning("lease of mirror %s: %s", mirror_id, e)
+                return now + self.error_cooldown
         try:
             follower = self._followers.get(mirror_id)
             if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
                 follower = MirrorFollower(self.ctx, mirror)  # its store may be missing here
                 self._followers[mirror_id] = follower
-            result = follower.process()
+            with self._cond:
+                sense = (mirror_id in self._wake or not follower.refs
+                         or now >= self._sensed_at.get(mirror_id, -math.inf)
+                         + self.sense_interval)
+                self._wake.discard(mirror_id)
+            if sense:
+                self._sensed_at[mirror_id] = now
+            result = follower.process(sense=sense)
+            if not follower.refs:
+                self._release(mirror_id)  # idle: whichever replica hears of it next takes it
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.metrics.source_unreadable.labels(mirror.name).set(
@@ -384,6 +562,18 @@ class Sidecar:
         self.metrics.source_unreadable.labels(mirror.name).set(0)
         self._report(mirror, follower.notice)
         return result
+
+    def _forget_lease(self, mirror_id: str) -> None:
+        self._leases.pop(mirror_id, None)
+        self._renew_at.pop(mirror_id, None)
+
+    def _release(self, mirror_id: str) -> None:
+        """Let go of a mirror's lease (best effort: it expires anyway)."""
+        lease = self._leases.get(mirror_id)
+        self._forget_lease(mirror_id)
+        if lease is not None:
+            with contextlib.suppress(MirrorsDatabaseError):
+                self.table.release_lease(lease)
 
     def _report(self, mirror: Mirror, text: str) -> Mirror:
         """Show what keeps a mirror from being created or from following its source in
@@ -420,10 +610,17 @@ class Sidecar:
         """Record the lag of every branch of the active mirrors whose source or
         destination is this region, from the mirrors table.
 
+        While the change feed is open, a mirror's rows are read once and then kept
+        current by the feed (read again every :data:`PROGRESS_REREAD` seconds, in case
+        it missed a change); without it, they are all read at every sample.
+
         Returns:
             The branches sampled.
         """
         now = time.time()
+        if not self._feed_open or time.monotonic() >= self._progress_read_at + PROGRESS_REREAD:
+            self._progress.clear()
+            self._progress_read_at = time.monotonic()
         sampled: set[str] = set()
         n = 0
         token: str | None = None
@@ -435,14 +632,41 @@ class Sidecar:
                         or self.region not in (m.source_region, m.destination_region)):
                     continue
                 sampled.add(m.id)
-                for p in self.table.list_branch_progress(self.org, m.id):
+                for p in self._progress_of(m.id):
                     self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
                     n += 1
             if not page.next_page_token:
                 break
             token = page.next_page_token
         self.lag_history.forget(sampled)
+        for gone in set(self._progress) - sampled:
+            self._progress.pop(gone, None)
         return n
+
+    def _progress_of(self, mirror_id: str) -> list[MirrorBranch]:
+        rows = self._progress.get(mirror_id)
+        if rows is None:
+            # the feed's changes from now on land here too; the newest version wins
+            rows = self._progress.setdefault(mirror_id, {})
+            for p in self.table.list_branch_progress(self.org, mirror_id):
+                current = rows.get(p.branch)
+                if current is None or p.version > current.version:
+                    rows[p.branch] = p
+        return list(rows.values())
+
+    def _progress_changed(self, event: ChangeEvent) -> None:
+        mirror_id, branch = event.key[0], event.key[-1]
+        rows = self._progress.get(mirror_id)
+        if rows is None:
+            return  # not sampled yet: read whole when it is
+        if event.deleted:
+            rows.pop(branch, None)
+        elif isinstance(event.row, MirrorBranch):
+            current = rows.get(branch)
+            if current is None or event.row.version >= current.version:
+                rows[branch] = event.row
+        else:
+            self._progress.pop(mirror_id, None)  # the change without its row: read again
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
@@ -475,9 +699,10 @@ class Sidecar:
         """One mirrors-manager round: act on every mirror whose destination is here."""
         seen: set[str] = set()
         groups_read = False
+        listed: dict[str, Mirror] = {}
         for mirror in self._my_mirrors():
             seen.add(mirror.id)
-            mirror = self._manage(mirror)
+            mirror = listed[mirror.id] = self._manage(mirror)
             if mirror.state is MirrorState.ACTIVE:
                 new = mirror.id not in self._mirrors
                 if new and not groups_read:
@@ -492,6 +717,7 @@ class Sidecar:
                 self._unfollow(mirror.id)
         for gone in set(self._mirrors) - seen:
             self._unfollow(gone)
+        self._listed = listed
 
     def _unfollow(self, mirror_id: str) -> None:
         """Stop following a mirror, dropping all this sidecar kept for it."""
@@ -509,8 +735,10 @@ class Sidecar:
         writes) can create a mirror's repository after another replica deleted it.
         This region's repositories are listed through its lakeFS API
         (``list_repositories_page_size`` a page); a mirror repository whose mirror row
-        is ``deleted`` is deleted. One whose row is missing is only reported: the
-        table may not be the one the mirror was created in.
+        is ``deleted`` is deleted. The rows are those the last mirrors-manager round
+        listed (a few requests for all of them); a mirror it did not list is read by
+        id. One whose row is missing is only reported: the table may not be the one the
+        mirror was created in.
 
         Returns:
             The repositories deleted.
@@ -525,7 +753,8 @@ class Sidecar:
             if marking is None or marking.detached:
                 continue
             try:
-                mirror = self.table.get_mirror(self.org, marking.mirror_id)
+                mirror = (self._listed.get(marking.mirror_id)
+                          or self.table.get_mirror(self.org, marking.mirror_id))
             except MirrorNotFoundError:
                 unknown.add(name)
                 if name not in self._unknown_mirror_repositories:  # once, not every round
@@ -637,7 +866,7 @@ class Sidecar:
     def _watch_loop(self) -> None:
         """Mirror rows changing anywhere wake the manager, groups and their cuts the
         groups' round (the table's change feed)."""
-        kinds = frozenset({RowKind.MIRROR, RowKind.GROUP, RowKind.CUT})
+        kinds = frozenset({RowKind.MIRROR, RowKind.GROUP, RowKind.CUT, RowKind.BRANCH})
         while not self._stop.is_set():
             try:
                 feed = self.table.watch(self.org, kinds, poll_interval=0.2)
@@ -646,15 +875,19 @@ class Sidecar:
                 self._stop.wait(self.manage_interval)
                 continue
             with feed:
+                self._feed_open = True
                 while not self._stop.is_set():
                     event = feed.get(timeout=0.5)
                     if event is not None:
                         if event.kind is RowKind.MIRROR:
                             self._manager_wake.set()
+                        elif event.kind is RowKind.BRANCH:
+                            self._progress_changed(event)
                         else:
                             self._groups_wake.set()
                     if feed.closed:
                         break
+                self._feed_open = False
 
     def on_ref_events(self, events: list[dict], source_region: str | None) -> int:
         """Handle ref-move events; returns how many mirrors were woken or told."""

@@ -7,7 +7,7 @@ record), so a corrupted or forged record is never written into a mirror.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -45,6 +45,21 @@ class SourceForbiddenError(SourceError):
 
 class CommitIntegrityError(SourceError):
     """A commit record does not hash to its id."""
+
+
+#: the replication service's path that answers the heads of many repositories at once
+HEADS_PATH = "/service/replication/v1/internal/heads"
+#: repositories one heads request asks about
+HEADS_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SourceHeads:
+    """A repository's refs as its region's replication service read them."""
+
+    branches: dict[str, str]
+    #: None when the replication user may not list them
+    tags: dict[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +160,27 @@ class SourceClient:
         return [SourceRef(r["id"], r["commit_id"])
                 for r in self._pages(f"/repositories/{repo}/tags", page_size,
                                      what=_needs(rbac.LIST_TAGS, repo))]
+
+    def heads(self, repos: Sequence[str]) -> dict[str, SourceHeads | None]:
+        """The heads of many repositories, :data:`HEADS_BATCH` a request, from the
+        region's replication service (behind its server): None for a repository the
+        user may not list the branches of, or that is not there.
+
+        Raises:
+            SourceNotFoundError: the region's replication service does not answer this
+                (an older version, or none behind the server).
+            SourceError: any other failure.
+        """
+        out: dict[str, SourceHeads | None] = {}
+        for i in range(0, len(repos), HEADS_BATCH):
+            answer = self._rest.request("POST", HEADS_PATH,
+                                        json={"repositories": list(repos[i:i + HEADS_BATCH])},
+                                        what="fs:ListBranches on each repository").json()
+            for repo, refs in dict(answer.get("repositories") or {}).items():
+                out[repo] = None if refs is None else SourceHeads(
+                    dict(refs.get("branches") or {}),
+                    None if refs.get("tags") is None else dict(refs["tags"]))
+        return out
 
     def get_commit(self, repo: str, commit: str) -> CommitRecord:
         return commit_from_json(self._get(f"/repositories/{repo}/commits/{commit}",

@@ -384,6 +384,12 @@ class MirrorService:
         return _all_refs(lambda after: self._refstore.list_branches(repo, after=after,
                                                                       amount=_PAGE))
 
+    def listed_branches(self, repo: str) -> dict[str, str]:
+        """Every branch of a repository that the API lists (not hidden) and its head:
+        what a mirror of it follows."""
+        return {name: head for name, head in self.branches(repo).items()
+                if not self._refstore.is_branch_hidden(repo, name)}
+
     def tags(self, repo: str) -> dict[str, str]:
         """Every tag of the mirror and its commit."""
         return _all_refs(lambda after: self._refstore.list_tags(repo, after=after,
