@@ -153,7 +153,8 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     alert = config.actions.alert_webhook
-    access = AuthService(auth)
+    cache = config.auth.cache
+    access = AuthService(auth, cache_size=cache.size if cache.enabled else 0)
     lua = config.actions.lua
     actions = ActionsService(
         graveler,

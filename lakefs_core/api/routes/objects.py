@@ -555,7 +555,7 @@ def delete_objects(
         raise ValidationError(f"too many paths: at most {MAX_DELETE_PATHS} per request")
     services = ctx.services
     _check_writable_branch(services, repository, branch)
-    policies = services.auth.effective_policies(ctx.user.username)
+    policies = ctx.principal.policies
     errors: list[ObjectError] = []
     for path in path_list.paths:
         permission = rbac.Permission(rbac.DELETE_OBJECT, object_arn(repository, path))
