@@ -129,15 +129,21 @@ class Catalog:
     def upload(self, repo_id: str, branch: str, path: str, data: bytes | Iterable[bytes], *,
                content_type: str = DEFAULT_CONTENT_TYPE,
                metadata: Mapping[str, str] | None = None, if_absent: bool = False,
-               if_match: str | None = None) -> Entry:
+               if_match: str | None = None,
+               checked: tuple[Repository, Branch] | None = None) -> Entry:
         """Write data and stage it at ``path`` on ``branch``.
 
         Checks that writes are allowed (and the write's conditions) before any byte
-        is stored, and the conditions again before staging.
+        is stored, and the conditions again before staging. ``checked``: what
+        :meth:`writable` answered for this write a moment ago (with the conditions
+        checked), when nothing but the data was read since.
         """
-        repo, current = self.graveler.check_direct_write(repo_id, branch)
-        self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
-                                             if_match=if_match)
+        if checked is None:
+            repo, current = self.graveler.check_direct_write(repo_id, branch)
+            self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
+                                                 if_match=if_match)
+        else:
+            repo, current = checked
         entry = self.write_data(repo, data, content_type, metadata)
         self.graveler.stage_checked(repo, current, path, entry, if_absent=if_absent,
                                     if_match=if_match)

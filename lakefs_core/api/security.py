@@ -181,6 +181,19 @@ def bearer_token(request: Request) -> str | None:
 CTX_STATE = "lakefs_ctx"
 
 
+def basic_auth_ctx(services: Services, address: str, creds: tuple[str, str]) -> Ctx:
+    """The context of a request from ``address`` with basic auth ``creds``: its user,
+    and the auth tables as they are now (see :meth:`AuthService.view`).
+
+    Raises:
+        AuthenticationError: unknown key or wrong secret.
+        TooManySignInsError: the key or the address failed too often of late.
+    """
+    view = services.access.view()
+    user = services.sign_ins.attempt(address, creds[0], lambda: view.sign_in(*creds))
+    return Ctx(services=services, user=user, view=view)
+
+
 def authenticated(request: Request) -> Ctx:
     """FastAPI dependency: the request's user, or 401.
 
@@ -193,10 +206,7 @@ def authenticated(request: Request) -> Ctx:
     services = services_of(request)
     creds = basic_credentials(request)
     if creds is not None:
-        view = services.access.view()
-        user = services.sign_ins.attempt(client_address(request), creds[0],
-                                         lambda: view.sign_in(*creds))
-        return Ctx(services=services, user=user, view=view)
+        return basic_auth_ctx(services, client_address(request), creds)
     token = bearer_token(request)
     if token is None:
         raise AuthenticationError("error authenticating request")
