@@ -7,6 +7,7 @@ either door, and reads resolve addresses the same way.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -39,6 +40,8 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 RANGE_CHUNK = 8 << 20
 #: whole objects up to this size are read with one request
 SMALL_OBJECT = 1 << 20
+#: new data addresses in a row that share their first part
+ADDRESSES_PER_PREFIX = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class Catalog:
         self.link_address_expiry = link_address_expiry
         #: the time that handed-out link addresses expire by (replaceable in tests)
         self.clock = clock
+        self._prefix_lock = threading.Lock()
+        self._prefix = ""
+        self._prefix_uses = 0
 
     def store_of(self, repo: Repository) -> BlockStore:
         return self.graveler.store_for(repo.storage_id)
@@ -80,8 +86,19 @@ class Catalog:
         return self.store_of(repo).presign(self.physical_address(repo, entry), PresignMode.READ)
 
     def new_data_address(self) -> str:
-        """A fresh relative address for object data (never reused)."""
-        return f"{DATA_PREFIX}/{uuid.uuid4().hex[:20]}/{uuid.uuid4().hex}"
+        """A fresh relative address for object data (never reused).
+
+        Consecutive addresses share their first part (:data:`ADDRESSES_PER_PREFIX` at
+        most), so that a local store makes a directory per many objects, not per object,
+        and an object store still sees writes spread over many prefixes.
+        """
+        with self._prefix_lock:
+            if self._prefix_uses <= 0:
+                self._prefix = uuid.uuid4().hex[:20]
+                self._prefix_uses = ADDRESSES_PER_PREFIX
+            self._prefix_uses -= 1
+            prefix = self._prefix
+        return f"{DATA_PREFIX}/{prefix}/{uuid.uuid4().hex}"
 
     def hand_out_address(self, repo: Repository) -> str:
         """A fresh physical address for a client to write to, recorded so that it can be

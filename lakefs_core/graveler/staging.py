@@ -90,8 +90,8 @@ class StagingEngine(RefResolver):
         if branch is None:
             branch = self.refstore.get_branch(repo_id, branch_name)
         for _ in range(100):
-            self.refstore.put_staged(repo_id, branch.staging_token, record)
-            current = self.refstore.get_branch(repo_id, branch_name)
+            current = self.refstore.stage_on_branch(repo_id, branch_name,
+                                                    branch.staging_token, record)
             if current.staging_token == branch.staging_token:
                 return
             branch = current

@@ -430,6 +430,19 @@ class RefStore(ABC):
         Raises RepositoryNotFoundError.
         """
 
+    def stage_on_branch(self, repo_id: str, branch_name: str, token: str,
+                        record: EntryRecord) -> Branch:
+        """Stage a record under ``token``; the branch as it is once the record is there.
+
+        A commit that sealed ``token`` before the branch was read here may have missed
+        the record: the branch's live token is then another, and the caller stages
+        again under it. Stores override this to do both in one transaction.
+
+        Raises RepositoryNotFoundError, BranchNotFoundError.
+        """
+        self.put_staged(repo_id, token, record)
+        return self.get_branch(repo_id, branch_name)
+
     @abstractmethod
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""

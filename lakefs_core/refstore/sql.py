@@ -32,6 +32,7 @@ from sqlalchemy import (
     Row,
     Table,
     and_,
+    bindparam,
     func,
     or_,
     select,
@@ -123,6 +124,12 @@ T = TypeVar("T")
 
 #: rows fetched per query when streaming staged entries
 DEFAULT_PAGE_SIZE = 1000
+
+_REPOSITORY_EXISTS = select(repositories.c.id).where(repositories.c.id == bindparam("repo"))
+#: the repository row, locked until the transaction ends (PostgreSQL)
+_REPOSITORY_LOCKED = {"share": _REPOSITORY_EXISTS.with_for_update(read=True),
+                      "update": _REPOSITORY_EXISTS.with_for_update()}
+SELECT_BRANCH_SHARED = SELECT_BRANCH.with_for_update(read=True)
 
 #: key for pg_advisory_xact_lock, held while the schema is created
 _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
@@ -320,10 +327,11 @@ class SQLRefStore(RepositoryRecords, RefStore):
         either waits for the write and deletes its rows too, or has removed the
         repository before the write looks.
         """
-        stmt = select(repositories.c.id).where(repositories.c.id == repo_id)
         if lock and conn.dialect.name == "postgresql":
-            stmt = stmt.with_for_update(read=lock == "share")
-        if conn.execute(stmt).first() is None:
+            stmt = _REPOSITORY_LOCKED[lock]
+        else:
+            stmt = _REPOSITORY_EXISTS
+        if conn.execute(stmt, {"repo": repo_id}).first() is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
 
     # --- repositories -----------------------------------------------------------------
@@ -449,7 +457,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
             stmt = insert.on_conflict_do_update(index_elements=keys, set_={
                 c.name: insert.excluded[c.name] for c in table.c if c.name not in keys})
             self._upserts[table.name] = stmt
-        conn.execute(stmt, rows)
+        conn.execute(stmt, rows[0] if len(rows) == 1 else rows)  # one row: no executemany
 
     # --- branch protection, hidden branches ---------------------------------------------
     def get_branch_protection_rules(self, repo_id: str) -> tuple[str, ...]:
@@ -824,6 +832,28 @@ class SQLRefStore(RepositoryRecords, RefStore):
             self._upsert(conn, staged_entries, [row])
 
         self._write(work)
+
+    def stage_on_branch(self, repo_id: str, branch_name: str, token: str,
+                        record: EntryRecord) -> Branch:
+        """See :meth:`RefStore.stage_on_branch`: one transaction. The branch row is read
+        after the record is written, under a share lock on PostgreSQL (SQLite runs one
+        writer at a time): a commit sealing ``token`` either moved the branch before
+        this read, or waits for this transaction and then sees the record."""
+        row = {"repo": repo_id, "staging_token": token, "path": record.path,
+               **entry_values(record)}
+        params = {"repo": repo_id, "name": branch_name}
+
+        def work(conn: Connection) -> Branch | None:
+            self._require_repository(conn, repo_id, lock="share")
+            self._upsert(conn, staged_entries, [row])
+            found = conn.execute(SELECT_BRANCH_SHARED if conn.dialect.name == "postgresql"
+                                 else SELECT_BRANCH, params).first()
+            return None if found is None else branch_of(found)
+
+        branch = self._write(work)
+        if branch is None:
+            raise BranchNotFoundError(f"branch {branch_name!r} not found")
+        return branch
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
