@@ -267,8 +267,7 @@ class Catalog:
         return join_address(repo.storage_namespace, SYMLINKS_PREFIX)
 
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
-        repo = self.graveler.get_repository(repo_id)
-        return repo, self.graveler.get_entry_in(repo, ref, path)
+        return self.graveler.stat_entry(repo_id, ref, path)
 
     def open(self, repo_id: str, ref: str, path: str,
              byte_range: tuple[int, int] | None = None) -> ObjectContent:

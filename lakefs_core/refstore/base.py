@@ -326,6 +326,17 @@ class RefStore(ABC):
                 return branch, record
         return branch, None
 
+    def get_repository_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+        """The repository and :meth:`get_branch_and_staged`'s answer: what a read of an
+        object by ref needs first. Stores override this to read it at once.
+
+        Raises RepositoryNotFoundError.
+        """
+        return self.get_repository(repo_id), self.get_branch_and_staged(repo_id, branch_name,
+                                                                        path)
+
     @abstractmethod
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]: ...

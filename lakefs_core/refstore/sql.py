@@ -125,6 +125,25 @@ T = TypeVar("T")
 #: rows fetched per query when streaming staged entries
 DEFAULT_PAGE_SIZE = 1000
 
+def _branch_and_staged(conn: Connection, repo_id: str, branch_name: str,
+                       path: str) -> tuple[Branch, EntryRecord | None] | None:
+    """:meth:`SQLRefStore.get_branch_and_staged` on a connection."""
+    row = conn.execute(SELECT_BRANCH_STAGED,
+                       {"repo": repo_id, "name": branch_name, "path": path}).first()
+    if row is None:
+        return None
+    width = len(BRANCH_COLUMNS)
+    branch = branch_of(row[:width])
+    if row[width] is not None:  # the path of a record staged under the live token
+        return branch, entry_record_of(row[width:])
+    for token in branch.sealed_tokens:
+        sealed = conn.execute(SELECT_STAGED,
+                              {"repo": repo_id, "token": token, "path": path}).first()
+        if sealed is not None:
+            return branch, entry_record_of(sealed)
+    return branch, None
+
+
 _REPOSITORY_EXISTS = select(repositories.c.id).where(repositories.c.id == bindparam("repo"))
 #: the repository row, locked until the transaction ends (PostgreSQL)
 _REPOSITORY_LOCKED = {"share": _REPOSITORY_EXISTS.with_for_update(read=True),
@@ -582,21 +601,18 @@ class SQLRefStore(RepositoryRecords, RefStore):
         tokens (a commit in progress) are looked up only if the live token has none.
         """
 
-        def work(conn: Connection) -> tuple[Branch, EntryRecord | None] | None:
-            row = conn.execute(SELECT_BRANCH_STAGED,
-                               {"repo": repo_id, "name": branch_name, "path": path}).first()
+        return self._read(lambda conn: _branch_and_staged(conn, repo_id, branch_name, path))
+
+    def get_repository_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+        """See :meth:`RefStore.get_repository_and_staged`: one transaction."""
+
+        def work(conn: Connection) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+            row = conn.execute(SELECT_REPOSITORY, {"repo": repo_id}).first()
             if row is None:
-                return None
-            width = len(BRANCH_COLUMNS)
-            branch = branch_of(row[:width])
-            if row[width] is not None:  # the path of a record staged under the live token
-                return branch, entry_record_of(row[width:])
-            for token in branch.sealed_tokens:
-                sealed = conn.execute(SELECT_STAGED,
-                                      {"repo": repo_id, "token": token, "path": path}).first()
-                if sealed is not None:
-                    return branch, entry_record_of(sealed)
-            return branch, None
+                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+            return repository_of(row), _branch_and_staged(conn, repo_id, branch_name, path)
 
         return self._read(work)
 
