@@ -7,6 +7,7 @@ either door, and reads resolve addresses the same way.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -39,6 +40,8 @@ DEFAULT_CONTENT_TYPE = "application/octet-stream"
 RANGE_CHUNK = 8 << 20
 #: whole objects up to this size are read with one request
 SMALL_OBJECT = 1 << 20
+#: new data addresses in a row that share their first part
+ADDRESSES_PER_PREFIX = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,9 @@ class Catalog:
         self.link_address_expiry = link_address_expiry
         #: the time that handed-out link addresses expire by (replaceable in tests)
         self.clock = clock
+        self._prefix_lock = threading.Lock()
+        self._prefix = ""
+        self._prefix_uses = 0
 
     def store_of(self, repo: Repository) -> BlockStore:
         return self.graveler.store_for(repo.storage_id)
@@ -80,8 +86,19 @@ class Catalog:
         return self.store_of(repo).presign(self.physical_address(repo, entry), PresignMode.READ)
 
     def new_data_address(self) -> str:
-        """A fresh relative address for object data (never reused)."""
-        return f"{DATA_PREFIX}/{uuid.uuid4().hex[:20]}/{uuid.uuid4().hex}"
+        """A fresh relative address for object data (never reused).
+
+        Consecutive addresses share their first part (:data:`ADDRESSES_PER_PREFIX` at
+        most), so that a local store makes a directory per many objects, not per object,
+        and an object store still sees writes spread over many prefixes.
+        """
+        with self._prefix_lock:
+            if self._prefix_uses <= 0:
+                self._prefix = uuid.uuid4().hex[:20]
+                self._prefix_uses = ADDRESSES_PER_PREFIX
+            self._prefix_uses -= 1
+            prefix = self._prefix
+        return f"{DATA_PREFIX}/{prefix}/{uuid.uuid4().hex}"
 
     def hand_out_address(self, repo: Repository) -> str:
         """A fresh physical address for a client to write to, recorded so that it can be
@@ -129,15 +146,21 @@ class Catalog:
     def upload(self, repo_id: str, branch: str, path: str, data: bytes | Iterable[bytes], *,
                content_type: str = DEFAULT_CONTENT_TYPE,
                metadata: Mapping[str, str] | None = None, if_absent: bool = False,
-               if_match: str | None = None) -> Entry:
+               if_match: str | None = None,
+               checked: tuple[Repository, Branch] | None = None) -> Entry:
         """Write data and stage it at ``path`` on ``branch``.
 
         Checks that writes are allowed (and the write's conditions) before any byte
-        is stored, and the conditions again before staging.
+        is stored, and the conditions again before staging. ``checked``: what
+        :meth:`writable` answered for this write a moment ago (with the conditions
+        checked), when nothing but the data was read since.
         """
-        repo, current = self.graveler.check_direct_write(repo_id, branch)
-        self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
-                                             if_match=if_match)
+        if checked is None:
+            repo, current = self.graveler.check_direct_write(repo_id, branch)
+            self.graveler.check_write_conditions(repo, branch, path, if_absent=if_absent,
+                                                 if_match=if_match)
+        else:
+            repo, current = checked
         entry = self.write_data(repo, data, content_type, metadata)
         self.graveler.stage_checked(repo, current, path, entry, if_absent=if_absent,
                                     if_match=if_match)
@@ -244,8 +267,7 @@ class Catalog:
         return join_address(repo.storage_namespace, SYMLINKS_PREFIX)
 
     def stat(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
-        repo = self.graveler.get_repository(repo_id)
-        return repo, self.graveler.get_entry_in(repo, ref, path)
+        return self.graveler.stat_entry(repo_id, ref, path)
 
     def open(self, repo_id: str, ref: str, path: str,
              byte_range: tuple[int, int] | None = None) -> ObjectContent:

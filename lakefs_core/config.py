@@ -247,10 +247,14 @@ class DatabaseConfig(ConfigModel):
 class AuthCacheConfig(ConfigModel):
     """``auth.cache``: how long resolved credentials and policies are reused.
 
+    A server process reuses them while the auth tables are unchanged (it reads their
+    change count on every request), so a revocation is refused at once; ``ttl`` bounds
+    the replication service's reuse of what another lakeFS answered.
+
     Attributes:
         enabled: reuse resolved credentials and policies.
         size: how many access keys are kept.
-        ttl: how long one is reused before it is read again.
+        ttl: how long the replication service reuses one before it asks again.
     """
 
     enabled: bool = True

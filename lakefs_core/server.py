@@ -19,6 +19,7 @@ from typing import Any
 import anyio.to_thread
 
 from lakefs_core.api.app import API_PATH_PREFIXES, ASGIApp, Receive, Scope, Send, create_api
+from lakefs_core.api.object_lane import ObjectLane
 from lakefs_core.config import ServerConfig
 from lakefs_core.gateway.app import create_gateway
 from lakefs_core.logs import configure_logging
@@ -78,9 +79,11 @@ def _is_s3(scope: Scope) -> bool:
 
 
 def create_app(services: Services) -> Dispatcher:
-    """The whole server: API, web UI and gateway on one ASGI app."""
+    """The whole server: API (its most frequent object requests on a lean path), web
+    UI and gateway on one ASGI app."""
     api = create_api(services)
-    dispatcher = Dispatcher(api, create_gateway(services), create_ui(services, api))
+    lane = ObjectLane(api, services, api.state.transfer_limiter)
+    dispatcher = Dispatcher(lane, create_gateway(services), create_ui(services, api))
     dispatcher.fastapi = api  # type: ignore[attr-defined]
     return dispatcher
 

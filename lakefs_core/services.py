@@ -59,6 +59,13 @@ class Services:
     def __post_init__(self) -> None:
         self.imports = Importer(self.graveler)
 
+    @property
+    def serves_locally(self) -> bool:
+        """Whether the database is the embedded SQLite and every store a local disk: then
+        a request's reads block for less time than handing them to a thread costs."""
+        return (self.config.database.type == "local"
+                and all(store.type == "local" for store in self.blockstores))
+
     def start_housekeeping(self) -> None:
         """Start deleting expired branches every ``branches.housekeeping_interval``
         (unless it is 0); the server calls this when it starts serving."""
@@ -153,7 +160,8 @@ def build_services(config: ServerConfig, *, startup_tasks: bool = True) -> Servi
     notifier = RefEventNotifier(config.replication.endpoint, secret.get_secret_value())
     graveler.ref_listeners.append(notifier)
     alert = config.actions.alert_webhook
-    access = AuthService(auth)
+    cache = config.auth.cache
+    access = AuthService(auth, cache_size=cache.size if cache.enabled else 0)
     lua = config.actions.lua
     actions = ActionsService(
         graveler,

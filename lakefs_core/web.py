@@ -18,8 +18,8 @@ from lakefs_core import errors
 
 log = logging.getLogger("lakefs_core.api")
 
-__all__ = ["STATUS", "error_response", "exception_response", "install_error_handlers",
-           "status_of"]
+__all__ = ["STATUS", "error_response", "exception_response", "failure_response",
+           "install_error_handlers", "status_of"]
 
 # most specific first: the first matching class decides
 STATUS: list[tuple[type[BaseException], int]] = [
@@ -70,6 +70,17 @@ def exception_response(exc: errors.LakeFSError, message: str | None = None) -> J
                           if isinstance(exc, errors.TooManySignInsError) else None)
 
 
+def failure_response(exc: errors.LakeFSError) -> JSONResponse:
+    """The answer of a request that failed with ``exc`` (logged when it is the server's
+    fault)."""
+    if status_of(exc) >= 500:
+        log.error("request failed: %s", exc, exc_info=exc)
+    message = None
+    if isinstance(exc, errors.MergeConflictError):
+        message = "conflict found" if not exc.paths else f"conflict found: {exc.paths[:10]}"
+    return exception_response(exc, message)
+
+
 #: lakeFS's error body
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["message"],
@@ -115,13 +126,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(errors.LakeFSError)
     async def _lakefs_error(_request: Request, exc: errors.LakeFSError) -> JSONResponse:
-        status = status_of(exc)
-        if status >= 500:
-            log.error("request failed: %s", exc, exc_info=exc)
-        message = None
-        if isinstance(exc, errors.MergeConflictError):
-            message = "conflict found" if not exc.paths else f"conflict found: {exc.paths[:10]}"
-        return exception_response(exc, message)
+        return failure_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

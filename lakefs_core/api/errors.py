@@ -4,9 +4,10 @@ from lakefs_core.web import (
     STATUS,
     error_response,
     exception_response,
+    failure_response,
     install_error_handlers,
     status_of,
 )
 
-__all__ = ["STATUS", "error_response", "exception_response", "install_error_handlers",
-           "status_of"]
+__all__ = ["STATUS", "error_response", "exception_response", "failure_response",
+           "install_error_handlers", "status_of"]

@@ -17,7 +17,7 @@ from fastapi import Request
 
 from lakefs_core.auth import rbac
 from lakefs_core.auth.model import User
-from lakefs_core.auth.service import Principal, parse_basic_authorization
+from lakefs_core.auth.service import AuthView, Principal, parse_basic_authorization
 from lakefs_core.errors import AuthenticationError, NotFoundError
 from lakefs_core.services import Services
 
@@ -44,13 +44,17 @@ class Ctx:
 
     services: Services
     user: User
+    #: the auth tables as the request found them (read on first need otherwise)
+    view: AuthView | None = None
     _principal: Principal | None = None
 
     @property
     def principal(self) -> Principal:
         """The user with its effective policies (read once per request)."""
         if self._principal is None:
-            self._principal = self.services.access.principal(self.user.username)
+            if self.view is None:
+                self.view = self.services.access.view()
+            self._principal = self.view.principal(self.user.username)
         return self._principal
 
     def allowed(self, action: str, resource: str) -> bool:
@@ -177,6 +181,19 @@ def bearer_token(request: Request) -> str | None:
 CTX_STATE = "lakefs_ctx"
 
 
+def basic_auth_ctx(services: Services, address: str, creds: tuple[str, str]) -> Ctx:
+    """The context of a request from ``address`` with basic auth ``creds``: its user,
+    and the auth tables as they are now (see :meth:`AuthService.view`).
+
+    Raises:
+        AuthenticationError: unknown key or wrong secret.
+        TooManySignInsError: the key or the address failed too often of late.
+    """
+    view = services.access.view()
+    user = services.sign_ins.attempt(address, creds[0], lambda: view.sign_in(*creds))
+    return Ctx(services=services, user=user, view=view)
+
+
 def authenticated(request: Request) -> Ctx:
     """FastAPI dependency: the request's user, or 401.
 
@@ -189,9 +206,7 @@ def authenticated(request: Request) -> Ctx:
     services = services_of(request)
     creds = basic_credentials(request)
     if creds is not None:
-        user = services.sign_ins.attempt(client_address(request), creds[0],
-                                         lambda: services.auth.authenticate(*creds))
-        return Ctx(services=services, user=user)
+        return basic_auth_ctx(services, client_address(request), creds)
     token = bearer_token(request)
     if token is None:
         raise AuthenticationError("error authenticating request")

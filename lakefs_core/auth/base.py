@@ -14,7 +14,9 @@ Both behave alike, which the auth test suite checks on every backend:
   removing or detaching one that is not there raises :class:`NotFoundError`;
 - secret access keys are stored encrypted with ``auth.encrypt.secret_key``
   (:mod:`lakefs_core.auth.crypto`);
-- :meth:`setup_admin` is safe to run from several processes at once.
+- :meth:`setup_admin` is safe to run from several processes at once;
+- :meth:`changes` grows with every write, so that every process sees at once that
+  what it cached of the store is out of date.
 """
 
 from __future__ import annotations
@@ -187,6 +189,17 @@ class BaseAuthStore(ABC):
     def effective_policies(self, username: str) -> list[Policy]:
         """Every policy of a user, attached directly or through a group, once each, by
         name. Raises NotFoundError."""
+
+    # --- changes -----------------------------------------------------------------------
+    @abstractmethod
+    def changes(self) -> int:
+        """How many times the store was written: one indexed read.
+
+        Every write of users, access keys, groups, policies, their links and the setup
+        state counts once it is visible, so an answer read from the store stays
+        current while this number stays what it was before the answer was read
+        (:class:`~lakefs_core.auth.service.AuthService` caches on that).
+        """
 
     # --- setup -------------------------------------------------------------------------
     @abstractmethod

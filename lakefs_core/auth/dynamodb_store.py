@@ -91,6 +91,8 @@ LIVE = "attribute_exists(sk) AND attribute_not_exists(deleting)"
 _SETUP_TIMESTAMP = "setup_timestamp"
 _INSTALLATION_ID = "installation_id"
 _COMM_PREFS = "comm_prefs"
+#: the item counting writes (:meth:`DynamoDBAuthStore.changes`)
+_CHANGES = "changes"
 #: the longest name used in a key (DynamoDB takes sort keys up to 1024 bytes)
 _MAX_KEY_BYTES = 900
 #: what a kind of entity is called in messages, by its partition
@@ -197,6 +199,26 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
             if code(exc) == "TransactionConflictException":
                 raise _ItemConflict(str(exc)) from None
             return None
+        finally:
+            self._count_change()
+
+    def _counted_transact(self, items: list[dict[str, Any]]) -> list[bool] | None:
+        """:meth:`_transact`, counted as a change."""
+        try:
+            return self._transact(items)
+        finally:
+            self._count_change()
+
+    def _count_change(self) -> None:
+        """Count a write (see :meth:`changes`), once it is made: a reader that saw the
+        count before it may have read either state, and reads again at the next count."""
+        self._call("update_item", TableName=self._table, Key=key(META, _CHANGES),
+                   UpdateExpression="ADD n :one", ExpressionAttributeValues={":one": {"N": "1"}})
+
+    def changes(self) -> int:
+        """See :meth:`BaseAuthStore.changes`: one consistent GetItem."""
+        item = self._get(META, _CHANGES)
+        return int(item["n"]["N"]) if item is not None else 0
 
     def _entity(self, pk: str, name: str) -> dict[str, Any] | None:
         """The item of a user, group or policy; None when missing or being deleted."""
@@ -226,7 +248,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         for pk, name in parents:
             if not _fits(name):
                 raise NotFoundError(f"{_KIND[pk]} not found: {name}")
-        failed = self._transact([*(self._check(pk, n) for pk, n in parents), *ops])
+        failed = self._counted_transact([*(self._check(pk, n) for pk, n in parents), *ops])
         if failed is None:
             return [False] * len(ops)
         for (pk, name), missing in zip(parents, failed, strict=False):
@@ -698,6 +720,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
         value = json.dumps({"email": prefs.email, "feature_updates": prefs.feature_updates})
         self._call("put_item", TableName=self._table,
                    Item={**key(META, _COMM_PREFS), "v": s(value)})
+        self._count_change()
 
     def get_comm_prefs(self) -> CommPrefs | None:
         value = self._meta(_COMM_PREFS)
@@ -727,7 +750,7 @@ class DynamoDBAuthStore(DynamoDBTable, BaseAuthStore):
             cred = Credential(access_key_id=access_key_id or generate_access_key_id(),
                               secret=secret or generate_secret(), user=username)
             user_put = self._put(self._user_item(User(username=username)), ABSENT)
-            failed = self._transact([
+            failed = self._counted_transact([
                 user_put, self._check(GROUPS, builtin.ADMINS), *self._credential_ops(cred),
                 self._put(key(_user_pk(username), "group#" + builtin.ADMINS)),
                 self._put(key(_group_pk(builtin.ADMINS), "member#" + username))])

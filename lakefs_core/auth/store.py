@@ -51,6 +51,7 @@ from lakefs_core.database import WRITE_OPTION, create_engine
 from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
+    DatabaseError,
     NotFoundError,
     SecretDecryptionError,
     ValidationError,
@@ -153,6 +154,18 @@ revoked_sessions = sa.Table(
     sa.Index("auth_revoked_sessions_by_expiry", "expires_at"),
 )
 
+#: one row counting the writes to the auth tables (:meth:`AuthStore.changes`)
+auth_changes = sa.Table(
+    "auth_changes", metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+    sa.Column("changes", sa.BigInteger(), nullable=False),
+)
+_CHANGES_ROW = 1
+_COUNT_CHANGE = (auth_changes.update().where(auth_changes.c.id == _CHANGES_ROW)
+                 .values(changes=auth_changes.c.changes + 1))
+#: read on the driver's own connection: the read that every request makes
+_READ_CHANGES = f"SELECT changes FROM auth_changes WHERE id = {_CHANGES_ROW}"
+
 # one key for every process creating the tables at once (PostgreSQL advisory lock)
 _DDL_LOCK_KEY = zlib.crc32(b"lakefs_core.auth.store")
 
@@ -236,6 +249,7 @@ class AuthStore(BaseAuthStore):
                 conn.execute(CreateTable(table, if_not_exists=True))
                 for index in table.indexes:
                     conn.execute(CreateIndex(index, if_not_exists=True))
+            conn.execute(self._insert_ignore(auth_changes).values(id=_CHANGES_ROW, changes=0))
 
     def _insert_ignore(self, table: sa.Table) -> Any:
         """INSERT ... ON CONFLICT DO NOTHING for the store's dialect."""
@@ -254,8 +268,34 @@ class AuthStore(BaseAuthStore):
         try:
             with (self._write_engine if write else self._read_engine).begin() as conn:
                 yield conn
+                if write:
+                    conn.execute(_COUNT_CHANGE)
         except sa.exc.DataError as exc:
             raise ValidationError(f"value refused by the auth database: {exc.orig}") from exc
+
+    def changes(self) -> int:
+        """How many write transactions the auth tables have seen (one indexed read).
+
+        Read on the driver's connection, outside SQLAlchemy's statement machinery: every
+        request makes this read, and there it costs a tenth as much.
+        """
+        try:
+            conn = self._engine.raw_connection()
+        except sa.exc.SQLAlchemyError as exc:
+            raise DatabaseError(f"auth database: {exc}") from exc
+        try:
+            cursor = conn.cursor()
+            try:
+                cursor.execute(_READ_CHANGES)
+                row = cursor.fetchone()
+            finally:
+                cursor.close()
+        except Exception as exc:  # the driver's own errors (sqlite3, psycopg)
+            conn.invalidate()  # the pool would otherwise roll back PostgreSQL's read
+            raise DatabaseError(f"auth database: {exc}") from exc
+        finally:
+            conn.close()
+        return int(row[0]) if row is not None else 0
 
     # --- helpers -------------------------------------------------------------------
     @staticmethod

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import os
-import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from stat import S_ISREG
 from typing import BinaryIO
@@ -26,6 +27,8 @@ SCHEME = "local://"
 #: addresses of files named by absolute path (imported files)
 EXTERNAL_SCHEME = SCHEME + "/"
 _TMP_PREFIX = ".tmp-"
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_TMP_SEQUENCE = itertools.count()
 #: extended attribute caching "<md5>:<size>:<mtime_ns>" of a file, so stat and list
 #: need not re-read it; ignored when stale and skipped where xattrs are unsupported
 _ETAG_XATTR = "user.lakefs.etag"
@@ -147,9 +150,17 @@ class LocalBlockStore(BlockStore):
         chunks: Iterable[bytes] = (
             [bytes(data)] if isinstance(data, bytes | bytearray | memoryview) else data
         )
+        directory, _, name = path.rpartition(os.sep)
+        # a name no other writer uses (this process, thread and write), without the
+        # random draws of tempfile.mkstemp, which cost as much as the write itself
+        tmp = (f"{directory}{os.sep}{_TMP_PREFIX}{name[:64]}-{os.getpid()}-"
+               f"{threading.get_ident()}-{next(_TMP_SEQUENCE)}")
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=_TMP_PREFIX)
+            try:
+                fd = os.open(tmp, _TMP_FLAGS, 0o600)
+            except FileNotFoundError:  # the first object in its directory
+                os.makedirs(directory, exist_ok=True)
+                fd = os.open(tmp, _TMP_FLAGS, 0o600)
         except OSError as e:
             raise StorageError(f"local put {address}: {e}") from e
         try:

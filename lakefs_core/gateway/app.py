@@ -20,13 +20,13 @@ import anyio
 import anyio.to_thread
 from starlette.responses import Response
 
+from lakefs_core.auth.service import AuthView
 from lakefs_core.errors import (
     AuthenticationError,
     InvalidAccessKeyIdError,
     SignatureMismatchError,
 )
 from lakefs_core.gateway import sigv2, sigv4, xml
-from lakefs_core.gateway.authcache import AuthCache
 from lakefs_core.gateway.errors import s3_error_of
 from lakefs_core.gateway.operations import Operations
 from lakefs_core.gateway.request import (
@@ -87,7 +87,6 @@ class Gateway:
         self.operations = Operations(services)
         self.domains = [d.lower() for d in services.config.gateways.s3.domain_name]
         self.region = services.config.gateways.s3.region
-        self.auth = AuthCache(services.access, services.config.auth.cache)
         http = services.config.http
         self.body_timeout = http.request_body_timeout.total_seconds()
         self.limiter = anyio.CapacityLimiter(http.transfer_threads)
@@ -136,58 +135,54 @@ class Gateway:
             address=(scope.get("client") or ("",))[0])
 
     def _serve(self, incoming: _Incoming, body: BodyReader,
-               identity: tuple[sigv4.SignedRequest, str] | None) -> Response:
+               identity: tuple[sigv4.SignedRequest, str, AuthView] | None) -> Response:
         try:
-            signed, user = identity or self._authenticate(incoming)
+            signed, user, view = identity or self._authenticate(incoming)
             request = S3Request(
                 method=incoming.method, bucket=incoming.bucket, key=incoming.key,
                 query=query_dict(incoming.query_pairs), headers=incoming.headers,
-                signed=signed, user=user,
-                policies=lambda fresh: self.auth.policies(user, fresh=fresh), pull=body.pull,
-                host=incoming.headers.get("host", ""))
+                signed=signed, user=user, policies=lambda: view.principal(user).policies,
+                pull=body.pull, host=incoming.headers.get("host", ""))
             return self.operations.handle(request)
         except Exception as exc:  # every failure becomes an S3 error document
             return self._error(exc, incoming)
 
-    def _authenticate(self, incoming: _Incoming) -> tuple[sigv4.SignedRequest, str]:
-        """Verify the request's signature. A client that failed too often of late
+    def _authenticate(self, incoming: _Incoming) -> tuple[sigv4.SignedRequest, str, AuthView]:
+        """Verify the request's signature; the signer, and the auth tables as of now
+        for the request's authorization. A client that failed too often of late
         waits (``SlowDown``) before its signature is even checked; see
         :mod:`lakefs_core.auth.throttle`."""
         owners: dict[str, str] = {}
         method, headers = incoming.method, incoming.headers
         sign_ins, address = self.services.sign_ins, incoming.address
         key_ids: list[str] = []
+        view = self.services.access.view()
 
-        def verify(fresh: bool) -> sigv4.SignedRequest:
-            def secret_for(access_key_id: str) -> str:
-                if not key_ids:
-                    sign_ins.check(address, access_key_id)
-                    key_ids.append(access_key_id)
-                credential = self.auth.credential(access_key_id, fresh=fresh)
-                owners[access_key_id] = credential.user
-                return credential.secret
-
-            if sigv4.is_signed(incoming.header_pairs, incoming.query_pairs):
-                return sigv4.verify_request(method, incoming.raw_path, incoming.raw_query,
-                                            incoming.header_pairs, secret_for,
-                                            region=self.region, service=sigv4.SERVICE)
-            if sigv2.is_v2_signed(headers, incoming.query_pairs):
-                vhost = virtual_host_bucket(headers.get("host", ""), self.domains)
-                return sigv2.verify_v2(method, incoming.raw_path, incoming.raw_query, headers,
-                                       secret_for,
-                                       bucket_prefix=f"/{vhost}" if vhost is not None else "")
-            raise AuthenticationError("Anonymous access is not allowed: sign requests")
+        def secret_for(access_key_id: str) -> str:
+            if not key_ids:
+                sign_ins.check(address, access_key_id)
+                key_ids.append(access_key_id)
+            credential = view.credential(access_key_id)
+            owners[access_key_id] = credential.user
+            return credential.secret
 
         try:
-            try:
-                signed = verify(fresh=False)
-            except SignatureMismatchError:
-                signed = verify(fresh=True)  # the key may have been re-created meanwhile
+            if sigv4.is_signed(incoming.header_pairs, incoming.query_pairs):
+                signed = sigv4.verify_request(method, incoming.raw_path, incoming.raw_query,
+                                              incoming.header_pairs, secret_for,
+                                              region=self.region, service=sigv4.SERVICE)
+            elif sigv2.is_v2_signed(headers, incoming.query_pairs):
+                vhost = virtual_host_bucket(headers.get("host", ""), self.domains)
+                signed = sigv2.verify_v2(
+                    method, incoming.raw_path, incoming.raw_query, headers, secret_for,
+                    bucket_prefix=f"/{vhost}" if vhost is not None else "")
+            else:
+                raise AuthenticationError("Anonymous access is not allowed: sign requests")
         except (InvalidAccessKeyIdError, SignatureMismatchError):
             sign_ins.failed(address, key_ids[0] if key_ids else "")
             raise
         sign_ins.succeeded(address, signed.access_key_id)
-        return signed, owners[signed.access_key_id]
+        return signed, owners[signed.access_key_id], view
 
     @staticmethod
     def _error(exc: Exception, incoming: _Incoming) -> Response:

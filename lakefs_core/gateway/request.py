@@ -76,7 +76,8 @@ class S3Request:
         headers: Lower-case header names; repeated headers joined with ``,``.
         signed: The verified signature.
         user: The user owning the signing key.
-        policies: Returns the user's effective policies (``fresh=True``: not cached).
+        policies: Returns the user's effective policies (current: see
+            :class:`~lakefs_core.auth.service.AuthService`).
         pull: Returns the next raw body chunk and whether more follow.
         host: The ``Host`` header (for Location answers).
     """
@@ -88,7 +89,7 @@ class S3Request:
     headers: dict[str, str]
     signed: SignedRequest
     user: str
-    policies: Callable[[bool], list[Policy]] = field(repr=False)
+    policies: Callable[[], Sequence[Policy]] = field(repr=False)
     pull: PullChunk = field(repr=False)
     host: str = ""
     _body_taken: bool = field(default=False, repr=False)
@@ -110,13 +111,8 @@ class S3Request:
         return RequestBody(self.pull, self.signed, self.headers, want_md5=want_md5)
 
     def check(self, *permissions: rbac.Permission) -> None:
-        """Raise PermissionDeniedError unless the user may do all of ``permissions``.
-
-        A refusal is decided on fresh policies, so that a grant applies at once.
-        """
-        requirement = rbac.all_of(*permissions)
-        if not rbac.authorize(self.policies(False), requirement, username=self.user):
-            rbac.check(self.policies(True), requirement, username=self.user)
+        """Raise PermissionDeniedError unless the user may do all of ``permissions``."""
+        rbac.check(self.policies(), rbac.all_of(*permissions), username=self.user)
 
 
 def header_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

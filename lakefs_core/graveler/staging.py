@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from lakefs_core.errors import (
     BranchChangedError,
+    LakeFSError,
     ObjectExistsError,
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -23,6 +24,7 @@ from lakefs_core.graveler.model import (
     Repository,
 )
 from lakefs_core.graveler.refs import (
+    RefExpression,
     is_commit_id,
     parse_ref,
     validate_path,
@@ -90,8 +92,8 @@ class StagingEngine(RefResolver):
         if branch is None:
             branch = self.refstore.get_branch(repo_id, branch_name)
         for _ in range(100):
-            self.refstore.put_staged(repo_id, branch.staging_token, record)
-            current = self.refstore.get_branch(repo_id, branch_name)
+            current = self.refstore.stage_on_branch(repo_id, branch_name,
+                                                    branch.staging_token, record)
             if current.staging_token == branch.staging_token:
                 return
             branch = current
@@ -109,15 +111,41 @@ class StagingEngine(RefResolver):
     def get_entry_in(self, repo: Repository, ref: str, path: str) -> Entry:
         """get_entry for a repository the caller has already read."""
         validate_path(path)
-        repo_id = repo.id
         expr = parse_ref(ref)
+        if _names_branch_or_tag(expr):
+            return self._entry_at(repo, ref, expr, path, self.refstore.get_branch_and_staged(
+                repo.id, expr.base, path))
+        return self._entry_at(repo, ref, expr, path, None)
+
+    def stat_entry(self, repo_id: str, ref: str, path: str) -> tuple[Repository, Entry]:
+        """The repository and the entry at ``path`` in ``ref``; for a branch, the
+        repository, the branch and its staged record are read at once.
+
+        Raises:
+            RepositoryNotFoundError, ObjectNotFoundError, RefNotFoundError.
+        """
+        try:
+            validate_path(path)
+            expr = parse_ref(ref)
+        except LakeFSError:  # told after a missing repository, as by the reads one by one
+            expr = None
+        if expr is None or not _names_branch_or_tag(expr):
+            repo = self.refstore.get_repository(repo_id)
+            return repo, self.get_entry_in(repo, ref, path)
+        repo, found = self.refstore.get_repository_and_staged(repo_id, expr.base, path)
+        return repo, self._entry_at(repo, ref, expr, path, found)
+
+    def _entry_at(self, repo: Repository, ref: str, expr: RefExpression, path: str,
+                  found: tuple[Branch, EntryRecord | None] | None) -> Entry:
+        """The entry at ``path`` in ``ref``; ``found``: for a ref naming a branch or a
+        tag, what :meth:`RefStore.get_branch_and_staged` answered for it."""
+        repo_id = repo.id
         rec: EntryRecord | None = None
-        if expr.modifiers or expr.committed_only or is_commit_id(expr.base):
+        if not _names_branch_or_tag(expr):
             resolved = self._resolve_expression(repo_id, ref, expr)
             if resolved.branch is not None:
                 rec = self._get_staged(repo_id, resolved.branch, path)
         else:  # a branch (the branch row and its staged record read at once) or a tag
-            found = self.refstore.get_branch_and_staged(repo_id, expr.base, path)
             if found is None:
                 resolved = self._resolve_non_branch(repo_id, expr.base)
             else:
@@ -287,6 +315,11 @@ class StagingEngine(RefResolver):
                                                             prefix=prefix)]
         for p in paths:
             self.refstore.delete_staged(repo_id, branch.staging_token, p)
+
+
+def _names_branch_or_tag(expr: RefExpression) -> bool:
+    """Whether a ref is a plain name (a branch, a tag or a short commit id)."""
+    return not (expr.modifiers or expr.committed_only or is_commit_id(expr.base))
 
 
 def page_of(it: Iterable[Difference], amount: int) -> tuple[list[Difference], bool]:

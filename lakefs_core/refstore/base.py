@@ -326,6 +326,17 @@ class RefStore(ABC):
                 return branch, record
         return branch, None
 
+    def get_repository_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+        """The repository and :meth:`get_branch_and_staged`'s answer: what a read of an
+        object by ref needs first. Stores override this to read it at once.
+
+        Raises RepositoryNotFoundError.
+        """
+        return self.get_repository(repo_id), self.get_branch_and_staged(repo_id, branch_name,
+                                                                        path)
+
     @abstractmethod
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]: ...
@@ -434,6 +445,19 @@ class RefStore(ABC):
 
         Raises RepositoryNotFoundError.
         """
+
+    def stage_on_branch(self, repo_id: str, branch_name: str, token: str,
+                        record: EntryRecord) -> Branch:
+        """Stage a record under ``token``; the branch as it is once the record is there.
+
+        A commit that sealed ``token`` before the branch was read here may have missed
+        the record: the branch's live token is then another, and the caller stages
+        again under it. Stores override this to do both in one transaction.
+
+        Raises RepositoryNotFoundError, BranchNotFoundError.
+        """
+        self.put_staged(repo_id, token, record)
+        return self.get_branch(repo_id, branch_name)
 
     @abstractmethod
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:

@@ -32,6 +32,7 @@ from sqlalchemy import (
     Row,
     Table,
     and_,
+    bindparam,
     func,
     or_,
     select,
@@ -124,6 +125,31 @@ T = TypeVar("T")
 
 #: rows fetched per query when streaming staged entries
 DEFAULT_PAGE_SIZE = 1000
+
+def _branch_and_staged(conn: Connection, repo_id: str, branch_name: str,
+                       path: str) -> tuple[Branch, EntryRecord | None] | None:
+    """:meth:`SQLRefStore.get_branch_and_staged` on a connection."""
+    row = conn.execute(SELECT_BRANCH_STAGED,
+                       {"repo": repo_id, "name": branch_name, "path": path}).first()
+    if row is None:
+        return None
+    width = len(BRANCH_COLUMNS)
+    branch = branch_of(row[:width])
+    if row[width] is not None:  # the path of a record staged under the live token
+        return branch, entry_record_of(row[width:])
+    for token in branch.sealed_tokens:
+        sealed = conn.execute(SELECT_STAGED,
+                              {"repo": repo_id, "token": token, "path": path}).first()
+        if sealed is not None:
+            return branch, entry_record_of(sealed)
+    return branch, None
+
+
+_REPOSITORY_EXISTS = select(repositories.c.id).where(repositories.c.id == bindparam("repo"))
+#: the repository row, locked until the transaction ends (PostgreSQL)
+_REPOSITORY_LOCKED = {"share": _REPOSITORY_EXISTS.with_for_update(read=True),
+                      "update": _REPOSITORY_EXISTS.with_for_update()}
+SELECT_BRANCH_SHARED = SELECT_BRANCH.with_for_update(read=True)
 
 #: key for pg_advisory_xact_lock, held while the schema is created
 _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
@@ -321,10 +347,11 @@ class SQLRefStore(RepositoryRecords, RefStore):
         either waits for the write and deletes its rows too, or has removed the
         repository before the write looks.
         """
-        stmt = select(repositories.c.id).where(repositories.c.id == repo_id)
         if lock and conn.dialect.name == "postgresql":
-            stmt = stmt.with_for_update(read=lock == "share")
-        if conn.execute(stmt).first() is None:
+            stmt = _REPOSITORY_LOCKED[lock]
+        else:
+            stmt = _REPOSITORY_EXISTS
+        if conn.execute(stmt, {"repo": repo_id}).first() is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
 
     @staticmethod
@@ -463,7 +490,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
             stmt = insert.on_conflict_do_update(index_elements=keys, set_={
                 c.name: insert.excluded[c.name] for c in table.c if c.name not in keys})
             self._upserts[table.name] = stmt
-        conn.execute(stmt, rows)
+        conn.execute(stmt, rows[0] if len(rows) == 1 else rows)  # one row: no executemany
 
     # --- branch protection, hidden branches ---------------------------------------------
     def get_branch_protection_rules(self, repo_id: str) -> tuple[str, ...]:
@@ -588,21 +615,18 @@ class SQLRefStore(RepositoryRecords, RefStore):
         tokens (a commit in progress) are looked up only if the live token has none.
         """
 
-        def work(conn: Connection) -> tuple[Branch, EntryRecord | None] | None:
-            row = conn.execute(SELECT_BRANCH_STAGED,
-                               {"repo": repo_id, "name": branch_name, "path": path}).first()
+        return self._read(lambda conn: _branch_and_staged(conn, repo_id, branch_name, path))
+
+    def get_repository_and_staged(
+        self, repo_id: str, branch_name: str, path: str
+    ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+        """See :meth:`RefStore.get_repository_and_staged`: one transaction."""
+
+        def work(conn: Connection) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+            row = conn.execute(SELECT_REPOSITORY, {"repo": repo_id}).first()
             if row is None:
-                return None
-            width = len(BRANCH_COLUMNS)
-            branch = branch_of(row[:width])
-            if row[width] is not None:  # the path of a record staged under the live token
-                return branch, entry_record_of(row[width:])
-            for token in branch.sealed_tokens:
-                sealed = conn.execute(SELECT_STAGED,
-                                      {"repo": repo_id, "token": token, "path": path}).first()
-                if sealed is not None:
-                    return branch, entry_record_of(sealed)
-            return branch, None
+                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+            return repository_of(row), _branch_and_staged(conn, repo_id, branch_name, path)
 
         return self._read(work)
 
@@ -844,6 +868,28 @@ class SQLRefStore(RepositoryRecords, RefStore):
             self._upsert(conn, staged_entries, [row])
 
         self._write(work)
+
+    def stage_on_branch(self, repo_id: str, branch_name: str, token: str,
+                        record: EntryRecord) -> Branch:
+        """See :meth:`RefStore.stage_on_branch`: one transaction. The branch row is read
+        after the record is written, under a share lock on PostgreSQL (SQLite runs one
+        writer at a time): a commit sealing ``token`` either moved the branch before
+        this read, or waits for this transaction and then sees the record."""
+        row = {"repo": repo_id, "staging_token": token, "path": record.path,
+               **entry_values(record)}
+        params = {"repo": repo_id, "name": branch_name}
+
+        def work(conn: Connection) -> Branch | None:
+            self._require_repository(conn, repo_id, lock="share")
+            self._upsert(conn, staged_entries, [row])
+            found = conn.execute(SELECT_BRANCH_SHARED if conn.dialect.name == "postgresql"
+                                 else SELECT_BRANCH, params).first()
+            return None if found is None else branch_of(found)
+
+        branch = self._write(work)
+        if branch is None:
+            raise BranchNotFoundError(f"branch {branch_name!r} not found")
+        return branch
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""

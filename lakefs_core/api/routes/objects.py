@@ -42,14 +42,14 @@ from lakefs_core.api.routes import (
 from lakefs_core.api.security import Ctx, authenticated, namespace_arn, object_arn, repo_arn
 from lakefs_core.auth import rbac
 from lakefs_core.block.base import PresignMode
-from lakefs_core.catalog import DEFAULT_CONTENT_TYPE
+from lakefs_core.catalog import DEFAULT_CONTENT_TYPE, SMALL_OBJECT
 from lakefs_core.errors import (
     NotFoundError,
     ObjectNotFoundError,
     RangeNotSatisfiableError,
     ValidationError,
 )
-from lakefs_core.graveler.model import AddressType, Entry, Repository
+from lakefs_core.graveler.model import AddressType, Branch, Entry, Repository
 from lakefs_core.graveler.refs import validate_path
 from lakefs_core.protocol.bodies import BodyReader, has_body
 from lakefs_core.protocol.http import (
@@ -168,9 +168,10 @@ def content_type_of(value: str | None) -> str:
     return value
 
 
-def _metadata_from_headers(request: Request) -> dict[str, str]:
+def metadata_from_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The user metadata of ``x-lakefs-meta-*`` headers."""
     meta = {}
-    for key, value in request.headers.items():
+    for key, value in headers:
         lowered = key.lower()
         if lowered.startswith(META_PREFIX) and len(lowered) > len(META_PREFIX):
             meta[lowered[len(META_PREFIX):]] = value
@@ -243,10 +244,14 @@ class _ObjectRead:
                     (b"content-range", content_range(first, last, entry.size).encode()))
         self.headers.append((b"content-length", str(last - first + 1).encode()))
 
-    def body(self) -> Iterator[bytes]:
+    def body(self) -> bytes | Iterator[bytes]:
         """The bytes to send, through the catalog's read path (the first chunk is read
-        now, so a missing object fails before the response starts)."""
-        return self.catalog.open_entry(self.repo, self.entry, self.byte_range).chunks
+        now, so a missing object fails before the response starts): a small object
+        whole, read at once, a larger one or a range as a stream."""
+        chunks = self.catalog.open_entry(self.repo, self.entry, self.byte_range).chunks
+        if self.byte_range is None and self.entry.size <= SMALL_OBJECT:
+            return b"".join(chunks)  # sent at once, without a thread to stream it
+        return chunks
 
 
 class _Unsatisfiable(RangeNotSatisfiableError):
@@ -263,11 +268,11 @@ class _Unsatisfiable(RangeNotSatisfiableError):
         return response
 
 
-def _raw(status: int, headers: list[tuple[bytes, bytes]], body: Iterator[bytes] | None = None,
-         ) -> Response:
+def _raw(status: int, headers: list[tuple[bytes, bytes]],
+         body: bytes | Iterator[bytes] | None = None) -> Response:
     response: Response
-    if body is None:
-        response = Response(status_code=status)
+    if body is None or isinstance(body, bytes):
+        response = Response(body, status_code=status)
     else:
         response = StreamingResponse(body, status_code=status)
     response.raw_headers = [h for h in response.raw_headers
@@ -314,8 +319,8 @@ async def upload_object(
     await run_in_threadpool(ctx.check, rbac.WRITE_OBJECT, object_arn(repository, path))
     validate_path(path)
     conditions = write_conditions(if_none_match, if_match)
-    metadata = _metadata_from_headers(request)
-    await run_in_threadpool(_preflight_upload, services, repository, branch, path, conditions)
+    metadata = metadata_from_headers(request.headers.items())
+    await run_in_threadpool(preflight_upload, services, repository, branch, path, conditions)
 
     content_type_header = request.headers.get("content-type", "")
     if content_type_header.lower().startswith("multipart/form-data"):
@@ -323,12 +328,12 @@ async def upload_object(
             content = form.get("content")
             if isinstance(content, str):  # a part sent without a file name
                 return await _transfer(request, functools.partial(
-                    _store_object, services, repository, branch, path, [content.encode()],
+                    store_object, services, repository, branch, path, [content.encode()],
                     DEFAULT_CONTENT_TYPE, metadata, conditions))
             if not isinstance(content, UploadFile):
                 raise ValidationError("multipart upload needs a field named 'content'")
             return await _transfer(request, functools.partial(
-                _store_object, services, repository, branch, path, _read_file(content.file),
+                store_object, services, repository, branch, path, _read_file(content.file),
                 content_type_of(content.content_type), metadata, conditions))
 
     body = request.scope.get("state", {}).get(BODY_STATE)
@@ -348,7 +353,7 @@ async def upload_object(
                 yield chunk
 
     return await _transfer(request, functools.partial(
-        _store_object, services, repository, branch, path, chunks(),
+        store_object, services, repository, branch, path, chunks(),
         content_type_of(content_type_header), metadata, conditions))
 
 
@@ -359,22 +364,27 @@ async def _transfer(request: Request, store: Callable[[], ObjectStats]) -> Objec
     return await anyio.to_thread.run_sync(store, limiter=limiter)
 
 
-def _preflight_upload(services: Services, repository: str, branch: str, path: str,
-                      conditions: WriteConditions) -> None:
-    """Refuse an upload before its body is read, when it could never succeed."""
-    repo = _check_writable_branch(services, repository, branch)
-    services.graveler.check_write_conditions(repo, branch, path,
+def preflight_upload(services: Services, repository: str, branch: str, path: str,
+                     conditions: WriteConditions) -> tuple[Repository, Branch]:
+    """Refuse an upload before its body is read, when it could never succeed; the
+    repository and branch it would write."""
+    target = services.catalog.writable(repository, branch)
+    services.graveler.check_write_conditions(target[0], branch, path,
                                              if_absent=conditions.if_absent,
                                              if_match=conditions.if_match)
+    return target
 
 
-def _store_object(services: Services, repository: str, branch: str, path: str,
-                  data: Iterable[bytes], content_type: str, metadata: Mapping[str, str],
-                  conditions: WriteConditions) -> ObjectStats:
-    entry = services.catalog.upload(repository, branch, path, data, content_type=content_type,
-                                    metadata=metadata, if_absent=conditions.if_absent,
-                                    if_match=conditions.if_match)
-    repo = services.graveler.get_repository(repository)
+def store_object(services: Services, repository: str, branch: str, path: str,
+                 data: Iterable[bytes], content_type: str, metadata: Mapping[str, str],
+                 conditions: WriteConditions, *,
+                 checked: tuple[Repository, Branch] | None = None) -> ObjectStats:
+    """Write an upload's data and stage it; ``checked``: the target that
+    :func:`preflight_upload` returned just before (else it is read again)."""
+    entry = services.catalog.upload(
+        repository, branch, path, data, content_type=content_type, metadata=metadata,
+        if_absent=conditions.if_absent, if_match=conditions.if_match, checked=checked)
+    repo = checked[0] if checked is not None else services.graveler.get_repository(repository)
     return object_stats(services, repo, path, entry)
 
 
@@ -555,7 +565,7 @@ def delete_objects(
         raise ValidationError(f"too many paths: at most {MAX_DELETE_PATHS} per request")
     services = ctx.services
     _check_writable_branch(services, repository, branch)
-    policies = services.auth.effective_policies(ctx.user.username)
+    policies = ctx.principal.policies
     errors: list[ObjectError] = []
     for path in path_list.paths:
         permission = rbac.Permission(rbac.DELETE_OBJECT, object_arn(repository, path))
@@ -779,7 +789,10 @@ __all__ = [
     "ObjectStats",
     "ObjectStatsList",
     "content_type_of",
+    "metadata_from_headers",
     "object_stats",
+    "preflight_upload",
     "relative_to_namespace",
     "router",
+    "store_object",
 ]

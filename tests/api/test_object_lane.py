@@ -1,0 +1,109 @@
+"""The object lane (stat, read and raw upload beside FastAPI) answers as FastAPI does.
+
+Each request is sent twice to a live server: once as the lane takes it, and once with
+a query value the lane leaves to FastAPI (``yes``/``no`` for a boolean, which FastAPI
+reads as true/false), so both answers come from the same server and data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from lakefs_testing.live_server import LiveServer, live_server
+
+REPO = "lane"
+OBJECTS = f"/repositories/{REPO}/refs/main/objects"
+UPLOAD = f"/repositories/{REPO}/branches/main/objects"
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    root: Path = tmp_path_factory.mktemp("lane")
+    with live_server(str(root)) as server:
+        with server.client() as api:
+            api.post("/repositories", json={"name": REPO, "storage_namespace": f"local://{REPO}",
+                                            "default_branch": "main"}).raise_for_status()
+            api.post(UPLOAD, params={"path": "a/é.txt"}, content=b"0123456789",
+                     headers={"content-type": "text/plain",
+                              "x-lakefs-meta-color": "blue"}).raise_for_status()
+        yield server
+
+
+def _same(lane: httpx.Response, fastapi: httpx.Response, *, skip: tuple[str, ...] = ()) -> None:
+    assert (lane.status_code, lane.content) == (fastapi.status_code, fastapi.content)
+    drop = {"date", *skip}
+    assert ({k: v for k, v in lane.headers.items() if k not in drop}
+            == {k: v for k, v in fastapi.headers.items() if k not in drop})
+
+
+@pytest.mark.parametrize("params", [
+    {"path": "a/é.txt"}, {"path": "a/é.txt", "user_metadata": "false"},
+    {"path": "missing"}, {"path": ""}, {"path": "a/é.txt", "presign": "false"}])
+def test_stat_answers_as_fastapi(srv: LiveServer, params: dict[str, str]) -> None:
+    with srv.client() as api:
+        flag = {"user_metadata": {"true": "yes", "false": "no"}[params.get("user_metadata",
+                                                                           "true")]}
+        _same(api.get(f"{OBJECTS}/stat", params=params),
+              api.get(f"{OBJECTS}/stat", params={**params, **flag}))
+
+
+@pytest.mark.parametrize("headers", [
+    {}, {"range": "bytes=2-4"}, {"range": "bytes=20-30"}, {"if-none-match": "*"},
+    {"if-match": '"nope"'}])
+def test_read_answers_as_fastapi(srv: LiveServer, headers: dict[str, str]) -> None:
+    with srv.client() as api:
+        for path in ("a/é.txt", "missing"):
+            _same(api.get(OBJECTS, params={"path": path}, headers=headers),
+                  api.get(OBJECTS, params={"path": path, "presign": "no"}, headers=headers))
+
+
+def test_refusals_answer_as_fastapi(srv: LiveServer) -> None:
+    with srv.client(secret="wrong") as stranger:
+        _same(stranger.get(f"{OBJECTS}/stat", params={"path": "a/é.txt"}),
+              stranger.get(f"{OBJECTS}/stat", params={"path": "a/é.txt",
+                                                       "user_metadata": "yes"}))
+    key, secret = srv.repo_writer("other-writer", "other")
+    with srv.client(key, secret) as other:
+        _same(other.get(OBJECTS, params={"path": "a/é.txt"}),
+              other.get(OBJECTS, params={"path": "a/é.txt", "presign": "no"}))
+        lane = other.post(UPLOAD, params={"path": "x"}, content=b"data")
+        fastapi = other.post(UPLOAD, params={"path": "x", "force": "no"}, content=b"data")
+        _same(lane, fastapi, skip=("connection",))
+        assert lane.status_code == 403
+
+
+def test_upload_answers_as_fastapi(srv: LiveServer) -> None:
+    with srv.client() as api:
+        headers = {"content-type": "text/csv", "x-lakefs-meta-Owner": "me"}
+        lane = api.post(UPLOAD, params={"path": "up/lane"}, content=b"a,b\n", headers=headers)
+        fastapi = api.post(UPLOAD, params={"path": "up/fastapi", "force": "no"},
+                           content=b"a,b\n", headers=headers)
+        assert lane.status_code == fastapi.status_code == 201
+        answers = [r.json() for r in (lane, fastapi)]
+        for answer in answers:
+            answer.pop("path"), answer.pop("physical_address"), answer.pop("mtime")
+        assert answers[0] == answers[1] == {
+            "path_type": "object", "checksum": answers[0]["checksum"], "size_bytes": 4,
+            "metadata": {"owner": "me"}, "content_type": "text/csv"}
+        assert api.get(OBJECTS, params={"path": "up/lane"}).content == b"a,b\n"
+        # conditions and bad input, refused alike
+        for params, extra in (({"path": "up/lane"}, {"if-none-match": "*"}),
+                              ({"path": "up/new"}, {"if-match": '"nope"'}),
+                              ({"path": "up/bad", "force": "true"},
+                               {"content-type": "text/" + "x" * 1100}),
+                              ({"path": ""}, {})):
+            _same(api.post(UPLOAD, params=params, content=b"z", headers=extra),
+                  api.post(UPLOAD, params={**params, "force": "no"}, content=b"z",
+                           headers=extra), skip=("connection",))
+        # an upload to a read-only repository is refused before its body is read
+        srv.services.graveler.set_read_only(REPO, True)
+        try:
+            refused = api.post(UPLOAD, params={"path": "ro"}, content=b"z")
+            assert refused.status_code == 403
+            assert refused.headers["connection"] == "close"
+        finally:
+            srv.services.graveler.set_read_only(REPO, False)
