@@ -337,9 +337,9 @@ class MirrorFollower:
         if self.refs or source != {n: h for n, h in self.ctx.mirrors.branches(repo).items()
                                    if n not in grouped}:
             return False
-        if (self.ctx.mirror_tags and source_tags is not None
-                and source_tags != self.ctx.mirrors.tags(repo)):
-            return False
+        if self.ctx.mirror_tags and source_tags is not None and (
+                self._tags_refused or source_tags != self.ctx.mirrors.tags(repo)):
+            return False  # tags moved, or may be listed again: a round follows them
         for name, head in source.items():
             row = self._rows.get(name) or self._current_row(name)
             since = row and (row.source_confirmed_at or row.source_head_seen_at)

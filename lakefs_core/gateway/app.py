@@ -188,7 +188,7 @@ class Gateway:
     def _error(exc: Exception, incoming: _Incoming) -> Response:
         info = s3_error_of(exc, presigned=incoming.presigned)
         method, resource, request_id = incoming.method, incoming.resource, incoming.request_id
-        if info.status >= 500 and info.code != "NotImplemented":
+        if info.status >= 500 and info.code not in ("NotImplemented", "SlowDown"):
             log.error("gateway %s %s failed: %s", method, resource, exc, exc_info=exc,
                       extra={"request_id": request_id, "resource": resource,
                              "s3_code": info.code})

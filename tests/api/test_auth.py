@@ -381,24 +381,25 @@ def test_auth_capabilities_need_no_login(srv: LiveServer) -> None:
 def test_failed_sign_ins_slow_the_guesser_down_not_the_owner(srv: LiveServer) -> None:
     """Basic auth and ``/auth/login`` share one limit, keyed by the client's address and
     key: a guesser waits ever longer (429); the owner elsewhere is never refused."""
-    key, secret = srv.repo_writer("guessed-api", "any-repo")
-    with httpx.Client(base_url=srv.api, timeout=30) as guesser:
-        for _ in range(FREE_PAIR_FAILURES + 1):
-            assert guesser.get("/user", auth=(key, "guess")).status_code == 401
-        for refused in (guesser.get("/user", auth=(key, secret)),
-                        guesser.post("/auth/login", json={"access_key_id": key,
-                                                          "secret_access_key": secret})):
-            assert refused.status_code == 429, refused.text
-            assert "too many failed sign-ins" in refused.json()["message"]
-            assert 0 < int(refused.headers["retry-after"]) <= 300
-    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
-    with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as owner:
-        assert owner.get("/user", auth=(key, secret)).status_code == 200
-        assert owner.post("/auth/login", json={"access_key_id": key,
-                                               "secret_access_key": secret}).status_code == 200
-    # failed logins count too, from their own address
-    with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as guesser:
-        for _ in range(FREE_PAIR_FAILURES + 1):
-            assert guesser.post("/auth/login", json={
-                "access_key_id": key, "secret_access_key": "guess"}).status_code == 401
-        assert guesser.get("/user", auth=(key, secret)).status_code == 429
+    with srv.patient_sign_in_throttle():
+        key, secret = srv.repo_writer("guessed-api", "any-repo")
+        with httpx.Client(base_url=srv.api, timeout=30) as guesser:
+            for _ in range(FREE_PAIR_FAILURES + 1):
+                assert guesser.get("/user", auth=(key, "guess")).status_code == 401
+            for refused in (guesser.get("/user", auth=(key, secret)),
+                            guesser.post("/auth/login", json={"access_key_id": key,
+                                                              "secret_access_key": secret})):
+                assert refused.status_code == 429, refused.text
+                assert "too many failed sign-ins" in refused.json()["message"]
+                assert 0 < int(refused.headers["retry-after"]) <= 300
+        elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+        with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as owner:
+            assert owner.get("/user", auth=(key, secret)).status_code == 200
+            assert owner.post("/auth/login", json={"access_key_id": key,
+                                                   "secret_access_key": secret}).status_code == 200
+        # failed logins count too, from their own address
+        with httpx.Client(base_url=srv.api, timeout=30, transport=elsewhere) as guesser:
+            for _ in range(FREE_PAIR_FAILURES + 1):
+                assert guesser.post("/auth/login", json={
+                    "access_key_id": key, "secret_access_key": "guess"}).status_code == 401
+            assert guesser.get("/user", auth=(key, secret)).status_code == 429

@@ -239,22 +239,23 @@ def test_unsigned_amz_headers_are_refused(repo: Repo, server: LiveServer,
 
 
 def test_failed_signatures_slow_the_guesser_down_not_the_owner(repo: Repo) -> None:
-    server = repo.server
-    key, secret = server.repo_writer("guessed-s3", repo.name)
-    guesser = s3_client(server.endpoint, key, "guess", signature_version="s3v4")
-    for _ in range(FREE_PAIR_FAILURES + 1):
-        assert _refused(lambda: guesser.list_objects_v2(Bucket=repo.name, Prefix="main/")) == (
-            403, "SignatureDoesNotMatch")
-    right = s3_client(server.endpoint, key, secret, signature_version="s3v4")
-    with pytest.raises(ClientError) as exc:
-        right.list_objects_v2(Bucket=repo.name, Prefix="main/")
-    response = exc.value.response
-    assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (
-        503, "SlowDown")
-    assert 0 < int(response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) <= 300
-    # the owner, from another address, is served
-    url = right.generate_presigned_url(
-        "list_objects_v2", Params={"Bucket": repo.name, "Prefix": "main/"}, ExpiresIn=60)
-    assert httpx.get(url).status_code == 503
-    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as owner:
-        assert owner.get(url).status_code == 200
+    with repo.server.patient_sign_in_throttle():
+        server = repo.server
+        key, secret = server.repo_writer("guessed-s3", repo.name)
+        guesser = s3_client(server.endpoint, key, "guess", signature_version="s3v4")
+        for _ in range(FREE_PAIR_FAILURES + 1):
+            refused = _refused(lambda: guesser.list_objects_v2(Bucket=repo.name, Prefix="main/"))
+            assert refused == (403, "SignatureDoesNotMatch")
+        right = s3_client(server.endpoint, key, secret, signature_version="s3v4")
+        with pytest.raises(ClientError) as exc:
+            right.list_objects_v2(Bucket=repo.name, Prefix="main/")
+        response = exc.value.response
+        assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (
+            503, "SlowDown")
+        assert 0 < int(response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) <= 300
+        # the owner, from another address, is served
+        url = right.generate_presigned_url(
+            "list_objects_v2", Params={"Bucket": repo.name, "Prefix": "main/"}, ExpiresIn=60)
+        assert httpx.get(url).status_code == 503
+        with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as owner:
+            assert owner.get(url).status_code == 200

@@ -40,12 +40,15 @@ def served_pairs(region: Region) -> Iterator[list[tuple[str, str]]]:
     stop = threading.Event()
     refs = [(repo, "main") for repo in REPOS]
 
+    def read() -> None:
+        heads = region.graveler.refstore.get_branches(refs)
+        pair = tuple(heads[r].commit_id if r in heads else "" for r in refs)
+        if not seen or seen[-1] != pair:
+            seen.append((pair[0], pair[1]))
+
     def watch() -> None:
         while not stop.is_set():
-            heads = region.graveler.refstore.get_branches(refs)
-            pair = tuple(heads[r].commit_id if r in heads else "" for r in refs)
-            if not seen or seen[-1] != pair:
-                seen.append((pair[0], pair[1]))
+            read()
             time.sleep(0.01)
 
     thread = threading.Thread(target=watch, daemon=True)
@@ -55,6 +58,7 @@ def served_pairs(region: Region) -> Iterator[list[tuple[str, str]]]:
     finally:
         stop.set()
         thread.join()
+        read()  # what the block saw last, however slowly the watcher was scheduled
 
 
 def group_status(region: Region, group_id: str) -> dict[str, Any]:

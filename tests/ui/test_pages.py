@@ -199,29 +199,30 @@ def test_sign_out_revokes_the_session_and_its_copies(server: LiveServer) -> None
 
 
 def test_failed_sign_ins_slow_the_guesser_and_not_the_owner(server: LiveServer) -> None:
-    auth = server.services.auth
-    auth.create_user("guessed")
-    auth.attach_policy_to_user("guessed", "FSReadAll")
-    cred = auth.create_credentials("guessed")
-    with httpx.Client(base_url=server.endpoint, timeout=30) as c:
-        for _ in range(FREE_PAIR_FAILURES + 1):
-            r = ui_sign_in(c, cred.access_key_id, "guess")
-            assert r.status_code == 401 and "invalid access key" in r.text
-        # the guesser's address must wait, with the login page and when to retry
-        r = ui_sign_in(c, cred.access_key_id, cred.secret)
-        assert r.status_code == 429 and "too many failed sign-ins" in r.text
-        assert 'name="access_key_id"' in r.text
-        assert 0 < int(r.headers["retry-after"]) <= 300
-        assert "lakefs_ui_session" not in c.cookies
-    # the owner, from another address, signs in: to the UI and to the API
-    elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
-    c2, _ = _signed_in(server, cred.access_key_id, cred.secret, transport=elsewhere)
-    c2.close()
-    with httpx.Client(base_url=server.api, auth=(cred.access_key_id, cred.secret),
-                      transport=httpx.HTTPTransport(local_address="127.0.0.2")) as api:
-        assert api.get("/user").status_code == 200
-    c3, _ = _signed_in(server)  # another key from the guesser's address too
-    c3.close()
+    with server.patient_sign_in_throttle():
+        auth = server.services.auth
+        auth.create_user("guessed")
+        auth.attach_policy_to_user("guessed", "FSReadAll")
+        cred = auth.create_credentials("guessed")
+        with httpx.Client(base_url=server.endpoint, timeout=30) as c:
+            for _ in range(FREE_PAIR_FAILURES + 1):
+                r = ui_sign_in(c, cred.access_key_id, "guess")
+                assert r.status_code == 401 and "invalid access key" in r.text
+            # the guesser's address must wait, with the login page and when to retry
+            r = ui_sign_in(c, cred.access_key_id, cred.secret)
+            assert r.status_code == 429 and "too many failed sign-ins" in r.text
+            assert 'name="access_key_id"' in r.text
+            assert 0 < int(r.headers["retry-after"]) <= 300
+            assert "lakefs_ui_session" not in c.cookies
+        # the owner, from another address, signs in: to the UI and to the API
+        elsewhere = httpx.HTTPTransport(local_address="127.0.0.2")
+        c2, _ = _signed_in(server, cred.access_key_id, cred.secret, transport=elsewhere)
+        c2.close()
+        with httpx.Client(base_url=server.api, auth=(cred.access_key_id, cred.secret),
+                          transport=httpx.HTTPTransport(local_address="127.0.0.2")) as api:
+            assert api.get("/user").status_code == 200
+        c3, _ = _signed_in(server)  # another key from the guesser's address too
+        c3.close()
 
 
 def test_bodies_are_refused_unread_without_a_session_or_past_the_limits(
