@@ -10,6 +10,7 @@ from __future__ import annotations
 from lakefs_core.errors import (
     AlreadyExistsError,
     ConflictError,
+    DatabaseError,
     LakeFSError,
     NotFoundError,
     ValidationError,
@@ -29,8 +30,9 @@ class MirrorsDatabaseConfigError(MirrorsDatabaseError, ValidationError):
     """
 
 
-class MirrorsDatabaseUnavailableError(MirrorsDatabaseError):
-    """The mirrors database cannot be reached (connection refused, DNS, timeout)."""
+class MirrorsDatabaseUnavailableError(MirrorsDatabaseError, DatabaseError):
+    """The mirrors database cannot be reached (connection refused, DNS, timeout): the
+    REST APIs answer 503, for the client to try again."""
 
 
 class InvalidMirrorArgumentError(MirrorsDatabaseError, ValidationError):

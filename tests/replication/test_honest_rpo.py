@@ -28,7 +28,7 @@ from lakefs_testing.regions import (
     two_regions,
     upload,
 )
-from lakefs_testing.servers import free_port
+from lakefs_testing.servers import free_port, start_moto
 from lakefs_testing.ui_login import ui_sign_in
 from lakefs_testing.waiting import wait_for
 from tests.replication.test_metrics_logs import branch_metric, mirror_metric, scrape
@@ -128,3 +128,27 @@ def test_a_blind_mirror_is_stale_and_its_lag_covers_the_missed_commit(
         badge = re.search(r'<span class="badge stale" data-test="mirror-stale"[^>]*>', html)
         assert badge is not None and "hidden" not in badge.group(0), html
         assert 'class="stale" data-branch="main"' in html
+
+
+def test_a_mirrors_table_out_of_reach_answers_503_saying_so(tmp_path: Path) -> None:
+    """The mirrors table (DynamoDB) goes away: the status and listing routes answer 503
+    naming the table, for the client to try again; never a 500."""
+    server = start_moto()
+    table = {"type": "dynamodb", "dynamodb": {
+        "table_name": "mirrors-gone", "aws_region": "us-east-1",
+        "endpoint_url": server.endpoint}}
+    try:
+        with two_regions(tmp_path, table, interval="1s") as (east, west):
+            create_source(east)
+            mirror = create_mirror(east)
+            server.stop()
+            for region in (east, west):
+                with region.client() as c:
+                    for path in (f"{MIRRORS}/src/mirrors/{mirror['id']}/status",
+                                 f"{MIRRORS}/src/mirrors"):
+                        r = c.get(path)
+                        assert r.status_code == 503, (path, r.status_code, r.text)
+                        assert "cannot reach DynamoDB table 'mirrors-gone'" in (
+                            r.json()["message"])
+    finally:
+        server.stop()
