@@ -241,7 +241,7 @@ class AuthStore(BaseAuthStore):
         return self
 
     def _create_tables(self) -> None:
-        with self._engine.begin() as conn:
+        with self._write_engine.begin() as conn:  # BEGIN IMMEDIATE in SQLite
             if conn.dialect.name == "postgresql":
                 # concurrent CREATE ... IF NOT EXISTS can still collide in PostgreSQL
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _DDL_LOCK_KEY})
