@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test lint bench clean chaos-long topologies drill docs browser screenshots azurite compat-clients \
-	compat compat-airflow
+.PHONY: run test test-setup lint bench clean chaos-long topologies drill docs browser screenshots \
+	azurite compat-clients compat compat-airflow system-packages
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
@@ -27,6 +27,16 @@ browser:
 	@test -x $(CHROMIUM) || { $(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium chromium-driver; }
 
+# every Debian package the tests use (the browser, rclone, s3cmd), in one apt-get run:
+# apt-get takes a lock, so the other set-up steps run beside it, never a second one
+system-packages:
+	@missing=""; \
+	test -x $(CHROMIUM) || missing="$$missing chromium chromium-driver"; \
+	command -v rclone >/dev/null || missing="$$missing rclone"; \
+	command -v s3cmd >/dev/null || missing="$$missing s3cmd"; \
+	test -z "$$missing" || { $(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y $$missing; }
+
 # the S3 clients of the compatibility suite (tests/compat) that are not Python packages
 # of the project: rclone and s3cmd from Debian, installed once; s3fs in a virtualenv of
 # its own, since aiobotocore pins a botocore older than the project's boto3
@@ -36,13 +46,13 @@ compat-clients: $(S3FS_CLIENT) $(DBT_CLIENT)
 	@command -v rclone >/dev/null && command -v s3cmd >/dev/null || { $(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y rclone s3cmd; }
 
-$(S3FS_CLIENT): | $(STAMP)
+$(S3FS_CLIENT):
 	$(PYTHON) -m venv $(VENV)/s3fs-client
 	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
 
 # dbt with the DuckDB adapter, for `lakectl dbt create-branch-schema` (dbt pins its own
 # dependencies; 1.10 is the last dbt-core that installs from PyPI alone)
-$(DBT_CLIENT): | $(STAMP)
+$(DBT_CLIENT):
 	$(PYTHON) -m venv $(VENV)/dbt-client
 	$(VENV)/dbt-client/bin/pip install --quiet "dbt-core==1.10.*" "dbt-duckdb==1.10.*"
 
@@ -64,18 +74,22 @@ $(AIRFLOW_CLIENT): tests/compat/airflow-constraints.txt | $(STAMP)
 compat: compat-clients compat-airflow
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m '' tests/compat
 
-$(AZURITE): | $(STAMP)
+$(AZURITE):
 	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3
 	touch $@
 
 azurite: $(AZURITE)
 
-# the lint step (style, types, layers) runs first: CI runs `make test`; the tests run on
-# two workers (pytest-xdist, a file's tests on one worker; each worker starts its own
-# PostgreSQL, moto, Azurite and emulators, on ports of its own share), and the slowest
-# are listed at the end, to keep the suite within its time
-test: lint browser compat-clients $(AZURITE)
+# CI runs `make test`. The set-up steps (the project's virtualenv then the lint step:
+# style, types, layers; the clients' virtualenvs, Azurite, Debian's packages) run side
+# by side, then the tests on two workers (pytest-xdist, a file's tests on one worker;
+# each worker starts its own PostgreSQL, moto, Azurite and emulators, on ports of its
+# own share); the slowest are listed at the end, to keep the suite within its time
+test:
+	$(MAKE) --jobs=4 --output-sync=target test-setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30
+
+test-setup: lint system-packages $(S3FS_CLIENT) $(DBT_CLIENT) $(AZURITE)
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser
 screenshots: $(STAMP) browser
