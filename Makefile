@@ -87,7 +87,7 @@ azurite: $(AZURITE)
 # own share); the slowest are listed at the end, to keep the suite within its time
 test:
 	$(MAKE) --jobs=4 --output-sync=target test-setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=30
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
 test-setup: lint system-packages $(S3FS_CLIENT) $(DBT_CLIENT) $(AZURITE)
 

@@ -1,0 +1,38 @@
+"""The suite's ordering data: seconds per test file, from a JUnit report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakefs_testing.durations import file_durations, file_of, main
+
+
+def test_durations_are_summed_per_file_longest_first(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "e2e").mkdir(parents=True)
+    (tmp_path / "tests" / "e2e" / "test_soak.py").write_text("")
+    (tmp_path / "tests" / "test_api.py").write_text("")
+    report = tmp_path / "report.xml"
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.test_api" name="test_a" time="1.5"/>'
+        '<testcase classname="tests.test_api.TestGroup" name="test_b[x]" time="2.0"/>'
+        '<testcase classname="tests.e2e.test_soak" name="test_long" time="60.25"/>'
+        '</testsuite></testsuites>')
+    durations = file_durations(report, tmp_path)
+    assert list(durations.items()) == [("tests/e2e/test_soak.py", 60.25),
+                                       ("tests/test_api.py", 3.5)]
+    with pytest.raises(ValueError, match="tests.nowhere"):
+        file_of("tests.nowhere", tmp_path)
+    assert main([]) == 2
+
+
+def test_the_committed_durations_name_existing_files() -> None:
+    import json
+
+    root = Path(__file__).parent.parent
+    durations = json.loads((root / "tests" / "file_durations.json").read_text())
+    assert durations, "tests/file_durations.json is empty"
+    missing = [path for path in durations if not (root / path).is_file()]
+    assert len(missing) <= len(durations) // 10, missing  # a few may be renamed since
