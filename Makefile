@@ -23,9 +23,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/python -m e2e.demo $(ARGS)
 
-browser:
-	@test -x $(CHROMIUM) || { $(SUDO) apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium chromium-driver; }
+browser: system-packages
 
 # every Debian package the tests use (the browser, rclone, s3cmd), in one apt-get run:
 # apt-get takes a lock, so the other set-up steps run beside it, never a second one
@@ -42,9 +40,7 @@ system-packages:
 # its own, since aiobotocore pins a botocore older than the project's boto3
 S3FS_CLIENT := $(VENV)/s3fs-client/bin/python
 DBT_CLIENT := $(VENV)/dbt-client/bin/dbt
-compat-clients: $(S3FS_CLIENT) $(DBT_CLIENT)
-	@command -v rclone >/dev/null && command -v s3cmd >/dev/null || { $(SUDO) apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y rclone s3cmd; }
+compat-clients: system-packages $(S3FS_CLIENT) $(DBT_CLIENT)
 
 $(S3FS_CLIENT):
 	$(PYTHON) -m venv $(VENV)/s3fs-client
@@ -89,7 +85,7 @@ test:
 	$(MAKE) --jobs=4 --output-sync=target test-setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30
 
-test-setup: lint system-packages $(S3FS_CLIENT) $(DBT_CLIENT) $(AZURITE)
+test-setup: lint compat-clients $(AZURITE)
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser
 screenshots: $(STAMP) browser
