@@ -46,9 +46,9 @@ def total(metrics: ReplicationMetrics, name: str) -> float:
                if s.name == name)
 
 
-#: the mirrors table's lease operations: the sidecar renews what it holds on a clock of
-#: its own (a third of the lease's term), whatever a round does
-LEASE_OPERATIONS = frozenset({"acquire_lease", "release_lease"})
+#: the mirrors table's operations the sidecar runs on clocks of its own, whatever a round
+#: does: lease renewals (a third of the lease's term) and the listing of its mirrors
+LEASE_OPERATIONS = frozenset({"acquire_lease", "release_lease", "list_mirrors_by_destination"})
 
 
 def requests(sidecar: Sidecar) -> tuple[float, dict[str, float]]:
