@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 from sqlalchemy import Connection, Engine
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import StaticPool
 
@@ -23,6 +26,8 @@ from lakefs_core.errors import DatabaseError, ValidationError
 
 #: the file created inside a ``database.local.path`` that is a directory
 SQLITE_FILE_NAME = "refstore.db"
+
+T = TypeVar("T")
 
 #: execution option of a connection whose transaction will write (SQLite: BEGIN IMMEDIATE)
 WRITE_OPTION = "lakefs_write"
@@ -159,3 +164,100 @@ def sqlite_begin(conn: Connection, write: bool) -> None:
         driver.execute(statement)
     except sqlite3.Error as exc:
         raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
+
+
+class ThreadReaders:
+    """Read-only connections of the driver itself to one SQLite file, one per thread.
+
+    For the reads that every request makes (a stat's repository, branch and staged
+    record; the auth tables' change count): on these, SQLAlchemy's pool checkout,
+    statement dispatch and result wrapping cost more than the query. A thread keeps
+    its connection for its life; all are closed by :meth:`close`. The connections are
+    ``query_only``: nothing can write through them. In WAL mode a read never waits
+    for a writer.
+
+    Args:
+        path: the SQLite file.
+        busy_timeout: seconds a statement waits for a lock (a checkpoint's, at worst).
+    """
+
+    def __init__(self, path: str, busy_timeout: float) -> None:
+        self._path = path
+        self._busy_ms = int(busy_timeout * 1000)
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def of(cls, engine: Engine, busy_timeout: float = 30.0) -> ThreadReaders | None:
+        """Readers of the file of ``engine``'s SQLite database; None for another
+        database, or SQLite in memory."""
+        url = engine.url
+        if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+            return None
+        return cls(url.database, busy_timeout)
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection, opened on first use."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
+                               cached_statements=64)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if self._closed:
+                conn.close()
+                raise sqlite3.ProgrammingError("the readers are closed")
+            self._opened.append(conn)
+        self._local.conn = conn
+        return conn
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one read transaction (one snapshot) on this thread's
+        connection. The driver's errors are raised as SQLAlchemy wraps them, so that
+        callers handle them as they handle their engine's."""
+        try:
+            conn = self.connection()
+            conn.execute("BEGIN")
+            try:
+                return work(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
+
+    def first(self, sql: str, params: Any) -> Any:
+        """The first row of one statement (its own snapshot), or None; errors as
+        :meth:`read` raises them."""
+        try:
+            return self.connection().execute(sql, params).fetchone()
+        except sqlite3.Error as exc:
+            raise sa_exc.DBAPIError.instance(sql, None, exc, sqlite3.Error) from exc
+
+    def close(self) -> None:
+        """Close every thread's connection; later reads fail."""
+        with self._lock:
+            self._closed = True
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+
+
+_NAMED_SQLITE = sqlite.dialect(paramstyle="named")
+_SQL_TEXT: dict[Any, str] = {}
+
+
+def sqlite_text(statement: Any) -> str:
+    """A SQLAlchemy statement built once (module level, bound parameters by name) as
+    SQLite's SQL text with ``:name`` parameters, compiled on first use."""
+    text = _SQL_TEXT.get(statement)
+    if text is None:
+        text = _SQL_TEXT[statement] = str(statement.compile(dialect=_NAMED_SQLITE))
+    return text

@@ -25,7 +25,8 @@ Typical use::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -192,15 +193,38 @@ class Decision(Enum):
 # --- matching ------------------------------------------------------------------------
 def wildcard_match(pattern: str, value: str) -> bool:
     """Whether ``value`` matches ``pattern`` (``*`` any run, ``?`` one character)."""
+    return _matcher(pattern)(value)
+
+
+def _has_wildcard(text: str) -> bool:
+    return "*" in text or "?" in text
+
+
+@functools.lru_cache(maxsize=4096)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """A test of values against ``pattern``, made once per pattern: the patterns of
+    policies are mostly a name, ``*``, or a prefix and ``*``, tested at once."""
+    if pattern == "*":
+        return lambda value: True
+    if not _has_wildcard(pattern):
+        return pattern.__eq__
+    head = pattern[:-1]
+    if pattern[-1] == "*" and not _has_wildcard(head):
+        return lambda value: value.startswith(head)
+    return functools.partial(_scan, pattern)
+
+
+def _scan(pattern: str, value: str) -> bool:
+    """:func:`wildcard_match`, character by character."""
     p = v = 0
     star_p, star_v = -1, 0
     while v < len(value):
-        if p < len(pattern) and (pattern[p] == "?" or pattern[p] == value[v]):
-            p += 1
-            v += 1
-        elif p < len(pattern) and pattern[p] == "*":
+        if p < len(pattern) and pattern[p] == "*":  # a wildcard, even facing a "*"
             star_p, star_v = p, v
             p += 1
+        elif p < len(pattern) and (pattern[p] == "?" or pattern[p] == value[v]):
+            p += 1
+            v += 1
         elif star_p >= 0:
             # backtrack: let the last star swallow one more character
             star_v += 1
@@ -221,14 +245,32 @@ def arn_match(pattern: str, resource: str) -> bool:
     ``*`` matches every resource. A pattern or resource that is not an ARN is
     matched as a plain wildcard string.
     """
+    return _arn_matcher(pattern)(resource)
+
+
+@functools.lru_cache(maxsize=4096)
+def _arn_matcher(pattern: str) -> Callable[[str], bool]:
+    """:func:`arn_match`'s test for ``pattern``, made once per pattern."""
     if pattern == ALL:
-        return True
+        return lambda resource: True
     pat_fields = pattern.split(":", _ARN_FIELDS - 1)
-    res_fields = resource.split(":", _ARN_FIELDS - 1)
-    if (len(pat_fields) != _ARN_FIELDS or len(res_fields) != _ARN_FIELDS
-            or pat_fields[0] != "arn" or res_fields[0] != "arn"):
-        return wildcard_match(pattern, resource)
-    return all(wildcard_match(p, r) for p, r in zip(pat_fields, res_fields, strict=True))
+    if len(pat_fields) != _ARN_FIELDS or pat_fields[0] != "arn":
+        return _matcher(pattern)
+    fields = [_matcher(field) for field in pat_fields]
+    if not any(_has_wildcard(field) for field in pat_fields[:-1]):
+        # the usual ARN: a resource with exactly these first five fields, then a match
+        # of the last one (the first five of a pattern hold no ``:``)
+        prefix = ":".join(pat_fields[:-1]) + ":"
+        last = fields[-1]
+        return lambda resource: resource.startswith(prefix) and last(resource[len(prefix):])
+
+    def match(resource: str) -> bool:
+        res_fields = resource.split(":", _ARN_FIELDS - 1)
+        if len(res_fields) != _ARN_FIELDS or res_fields[0] != "arn":
+            return _scan(pattern, resource)
+        return all(test(r) for test, r in zip(fields, res_fields, strict=True))
+
+    return match
 
 
 #: a user name's ``*`` and ``?`` stand in a pattern as these (private use) characters, so

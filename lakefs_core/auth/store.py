@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import sqlite3
 import uuid
 import zlib
 from collections.abc import Iterator
@@ -47,7 +48,7 @@ from lakefs_core.auth.model import (
     User,
     validate_entity_id,
 )
-from lakefs_core.database import WRITE_OPTION, create_engine
+from lakefs_core.database import WRITE_OPTION, ThreadReaders, create_engine
 from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -221,6 +222,8 @@ class AuthStore(BaseAuthStore):
         self._effective_policies = (
             sa.select(policies).where(policies.c.name.in_(sa.select(names.c.name)))
             .order_by(self._bytewise(policies.c.name)))
+        #: the driver's own connections, for the change count every request reads
+        self._readers = ThreadReaders.of(self._engine)
         try:
             self._create_tables()
         except BaseException:
@@ -235,6 +238,8 @@ class AuthStore(BaseAuthStore):
 
     def close(self) -> None:
         """Release the store's database connections."""
+        if self._readers is not None:
+            self._readers.close()
         self._engine.dispose()
 
     def __enter__(self) -> AuthStore:
@@ -277,8 +282,16 @@ class AuthStore(BaseAuthStore):
         """How many write transactions the auth tables have seen (one indexed read).
 
         Read on the driver's connection, outside SQLAlchemy's statement machinery: every
-        request makes this read, and there it costs a tenth as much.
+        request makes this read, and there it costs a tenth as much. On a SQLite file
+        the thread keeps its connection (:class:`ThreadReaders`).
         """
+        readers = self._readers
+        if readers is not None:
+            try:
+                row = readers.connection().execute(_READ_CHANGES).fetchone()
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"auth database: {exc}") from exc
+            return int(row[0]) if row is not None else 0
         try:
             conn = self._engine.raw_connection()
         except sa.exc.SQLAlchemyError as exc:

@@ -183,6 +183,20 @@ SELECT_WRITE_TARGET = (
         .outerjoin(branches, and_(branches.c.repo == repositories.c.id,
                                   branches.c.name == bindparam("name"))))
     .where(repositories.c.id == bindparam("repo")))
+#: a repository, one of its branches (NULL columns when missing) and the record staged
+#: at a path under that branch's live token (NULL columns if none): what a read on a
+#: branch needs, in one statement
+SELECT_REPOSITORY_BRANCH_STAGED = (
+    select(*REPOSITORY_COLUMNS, *BRANCH_COLUMNS, *ENTRY_COLUMNS)
+    .select_from(
+        repositories
+        .outerjoin(branches, and_(branches.c.repo == repositories.c.id,
+                                  branches.c.name == bindparam("name")))
+        .outerjoin(staged_entries, and_(
+            staged_entries.c.repo == branches.c.repo,
+            staged_entries.c.staging_token == branches.c.staging_token,
+            staged_entries.c.path == bindparam("path"))))
+    .where(repositories.c.id == bindparam("repo")))
 #: a branch and the record staged at a path under its live token (NULL columns if none)
 SELECT_BRANCH_STAGED = (
     select(*BRANCH_COLUMNS, *ENTRY_COLUMNS)

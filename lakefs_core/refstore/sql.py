@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
@@ -47,7 +48,13 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from lakefs_core.database import create_engine, parse_url, sqlite_begin
+from lakefs_core.database import (
+    ThreadReaders,
+    create_engine,
+    parse_url,
+    sqlite_begin,
+    sqlite_text,
+)
 from lakefs_core.errors import (
     BranchChangedError,
     BranchExistsError,
@@ -85,6 +92,7 @@ from lakefs_core.refstore.rows import (
     SELECT_PRESENT,
     SELECT_PROTECTION,
     SELECT_REPOSITORY,
+    SELECT_REPOSITORY_BRANCH_STAGED,
     SELECT_STAGED,
     SELECT_WRITE_TARGET,
     branch_of,
@@ -126,11 +134,24 @@ T = TypeVar("T")
 #: rows fetched per query when streaming staged entries
 DEFAULT_PAGE_SIZE = 1000
 
-def _branch_and_staged(conn: Connection, repo_id: str, branch_name: str,
+#: runs a statement built once (with its parameters) and gives its first row or None
+First = Callable[[Any, Mapping[str, Any]], Any]
+
+
+def _first_on(conn: Connection) -> First:
+    """:data:`First` on a SQLAlchemy connection."""
+    return lambda statement, params: conn.execute(statement, params).first()
+
+
+def _first_on_driver(conn: sqlite3.Connection) -> First:
+    """:data:`First` on a driver's SQLite connection (:class:`ThreadReaders`)."""
+    return lambda statement, params: conn.execute(sqlite_text(statement), params).fetchone()
+
+
+def _branch_and_staged(first: First, repo_id: str, branch_name: str,
                        path: str) -> tuple[Branch, EntryRecord | None] | None:
-    """:meth:`SQLRefStore.get_branch_and_staged` on a connection."""
-    row = conn.execute(SELECT_BRANCH_STAGED,
-                       {"repo": repo_id, "name": branch_name, "path": path}).first()
+    """:meth:`SQLRefStore.get_branch_and_staged`, its statements run by ``first``."""
+    row = first(SELECT_BRANCH_STAGED, {"repo": repo_id, "name": branch_name, "path": path})
     if row is None:
         return None
     width = len(BRANCH_COLUMNS)
@@ -138,8 +159,7 @@ def _branch_and_staged(conn: Connection, repo_id: str, branch_name: str,
     if row[width] is not None:  # the path of a record staged under the live token
         return branch, entry_record_of(row[width:])
     for token in branch.sealed_tokens:
-        sealed = conn.execute(SELECT_STAGED,
-                              {"repo": repo_id, "token": token, "path": path}).first()
+        sealed = first(SELECT_STAGED, {"repo": repo_id, "token": token, "path": path})
         if sealed is not None:
             return branch, entry_record_of(sealed)
     return branch, None
@@ -252,6 +272,8 @@ class SQLRefStore(RepositoryRecords, RefStore):
         # autocommit spares the BEGIN/ROLLBACK round trips
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
                              if backend == "postgresql" else self._engine)
+        #: the driver's own connections for the hottest reads (SQLite files)
+        self._readers = ThreadReaders.of(self._engine, busy_timeout)
         try:
             self._write(self._create_schema)
         except BaseException:
@@ -265,6 +287,8 @@ class SQLRefStore(RepositoryRecords, RefStore):
 
     def close(self) -> None:
         """Close every pooled connection. The store must not be used afterwards."""
+        if self._readers is not None:
+            self._readers.close()
         self._engine.dispose()
 
     def __repr__(self) -> str:
@@ -281,6 +305,25 @@ class SQLRefStore(RepositoryRecords, RefStore):
     def _read(self, work: Callable[[Connection], T]) -> T:
         return self._run(work, write=False)
 
+    def _read_row(self, statement: Any, params: Mapping[str, Any]) -> Any:
+        """The first row of one statement built once (None if none): on SQLite, on the
+        thread's own driver connection, without a transaction around it."""
+        readers = self._readers
+        if readers is None:
+            return self._read(lambda conn: conn.execute(statement, params).first())
+        sql = sqlite_text(statement)
+        return self._run(lambda _: readers.first(sql, params), write=False, driver=True)
+
+    def _read_rows(self, work: Callable[[First], T]) -> T:
+        """A read transaction whose ``work`` only runs statements built once and takes
+        their first rows: on SQLite, on the thread's own driver connection
+        (:class:`ThreadReaders`), which costs a fraction of SQLAlchemy's path."""
+        readers = self._readers
+        if readers is None:
+            return self._read(lambda conn: work(_first_on(conn)))
+        return self._run(lambda _: readers.read(lambda conn: work(_first_on_driver(conn))),
+                         write=False, driver=True)
+
     def _write(self, work: Callable[[Connection], T], *, repo_fk: str | None = None) -> T:
         """Run ``work`` in a write transaction.
 
@@ -290,9 +333,10 @@ class SQLRefStore(RepositoryRecords, RefStore):
         return self._run(work, write=True, repo_fk=repo_fk)
 
     def _run(self, work: Callable[[Connection], T], *, write: bool,
-             repo_fk: str | None = None) -> T:
+             repo_fk: str | None = None, driver: bool = False) -> T:
+        """``driver``: ``work`` opens its own transaction (and is given None)."""
         try:
-            return self._attempts(work, write)
+            return self._attempts(work, write, driver)
         except sa_exc.IntegrityError as exc:
             if repo_fk is None:
                 raise DatabaseError(f"refstore constraint violated: {exc.orig}") from exc
@@ -304,22 +348,26 @@ class SQLRefStore(RepositoryRecords, RefStore):
         except sa_exc.TimeoutError as exc:  # every pooled connection stayed busy
             raise DatabaseError(f"refstore database {self._display_url}: {exc}") from exc
 
-    def _attempts(self, work: Callable[[Connection], T], write: bool) -> T:
+    def _attempts(self, work: Callable[[Connection], T], write: bool,
+                  driver: bool = False) -> T:
         """Run ``work`` in a transaction; again, a bounded number of times, after a lock.
 
         The first attempt runs outside tenacity: the common case pays nothing for the
         retries it does not need.
         """
         try:
-            return self._attempt(work, write)
+            return self._attempt(work, write, driver)
         except sa_exc.OperationalError as exc:
             if not _is_transient(exc):
                 raise
             _log.debug("refstore transaction met a lock, retrying: %s", exc.orig)
         _sleep(random.uniform(0, 0.01))
-        return _TRANSIENT_RETRY.copy()(self._attempt, work, write)
+        return _TRANSIENT_RETRY.copy()(self._attempt, work, write, driver)
 
-    def _attempt(self, work: Callable[[Connection], T], write: bool) -> T:
+    def _attempt(self, work: Callable[[Connection], T], write: bool,
+                 driver: bool = False) -> T:
+        if driver:
+            return work(None)  # type: ignore[arg-type]
         with (self._engine if write else self._read_engine).begin() as conn:
             if self._begin is not None:
                 self._begin(conn, write)
@@ -615,20 +663,36 @@ class SQLRefStore(RepositoryRecords, RefStore):
         tokens (a commit in progress) are looked up only if the live token has none.
         """
 
-        return self._read(lambda conn: _branch_and_staged(conn, repo_id, branch_name, path))
+        return self._read_rows(lambda first: _branch_and_staged(first, repo_id, branch_name,
+                                                                path))
 
     def get_repository_and_staged(
         self, repo_id: str, branch_name: str, path: str
     ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
-        """See :meth:`RefStore.get_repository_and_staged`: one transaction."""
+        """See :meth:`RefStore.get_repository_and_staged`: one statement, unless the
+        branch has sealed tokens (a commit in progress), then one transaction."""
+        row = self._read_row(SELECT_REPOSITORY_BRANCH_STAGED,
+                             {"repo": repo_id, "name": branch_name, "path": path})
+        if row is None:
+            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+        repo_width = len(REPOSITORY_COLUMNS)
+        entry_at = repo_width + len(BRANCH_COLUMNS)
+        repo = repository_of(row[:repo_width])
+        if row[repo_width] is None:  # no such branch (its name is a key)
+            return repo, None
+        branch = branch_of(row[repo_width:entry_at])
+        if row[entry_at] is not None:
+            return repo, (branch, entry_record_of(row[entry_at:]))
+        if not branch.sealed_tokens:
+            return repo, (branch, None)
 
-        def work(conn: Connection) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
-            row = conn.execute(SELECT_REPOSITORY, {"repo": repo_id}).first()
+        def work(first: First) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
+            row = first(SELECT_REPOSITORY, {"repo": repo_id})
             if row is None:
                 raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-            return repository_of(row), _branch_and_staged(conn, repo_id, branch_name, path)
+            return repository_of(row), _branch_and_staged(first, repo_id, branch_name, path)
 
-        return self._read(work)
+        return self._read_rows(work)
 
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakefs_core.auth import (
     BaseAuthStore,
@@ -144,6 +148,38 @@ def test_wildcard_match(pattern: str, value: str, expected: bool) -> None:
 ])
 def test_arn_match(pattern: str, resource: str, expected: bool) -> None:
     assert arn_match(pattern, resource) is expected
+
+
+def _reference_match(pattern: str, value: str) -> bool:
+    """Wildcard matching by its definition: a regular expression per pattern."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.DOTALL) is not None
+
+
+def _reference_arn_match(pattern: str, resource: str) -> bool:
+    if pattern == "*":
+        return True
+    pat, res = pattern.split(":", 5), resource.split(":", 5)
+    if len(pat) != 6 or len(res) != 6 or pat[0] != "arn" or res[0] != "arn":
+        return _reference_match(pattern, resource)
+    return all(_reference_match(p, r) for p, r in zip(pat, res, strict=True))
+
+
+_PIECES = st.sampled_from(["arn", "lakefs", "fs", ":", "*", "?", "a", "b", "/", "repository/",
+                           "x:y"])
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_PIECES, max_size=9).map("".join), st.lists(_PIECES, max_size=9).map("".join))
+def test_matchers_made_once_per_pattern_match_as_the_definition(pattern: str,
+                                                                value: str) -> None:
+    """The tests made once per pattern (a name, ``*``, a prefix, an ARN's last field)
+    answer as matching by the definition does."""
+    assert wildcard_match(pattern, value) is _reference_match(pattern, value)
+    assert arn_match(pattern, value) is _reference_arn_match(pattern, value)
+    arn = "arn:lakefs:fs:::" + value
+    for candidate in (pattern, "arn:lakefs:fs:::" + pattern, "arn:lakefs:*:::" + pattern):
+        assert arn_match(candidate, arn) is _reference_arn_match(candidate, arn)
 
 
 def test_user_variable_in_resources() -> None:

@@ -128,6 +128,61 @@ def test_branch_and_staged_reads_sealed_tokens_newest_first(store: SQLRefStore,
     assert read("r1", "main", "d") == (sealing, None)
 
 
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_repository_and_staged(store: SQLRefStore, impl: str) -> None:
+    """The read of a stat or GET on a branch: one statement, or one transaction while
+    the branch has sealed tokens."""
+    read = (store.get_repository_and_staged if impl == "store"
+            else lambda *args: RefStore.get_repository_and_staged(store, *args))
+    with pytest.raises(RepositoryNotFoundError):
+        read("r1", "main", "a")
+    repo = new_repo(store, "r1", read_only=True, storage_id="west")
+    new_repo(store, "r2")
+    main = store.get_branch("r1", "main")
+    assert read("r1", "dev", "a") == (repo, None)
+    assert read("r1", "main", "a") == (repo, (main, None))
+    store.put_staged("r1", "t0", EntryRecord("a", entry(1)))
+    store.put_staged("r1", "t0", EntryRecord("gone", None))
+    store.put_staged("r2", "t0", EntryRecord("b", entry(3)))  # another repository
+    assert read("r1", "main", "a") == (repo, (main, EntryRecord("a", entry(1))))
+    assert read("r1", "main", "gone") == (repo, (main, EntryRecord("gone", None)))
+    assert read("r1", "main", "b") == (repo, (main, None))
+    sealing = Branch("main", "c0", "live", sealed_tokens=("t0",), sealed_at=5.0)
+    store.update_branch("r1", main, sealing)
+    store.put_staged("r1", "live", EntryRecord("c", entry(4)))
+    assert read("r1", "main", "a") == (repo, (sealing, EntryRecord("a", entry(1))))
+    assert read("r1", "main", "c") == (repo, (sealing, EntryRecord("c", entry(4))))
+    assert read("r1", "main", "d") == (repo, (sealing, None))
+
+
+def test_thread_readers_see_each_commit_and_cannot_write(sqlite_store: SQLRefStore) -> None:
+    """The driver's connections kept per thread for the hot reads see every write as
+    soon as it commits, in each thread, refuse to write, and are closed with the store."""
+    new_repo(sqlite_store, "r1")
+    seen: list[Any] = []
+
+    def reader() -> None:
+        for n in range(20):
+            sqlite_store.put_staged("r1", "t0", EntryRecord(f"p{n}", entry(n)))
+            seen.append(sqlite_store.get_repository_and_staged("r1", "main", f"p{n}")[1])
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 60 and all(found is not None and found[1] is not None
+                                   for found in seen)
+    readers = sqlite_store._readers
+    assert readers is not None
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        readers.connection().execute("DELETE FROM repositories")
+    assert sqlite_store.get_repository("r1").id == "r1"
+    sqlite_store.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        readers.connection().execute("SELECT 1")
+
+
 # --- the bounded retry of a transaction --------------------------------------------------------
 def _locked() -> sa_exc.OperationalError:
     return sa_exc.OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
