@@ -166,37 +166,41 @@ def sqlite_begin(conn: Connection, write: bool) -> None:
         raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
 
-class ThreadReaders:
-    """Read-only connections of the driver itself to one SQLite file, one per thread.
+class ThreadConnections:
+    """The driver's own connections to one SQLite file, one per thread.
 
-    For the reads that every request makes (a stat's repository, branch and staged
-    record; the auth tables' change count): on these, SQLAlchemy's pool checkout,
-    statement dispatch and result wrapping cost more than the query. A thread keeps
-    its connection for its life; all are closed by :meth:`close`. The connections are
-    ``query_only``: nothing can write through them. In WAL mode a read never waits
-    for a writer.
+    For the statements that every request runs (a stat's repository, branch and
+    staged record; the auth tables' change count; an upload's staged record): on
+    these, SQLAlchemy's pool checkout, statement dispatch and result wrapping cost more
+    than the query. A thread keeps its connection for its life; all are closed by
+    :meth:`close`. Readers are ``query_only``: nothing can write through them. In WAL
+    mode a read never waits for a writer. Writers are set up as the engines of
+    :func:`create_engine` set theirs up, and take the write lock up front.
 
     Args:
         path: the SQLite file.
-        busy_timeout: seconds a statement waits for a lock (a checkpoint's, at worst).
+        busy_timeout: seconds a statement waits for a lock.
+        writable: connections that write (else ``query_only``).
     """
 
-    def __init__(self, path: str, busy_timeout: float) -> None:
+    def __init__(self, path: str, busy_timeout: float, *, writable: bool = False) -> None:
         self._path = path
         self._busy_ms = int(busy_timeout * 1000)
+        self._writable = writable
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
 
     @classmethod
-    def of(cls, engine: Engine, busy_timeout: float = 30.0) -> ThreadReaders | None:
-        """Readers of the file of ``engine``'s SQLite database; None for another
+    def of(cls, engine: Engine, busy_timeout: float = 30.0, *,
+           writable: bool = False) -> ThreadConnections | None:
+        """Connections to the file of ``engine``'s SQLite database; None for another
         database, or SQLite in memory."""
         url = engine.url
         if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
             return None
-        return cls(url.database, busy_timeout)
+        return cls(url.database, busy_timeout, writable=writable)
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
@@ -207,14 +211,19 @@ class ThreadReaders:
                                cached_statements=64)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA query_only = ON")
+            if self._writable:
+                conn.execute("PRAGMA foreign_keys = ON")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            else:
+                conn.execute("PRAGMA query_only = ON")
         except BaseException:
             conn.close()
             raise
         with self._lock:
             if self._closed:
                 conn.close()
-                raise sqlite3.ProgrammingError("the readers are closed")
+                raise sqlite3.ProgrammingError("the connections are closed")
             self._opened.append(conn)
         self._local.conn = conn
         return conn
@@ -233,6 +242,23 @@ class ThreadReaders:
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
 
+    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one write transaction (``BEGIN IMMEDIATE``), committed if it
+        returns, rolled back if it raises; errors as :meth:`read` raises them."""
+        try:
+            conn = self.connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+        except sqlite3.Error as exc:
+            raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
+
     def first(self, sql: str, params: Any) -> Any:
         """The first row of one statement (its own snapshot), or None; errors as
         :meth:`read` raises them."""
@@ -242,7 +268,7 @@ class ThreadReaders:
             raise sa_exc.DBAPIError.instance(sql, None, exc, sqlite3.Error) from exc
 
     def close(self) -> None:
-        """Close every thread's connection; later reads fail."""
+        """Close every thread's connection; later statements fail."""
         with self._lock:
             self._closed = True
             opened, self._opened = self._opened, []
@@ -254,10 +280,13 @@ _NAMED_SQLITE = sqlite.dialect(paramstyle="named")
 _SQL_TEXT: dict[Any, str] = {}
 
 
-def sqlite_text(statement: Any) -> str:
+def sqlite_text(statement: Any, columns: tuple[str, ...] = ()) -> str:
     """A SQLAlchemy statement built once (module level, bound parameters by name) as
-    SQLite's SQL text with ``:name`` parameters, compiled on first use."""
-    text = _SQL_TEXT.get(statement)
+    SQLite's SQL text with ``:name`` parameters, compiled on first use. ``columns``:
+    the columns an INSERT gives values for (by default, all)."""
+    key = (statement, columns)
+    text = _SQL_TEXT.get(key)
     if text is None:
-        text = _SQL_TEXT[statement] = str(statement.compile(dialect=_NAMED_SQLITE))
+        compiled = statement.compile(dialect=_NAMED_SQLITE, column_keys=list(columns) or None)
+        text = _SQL_TEXT[key] = str(compiled)
     return text

@@ -48,7 +48,7 @@ from lakefs_core.auth.model import (
     User,
     validate_entity_id,
 )
-from lakefs_core.database import WRITE_OPTION, ThreadReaders, create_engine
+from lakefs_core.database import WRITE_OPTION, ThreadConnections, create_engine
 from lakefs_core.errors import (
     AlreadyExistsError,
     AuthenticationError,
@@ -223,7 +223,7 @@ class AuthStore(BaseAuthStore):
             sa.select(policies).where(policies.c.name.in_(sa.select(names.c.name)))
             .order_by(self._bytewise(policies.c.name)))
         #: the driver's own connections, for the change count every request reads
-        self._readers = ThreadReaders.of(self._engine)
+        self._readers = ThreadConnections.of(self._engine)
         try:
             self._create_tables()
         except BaseException:
@@ -283,7 +283,7 @@ class AuthStore(BaseAuthStore):
 
         Read on the driver's connection, outside SQLAlchemy's statement machinery: every
         request makes this read, and there it costs a tenth as much. On a SQLite file
-        the thread keeps its connection (:class:`ThreadReaders`).
+        the thread keeps its connection (:class:`ThreadConnections`).
         """
         readers = self._readers
         if readers is not None:

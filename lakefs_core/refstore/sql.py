@@ -49,7 +49,7 @@ from tenacity import (
 )
 
 from lakefs_core.database import (
-    ThreadReaders,
+    ThreadConnections,
     create_engine,
     parse_url,
     sqlite_begin,
@@ -144,7 +144,7 @@ def _first_on(conn: Connection) -> First:
 
 
 def _first_on_driver(conn: sqlite3.Connection) -> First:
-    """:data:`First` on a driver's SQLite connection (:class:`ThreadReaders`)."""
+    """:data:`First` on a driver's SQLite connection (:class:`ThreadConnections`)."""
     return lambda statement, params: conn.execute(sqlite_text(statement), params).fetchone()
 
 
@@ -273,7 +273,8 @@ class SQLRefStore(RepositoryRecords, RefStore):
         self._read_engine = (self._engine.execution_options(isolation_level="AUTOCOMMIT")
                              if backend == "postgresql" else self._engine)
         #: the driver's own connections for the hottest reads (SQLite files)
-        self._readers = ThreadReaders.of(self._engine, busy_timeout)
+        self._readers = ThreadConnections.of(self._engine, busy_timeout)
+        self._writers = ThreadConnections.of(self._engine, busy_timeout, writable=True)
         try:
             self._write(self._create_schema)
         except BaseException:
@@ -287,8 +288,9 @@ class SQLRefStore(RepositoryRecords, RefStore):
 
     def close(self) -> None:
         """Close every pooled connection. The store must not be used afterwards."""
-        if self._readers is not None:
-            self._readers.close()
+        for connections in (self._readers, self._writers):
+            if connections is not None:
+                connections.close()
         self._engine.dispose()
 
     def __repr__(self) -> str:
@@ -317,7 +319,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
     def _read_rows(self, work: Callable[[First], T]) -> T:
         """A read transaction whose ``work`` only runs statements built once and takes
         their first rows: on SQLite, on the thread's own driver connection
-        (:class:`ThreadReaders`), which costs a fraction of SQLAlchemy's path."""
+        (:class:`ThreadConnections`), which costs a fraction of SQLAlchemy's path."""
         readers = self._readers
         if readers is None:
             return self._read(lambda conn: work(_first_on(conn)))
@@ -531,14 +533,20 @@ class SQLRefStore(RepositoryRecords, RefStore):
 
     def _upsert(self, conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
         """INSERT rows, replacing those whose primary key exists."""
+        stmt = self._upsert_statement(table)
+        conn.execute(stmt, rows[0] if len(rows) == 1 else rows)  # one row: no executemany
+
+    def _upsert_statement(self, table: Table) -> Any:
+        """:meth:`_upsert`'s statement, built once per table: the ``excluded`` alias is
+        costly to build."""
         stmt = self._upserts.get(table.name)
-        if stmt is None:  # built once per table: the ``excluded`` alias is costly to build
+        if stmt is None:
             insert = self._insert(table)
             keys = [c.name for c in table.primary_key.columns]
             stmt = insert.on_conflict_do_update(index_elements=keys, set_={
                 c.name: insert.excluded[c.name] for c in table.c if c.name not in keys})
             self._upserts[table.name] = stmt
-        conn.execute(stmt, rows[0] if len(rows) == 1 else rows)  # one row: no executemany
+        return stmt
 
     # --- branch protection, hidden branches ---------------------------------------------
     def get_branch_protection_rules(self, repo_id: str) -> tuple[str, ...]:
@@ -644,8 +652,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
         Raises RepositoryNotFoundError.
         """
         params = {"repo": repo_id, "name": branch_name}
-        row = self._read(lambda conn: conn.execute(
-            SELECT_WRITE_TARGET, params).first())
+        row = self._read_row(SELECT_WRITE_TARGET, params)
         if row is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
         width = len(REPOSITORY_COLUMNS)
@@ -950,7 +957,21 @@ class SQLRefStore(RepositoryRecords, RefStore):
                                  else SELECT_BRANCH, params).first()
             return None if found is None else branch_of(found)
 
-        branch = self._write(work)
+        writers = self._writers
+        if writers is None:
+            branch = self._write(work)
+        else:  # the same statements on the thread's own driver connection
+            upsert = sqlite_text(self._upsert_statement(staged_entries), tuple(row))
+            exists, select_branch = sqlite_text(_REPOSITORY_EXISTS), sqlite_text(SELECT_BRANCH)
+
+            def on_driver(conn: sqlite3.Connection) -> Branch | None:
+                if conn.execute(exists, {"repo": repo_id}).fetchone() is None:
+                    raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+                conn.execute(upsert, row)
+                found = conn.execute(select_branch, params).fetchone()
+                return None if found is None else branch_of(found)
+
+            branch = self._run(lambda _: writers.write(on_driver), write=True, driver=True)
         if branch is None:
             raise BranchNotFoundError(f"branch {branch_name!r} not found")
         return branch
