@@ -43,6 +43,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -322,6 +323,21 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
+def data_dir_of(log_path: Path) -> Path:
+    """Where a run keeps its servers' data and logs: removed once the run passed, kept
+    beside its log when it failed, to find out why."""
+    return log_path.with_suffix(".data")
+
+
+def settle_data_dir(record: dict[str, Any], log_path: Path) -> None:
+    """Remove the data of a run that passed; name that of a failed run in its record."""
+    data_dir = data_dir_of(log_path)
+    if passed(record):
+        shutil.rmtree(data_dir, ignore_errors=True)
+    else:
+        record["data_dir"] = str(data_dir)
+
+
 def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path,
               combo: Combination, *, handover: bool = False, regions: int = 2,
               groups: bool = False) -> Job:
@@ -331,7 +347,8 @@ def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path
     log = open(log_path, "wb")  # noqa: SIM115 - closed when the job ends
     argv = [sys.executable, "-m", "e2e.chaos", "--seed", str(seed), "--ops", str(ops),
             *combo.argv(), "--settle-timeout", str(settle_timeout),
-            "--summary-json", str(summary_path), *(["--handover"] if handover else []),
+            "--summary-json", str(summary_path), "--data-dir", str(data_dir_of(log_path)),
+            *(["--handover"] if handover else []),
             *(["--regions", str(regions)] if regions != 2 else []),
             *(["--groups"] if groups else [])]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
@@ -369,6 +386,7 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                     record = job.record(args.ops, timed_out=timed_out,
                                         handover=args.handover, regions=args.regions,
                                         groups=args.groups)
+                    settle_data_dir(record, job.log_path)
                     append_result(args.results, record)
                     print(f"  seed {job.seed} [{job.combination}]: "
                           f"{'ok' if passed(record) else 'FAILED'}, {record['steps']} steps, "

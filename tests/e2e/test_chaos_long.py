@@ -27,6 +27,7 @@ from e2e.chaos_long import (
     latest_by_seed,
     load_results,
     main,
+    settle_data_dir,
     summarize,
 )
 
@@ -178,3 +179,16 @@ def test_topology_runs_are_counted_and_resumed_apart(
         main(["--seeds", "1", "--ops", "20", "--results", str(path), "--resume",
               "--regions", "3", "--handover"])
     assert refused.value.code == 2
+
+
+def test_a_failed_run_keeps_its_data_and_a_passed_one_does_not(tmp_path: Path) -> None:
+    """Each run keeps its servers' data beside its log (``seed-N.data``): removed when the
+    run passed, kept and named in the results line when it failed."""
+    for seed, status in ((1, 0), (2, 2)):
+        log = tmp_path / f"seed-{seed}.log"
+        (tmp_path / f"seed-{seed}.data" / "west").mkdir(parents=True)
+        line = record(seed, status=status)
+        settle_data_dir(line, log)
+        kept = tmp_path / f"seed-{seed}.data"
+        assert kept.exists() is (status != 0)
+        assert line.get("data_dir") == (str(kept) if status else None)
