@@ -9,10 +9,11 @@ front with ``BEGIN IMMEDIATE`` instead of failing to upgrade a read lock halfway
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -166,6 +167,58 @@ def sqlite_begin(conn: Connection, write: bool) -> None:
         raise sa_exc.DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
 
+class WriterGate:
+    """The writers of one SQLite file in this process, one at a time, in turn.
+
+    SQLite lets one writer in at a time; the others poll for the lock, sleeping 1, 2,
+    5, 10 ... 100 ms between tries, so under contention a short write waits far longer
+    than the writes ahead of it took. Writers in one process instead queue on this gate
+    and enter as soon as the one before them leaves; SQLite's lock (with its busy
+    timeout) still orders them against other processes. A thread already holding the
+    gate passes through. A writer that waits longer than ``timeout`` fails as SQLite
+    would fail it, "database is locked", which callers retry.
+    """
+
+    _gates: dict[str, WriterGate] = {}
+    _gates_lock = threading.Lock()
+
+    def __init__(self, timeout: float) -> None:
+        self._lock = threading.Lock()
+        self._held = threading.local()
+        self.timeout = timeout
+
+    @classmethod
+    def of(cls, path: str, timeout: float) -> WriterGate:
+        """The gate of the SQLite file at ``path`` in this process; its timeout is the
+        longest asked."""
+        key = os.path.realpath(path)
+        with cls._gates_lock:
+            gate = cls._gates.get(key)
+            if gate is None:
+                gate = cls._gates[key] = cls(timeout)
+            gate.timeout = max(gate.timeout, timeout)  # the most patient user's
+            return gate
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if getattr(self._held, "depth", 0):
+            self._held.depth += 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+            return
+        if not self._lock.acquire(timeout=self.timeout):
+            raise sa_exc.OperationalError("BEGIN IMMEDIATE", None,
+                                          sqlite3.OperationalError("database is locked"))
+        self._held.depth = 1
+        try:
+            yield
+        finally:
+            self._held.depth = 0
+            self._lock.release()
+
+
 class ThreadConnections:
     """The driver's own connections to one SQLite file, one per thread.
 
@@ -187,6 +240,7 @@ class ThreadConnections:
         self._path = path
         self._busy_ms = int(busy_timeout * 1000)
         self._writable = writable
+        self._gate = WriterGate.of(path, busy_timeout) if writable else None
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -245,17 +299,20 @@ class ThreadConnections:
     def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction (``BEGIN IMMEDIATE``), committed if it
         returns, rolled back if it raises; errors as :meth:`read` raises them."""
+        if self._gate is None:
+            raise sqlite3.ProgrammingError("these connections do not write")
         try:
-            conn = self.connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return result
+            with self._gate.held():
+                conn = self.connection()
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = work(conn)
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return result
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
 
@@ -263,7 +320,11 @@ class ThreadConnections:
         """The first row of one statement (its own snapshot), or None; errors as
         :meth:`read` raises them."""
         try:
-            return self.connection().execute(sql, params).fetchone()
+            cursor = self.connection().execute(sql, params)
+            try:
+                return cursor.fetchone()
+            finally:
+                cursor.close()  # the statement ends now: the snapshot is let go
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance(sql, None, exc, sqlite3.Error) from exc
 

@@ -50,6 +50,7 @@ from tenacity import (
 
 from lakefs_core.database import (
     ThreadConnections,
+    WriterGate,
     create_engine,
     parse_url,
     sqlite_begin,
@@ -275,6 +276,10 @@ class SQLRefStore(RepositoryRecords, RefStore):
         #: the driver's own connections for the hottest reads (SQLite files)
         self._readers = ThreadConnections.of(self._engine, busy_timeout)
         self._writers = ThreadConnections.of(self._engine, busy_timeout, writable=True)
+        #: this process's writers of the SQLite file, in turn (None: another database)
+        self._gate = (None if self._engine.url.database in (None, "", ":memory:")
+                      or backend != "sqlite"
+                      else WriterGate.of(self._engine.url.database, busy_timeout))
         try:
             self._write(self._create_schema)
         except BaseException:
@@ -370,6 +375,11 @@ class SQLRefStore(RepositoryRecords, RefStore):
                  driver: bool = False) -> T:
         if driver:
             return work(None)  # type: ignore[arg-type]
+        if write and self._gate is not None:
+            with self._gate.held(), self._engine.begin() as conn:
+                if self._begin is not None:
+                    self._begin(conn, write)
+                return work(conn)
         with (self._engine if write else self._read_engine).begin() as conn:
             if self._begin is not None:
                 self._begin(conn, write)

@@ -183,6 +183,53 @@ def test_thread_readers_see_each_commit_and_cannot_write(sqlite_store: SQLRefSto
         readers.connection().execute("SELECT 1")
 
 
+def test_writers_of_one_file_take_turns_in_a_process(tmp_path: Path) -> None:
+    """Writers of one SQLite file in a process queue on one gate (every store of that
+    file shares it), a thread holding it passes through, and a writer kept out longer
+    than the timeout fails as a locked database does, which the store retries."""
+    from lakefs_core.database import WriterGate
+
+    path = str(tmp_path / "refstore.db")
+    gate = WriterGate.of(path, 0.1)
+    assert WriterGate.of(str(tmp_path / "." / "refstore.db"), 0.2) is gate
+    assert gate.timeout == 0.2
+    with gate.held(), gate.held():  # the holder passes through
+        outcome: list[BaseException | None] = []
+
+        def other() -> None:
+            try:
+                with gate.held():
+                    outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - the test reads it below
+                outcome.append(exc)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert isinstance(outcome[0], sa_exc.OperationalError)
+    assert sql._is_transient(outcome[0])
+    with gate.held():  # free again
+        pass
+
+    store = SQLRefStore(f"sqlite:///{path}")
+    try:
+        new_repo(store, "r1")
+
+        def writer(n: int) -> None:
+            for i in range(30):
+                store.stage_on_branch("r1", "main", "t0", EntryRecord(f"{n}/{i}", entry(i)))
+                store.put_staged("r1", "t0", EntryRecord(f"{n}/{i}/b", entry(i)))
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(list(store.list_staged("r1", "t0"))) == 240
+    finally:
+        store.close()
+
+
 # --- the bounded retry of a transaction --------------------------------------------------------
 def _locked() -> sa_exc.OperationalError:
     return sa_exc.OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
