@@ -12,6 +12,8 @@ AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
 CHROMIUM ?= /usr/bin/chromium
+# pytest-xdist workers of `make test`
+TEST_WORKERS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
@@ -83,7 +85,7 @@ azurite: $(AZURITE)
 # own share); the slowest are listed at the end, to keep the suite within its time
 test:
 	$(MAKE) --jobs=4 --output-sync=target test-setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=30
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 test-setup: lint compat-clients $(AZURITE)
 
