@@ -12,8 +12,9 @@ AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
 # not used): installed once, skipped when the browser is there
 CHROMIUM ?= /usr/bin/chromium
-# pytest-xdist workers of `make test`
-TEST_WORKERS ?= 2
+# pytest-xdist workers of `make test`: three keep two cores busy while tests wait on
+# their servers
+TEST_WORKERS ?= 3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 $(STAMP): pyproject.toml
@@ -80,7 +81,7 @@ azurite: $(AZURITE)
 
 # CI runs `make test`. The set-up steps (the project's virtualenv then the lint step:
 # style, types, layers; the clients' virtualenvs, Azurite, Debian's packages) run side
-# by side, then the tests on two workers (pytest-xdist, a file's tests on one worker;
+# by side, then the tests on $(TEST_WORKERS) workers (pytest-xdist, a file's tests on one worker;
 # each worker starts its own PostgreSQL, moto, Azurite and emulators, on ports of its
 # own share); the slowest are listed at the end, to keep the suite within its time
 test:

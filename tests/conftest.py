@@ -250,9 +250,9 @@ _UNKNOWN_TEST_SECONDS = 0.25
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the longest files first. The two workers take whole files (``--dist
+    """Run the longest files first. The workers take whole files (``--dist
     loadfile``) in this order (``--no-loadscope-reorder``), so the run ends on short
-    files and neither worker idles long at the end. A file's tests keep their order."""
+    files and no worker idles long at the end. A file's tests keep their order."""
     known: dict[str, float] = (json.loads(FILE_DURATIONS.read_text())
                                if FILE_DURATIONS.exists() else {})
     by_file: dict[str, list[pytest.Item]] = {}
