@@ -256,6 +256,11 @@ class ThreadConnections:
             return None
         return cls(url.database, busy_timeout, writable=writable)
 
+    @property
+    def gate(self) -> WriterGate | None:
+        """The gate the writers take turns at (None for readers)."""
+        return self._gate
+
     def connection(self) -> sqlite3.Connection:
         """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -351,3 +356,17 @@ def sqlite_text(statement: Any, columns: tuple[str, ...] = ()) -> str:
         compiled = statement.compile(dialect=_NAMED_SQLITE, column_keys=list(columns) or None)
         text = _SQL_TEXT[key] = str(compiled)
     return text
+
+
+#: runs a statement built once (with its parameters) and gives its first row or None
+First = Callable[[Any, Any], Any]
+
+
+def first_on(conn: Connection) -> First:
+    """:data:`First` on a SQLAlchemy connection."""
+    return lambda statement, params: conn.execute(statement, params).first()
+
+
+def first_on_driver(conn: sqlite3.Connection) -> First:
+    """:data:`First` on a driver's SQLite connection (:class:`ThreadConnections`)."""
+    return lambda statement, params: conn.execute(sqlite_text(statement), params).fetchone()

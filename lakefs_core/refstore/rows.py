@@ -169,6 +169,10 @@ SELECT_MARKING = select(
 ).where(mirror_markings.c.repo == bindparam("repo"))
 SELECT_BRANCH = select(*BRANCH_COLUMNS).where(
     branches.c.repo == bindparam("repo"), branches.c.name == bindparam("name"))
+#: a branch, share-locked until the transaction ends (PostgreSQL)
+SELECT_BRANCH_SHARED = SELECT_BRANCH.with_for_update(read=True)
+#: whether a repository exists (its id)
+REPOSITORY_EXISTS = select(repositories.c.id).where(repositories.c.id == bindparam("repo"))
 SELECT_STAGED = select(*ENTRY_COLUMNS).where(
     staged_entries.c.repo == bindparam("repo"),
     staged_entries.c.staging_token == bindparam("token"),

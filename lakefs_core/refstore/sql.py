@@ -19,21 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import random
-import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import sqlalchemy.exc as sa_exc
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     Engine,
     Row,
     Table,
     and_,
-    bindparam,
     func,
     or_,
     select,
@@ -49,9 +45,11 @@ from tenacity import (
 )
 
 from lakefs_core.database import (
+    First,
     ThreadConnections,
-    WriterGate,
     create_engine,
+    first_on,
+    first_on_driver,
     parse_url,
     sqlite_begin,
     sqlite_text,
@@ -75,7 +73,6 @@ from lakefs_core.graveler.model import (
     BranchUpdate,
     Commit,
     CommitRecord,
-    EntryRecord,
     MirrorMarking,
     Repository,
     Tag,
@@ -84,25 +81,19 @@ from lakefs_core.refstore.base import RefStore, check_branch_refs, check_branch_
 from lakefs_core.refstore.migrations import migrate_settings
 from lakefs_core.refstore.rows import (
     BRANCH_COLUMNS,
-    ENTRY_COLUMNS,
     REPOSITORY_COLUMNS,
+    REPOSITORY_EXISTS,
     SELECT_BRANCH,
-    SELECT_BRANCH_STAGED,
     SELECT_HIDDEN,
     SELECT_MARKING,
     SELECT_PRESENT,
     SELECT_PROTECTION,
     SELECT_REPOSITORY,
-    SELECT_REPOSITORY_BRANCH_STAGED,
-    SELECT_STAGED,
-    SELECT_WRITE_TARGET,
     branch_of,
     branch_values,
     check_amount,
     dump_map,
     dump_tokens,
-    entry_record_of,
-    entry_values,
     fetch_all,
     key_range,
     marking_of,
@@ -120,10 +111,10 @@ from lakefs_core.refstore.schema import (
     repositories,
     repository_metadata,
     schema,
-    staged_entries,
     tags,
 )
 from lakefs_core.refstore.sql_records import RepositoryRecords
+from lakefs_core.refstore.sql_staging import StagedRecords
 
 _log = logging.getLogger(__name__)
 
@@ -135,42 +126,9 @@ T = TypeVar("T")
 #: rows fetched per query when streaming staged entries
 DEFAULT_PAGE_SIZE = 1000
 
-#: runs a statement built once (with its parameters) and gives its first row or None
-First = Callable[[Any, Mapping[str, Any]], Any]
-
-
-def _first_on(conn: Connection) -> First:
-    """:data:`First` on a SQLAlchemy connection."""
-    return lambda statement, params: conn.execute(statement, params).first()
-
-
-def _first_on_driver(conn: sqlite3.Connection) -> First:
-    """:data:`First` on a driver's SQLite connection (:class:`ThreadConnections`)."""
-    return lambda statement, params: conn.execute(sqlite_text(statement), params).fetchone()
-
-
-def _branch_and_staged(first: First, repo_id: str, branch_name: str,
-                       path: str) -> tuple[Branch, EntryRecord | None] | None:
-    """:meth:`SQLRefStore.get_branch_and_staged`, its statements run by ``first``."""
-    row = first(SELECT_BRANCH_STAGED, {"repo": repo_id, "name": branch_name, "path": path})
-    if row is None:
-        return None
-    width = len(BRANCH_COLUMNS)
-    branch = branch_of(row[:width])
-    if row[width] is not None:  # the path of a record staged under the live token
-        return branch, entry_record_of(row[width:])
-    for token in branch.sealed_tokens:
-        sealed = first(SELECT_STAGED, {"repo": repo_id, "token": token, "path": path})
-        if sealed is not None:
-            return branch, entry_record_of(sealed)
-    return branch, None
-
-
-_REPOSITORY_EXISTS = select(repositories.c.id).where(repositories.c.id == bindparam("repo"))
 #: the repository row, locked until the transaction ends (PostgreSQL)
-_REPOSITORY_LOCKED = {"share": _REPOSITORY_EXISTS.with_for_update(read=True),
-                      "update": _REPOSITORY_EXISTS.with_for_update()}
-SELECT_BRANCH_SHARED = SELECT_BRANCH.with_for_update(read=True)
+_REPOSITORY_LOCKED = {"share": REPOSITORY_EXISTS.with_for_update(read=True),
+                      "update": REPOSITORY_EXISTS.with_for_update()}
 
 #: key for pg_advisory_xact_lock, held while the schema is created
 _SCHEMA_LOCK_KEY = 0x6C616B6566735F72  # "lakefs_r"
@@ -222,7 +180,7 @@ def _commit_of(row: Row[Any]) -> Commit:
     )
 
 
-class SQLRefStore(RepositoryRecords, RefStore):
+class SQLRefStore(StagedRecords, RepositoryRecords, RefStore):
     """A :class:`RefStore` on SQLite or PostgreSQL through SQLAlchemy Core.
 
     The schema is created on construction if missing (idempotent, and safe when
@@ -277,9 +235,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
         self._readers = ThreadConnections.of(self._engine, busy_timeout)
         self._writers = ThreadConnections.of(self._engine, busy_timeout, writable=True)
         #: this process's writers of the SQLite file, in turn (None: another database)
-        self._gate = (None if self._engine.url.database in (None, "", ":memory:")
-                      or backend != "sqlite"
-                      else WriterGate.of(self._engine.url.database, busy_timeout))
+        self._gate = None if self._writers is None else self._writers.gate
         try:
             self._write(self._create_schema)
         except BaseException:
@@ -327,8 +283,8 @@ class SQLRefStore(RepositoryRecords, RefStore):
         (:class:`ThreadConnections`), which costs a fraction of SQLAlchemy's path."""
         readers = self._readers
         if readers is None:
-            return self._read(lambda conn: work(_first_on(conn)))
-        return self._run(lambda _: readers.read(lambda conn: work(_first_on_driver(conn))),
+            return self._read(lambda conn: work(first_on(conn)))
+        return self._run(lambda _: readers.read(lambda conn: work(first_on_driver(conn))),
                          write=False, driver=True)
 
     def _write(self, work: Callable[[Connection], T], *, repo_fk: str | None = None) -> T:
@@ -410,7 +366,7 @@ class SQLRefStore(RepositoryRecords, RefStore):
         if lock and conn.dialect.name == "postgresql":
             stmt = _REPOSITORY_LOCKED[lock]
         else:
-            stmt = _REPOSITORY_EXISTS
+            stmt = REPOSITORY_EXISTS
         if conn.execute(stmt, {"repo": repo_id}).first() is None:
             raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
 
@@ -654,63 +610,6 @@ class SQLRefStore(RepositoryRecords, RefStore):
             raise BranchNotFoundError(f"branch {name!r} not found")
         return branch_of(row)
 
-    def get_write_target(
-        self, repo_id: str, branch_name: str
-    ) -> tuple[Repository, tuple[str, ...], Branch | None]:
-        """The repository, its protection patterns and one of its branches, in one query.
-
-        Raises RepositoryNotFoundError.
-        """
-        params = {"repo": repo_id, "name": branch_name}
-        row = self._read_row(SELECT_WRITE_TARGET, params)
-        if row is None:
-            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-        width = len(REPOSITORY_COLUMNS)
-        patterns, branch = row[width], row[width + 1:]
-        rules = tuple(json.loads(patterns)) if patterns else ()
-        # a missing branch reads as NULL columns, its name (a key) among them
-        return repository_of(row[:width]), rules, None if branch[0] is None else branch_of(branch)
-
-    def get_branch_and_staged(
-        self, repo_id: str, branch_name: str, path: str
-    ) -> tuple[Branch, EntryRecord | None] | None:
-        """The branch and the record staged at ``path`` on it, on one connection.
-
-        The branch row comes with the live token's record in one query; the sealed
-        tokens (a commit in progress) are looked up only if the live token has none.
-        """
-
-        return self._read_rows(lambda first: _branch_and_staged(first, repo_id, branch_name,
-                                                                path))
-
-    def get_repository_and_staged(
-        self, repo_id: str, branch_name: str, path: str
-    ) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
-        """See :meth:`RefStore.get_repository_and_staged`: one statement, unless the
-        branch has sealed tokens (a commit in progress), then one transaction."""
-        row = self._read_row(SELECT_REPOSITORY_BRANCH_STAGED,
-                             {"repo": repo_id, "name": branch_name, "path": path})
-        if row is None:
-            raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-        repo_width = len(REPOSITORY_COLUMNS)
-        entry_at = repo_width + len(BRANCH_COLUMNS)
-        repo = repository_of(row[:repo_width])
-        if row[repo_width] is None:  # no such branch (its name is a key)
-            return repo, None
-        branch = branch_of(row[repo_width:entry_at])
-        if row[entry_at] is not None:
-            return repo, (branch, entry_record_of(row[entry_at:]))
-        if not branch.sealed_tokens:
-            return repo, (branch, None)
-
-        def work(first: First) -> tuple[Repository, tuple[Branch, EntryRecord | None] | None]:
-            row = first(SELECT_REPOSITORY, {"repo": repo_id})
-            if row is None:
-                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-            return repository_of(row), _branch_and_staged(first, repo_id, branch_name, path)
-
-        return self._read_rows(work)
-
     def list_branches(self, repo_id: str, prefix: str = "", after: str = "",
                       amount: int = 1000) -> list[Branch]:
         """Branches named with ``prefix``, after ``after``, sorted (empty if no repository)."""
@@ -934,95 +833,3 @@ class SQLRefStore(RepositoryRecords, RefStore):
                 .where(commits.c.repo == repo_id, *key_range(commits.c.commit_id, prefix, ""))
                 .order_by(commits.c.commit_id).limit(limit))
         return list(self._read(lambda conn: conn.execute(stmt).scalars().all()))
-
-    # --- staging ----------------------------------------------------------------------
-    def _staged_key(self, repo_id: str, token: str) -> tuple[ColumnElement[bool], ...]:
-        return staged_entries.c.repo == repo_id, staged_entries.c.staging_token == token
-
-    def put_staged(self, repo_id: str, token: str, record: EntryRecord) -> None:
-        """Stage an entry (or a tombstone, ``record.entry is None``), replacing any."""
-        row = {"repo": repo_id, "staging_token": token, "path": record.path,
-               **entry_values(record)}
-
-        def work(conn: Connection) -> None:
-            self._require_repository(conn, repo_id, lock="share")
-            self._upsert(conn, staged_entries, [row])
-
-        self._write(work)
-
-    def stage_on_branch(self, repo_id: str, branch_name: str, token: str,
-                        record: EntryRecord) -> Branch:
-        """See :meth:`RefStore.stage_on_branch`: one transaction. The branch row is read
-        after the record is written, under a share lock on PostgreSQL (SQLite runs one
-        writer at a time): a commit sealing ``token`` either moved the branch before
-        this read, or waits for this transaction and then sees the record."""
-        row = {"repo": repo_id, "staging_token": token, "path": record.path,
-               **entry_values(record)}
-        params = {"repo": repo_id, "name": branch_name}
-
-        def work(conn: Connection) -> Branch | None:
-            self._require_repository(conn, repo_id, lock="share")
-            self._upsert(conn, staged_entries, [row])
-            found = conn.execute(SELECT_BRANCH_SHARED if conn.dialect.name == "postgresql"
-                                 else SELECT_BRANCH, params).first()
-            return None if found is None else branch_of(found)
-
-        writers = self._writers
-        if writers is None:
-            branch = self._write(work)
-        else:  # the same statements on the thread's own driver connection
-            upsert = sqlite_text(self._upsert_statement(staged_entries), tuple(row))
-            exists, select_branch = sqlite_text(_REPOSITORY_EXISTS), sqlite_text(SELECT_BRANCH)
-
-            def on_driver(conn: sqlite3.Connection) -> Branch | None:
-                if conn.execute(exists, {"repo": repo_id}).fetchone() is None:
-                    raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-                conn.execute(upsert, row)
-                found = conn.execute(select_branch, params).fetchone()
-                return None if found is None else branch_of(found)
-
-            branch = self._run(lambda _: writers.write(on_driver), write=True, driver=True)
-        if branch is None:
-            raise BranchNotFoundError(f"branch {branch_name!r} not found")
-        return branch
-
-    def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
-        """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""
-        params = {"repo": repo_id, "token": token, "path": path}
-        row = self._read(lambda conn: conn.execute(SELECT_STAGED, params).first())
-        return None if row is None else entry_record_of(row)
-
-    def list_staged(self, repo_id: str, token: str, prefix: str = "",
-                    after: str = "") -> Iterator[EntryRecord]:
-        """Stream staged records (tombstones included) with path > ``after``, sorted by path.
-
-        Pages through the rows by key, one short query per ``page_size`` rows; no
-        connection is held between pages.
-        """
-        key = self._staged_key(repo_id, token)
-        while True:
-            stmt = (select(*ENTRY_COLUMNS)
-                    .where(*key, *key_range(staged_entries.c.path, prefix, after))
-                    .order_by(staged_entries.c.path).limit(self._page_size))
-            rows = self._read(partial(fetch_all, stmt=stmt))
-            for row in rows:
-                yield entry_record_of(row)
-            if len(rows) < self._page_size:
-                return
-            after = rows[-1].path
-
-    def delete_staged(self, repo_id: str, token: str, path: str) -> None:
-        """Remove a staged record (nothing happens if none is staged at ``path``)."""
-        stmt = staged_entries.delete().where(
-            *self._staged_key(repo_id, token), staged_entries.c.path == path)
-        self._write(lambda conn: conn.execute(stmt))
-
-    def drop_staging(self, repo_id: str, token: str) -> None:
-        """Drop every record staged under ``token``."""
-        stmt = staged_entries.delete().where(*self._staged_key(repo_id, token))
-        self._write(lambda conn: conn.execute(stmt))
-
-    def has_staged(self, repo_id: str, token: str) -> bool:
-        """Whether anything (entry or tombstone) is staged under ``token``."""
-        stmt = select(staged_entries.c.path).where(*self._staged_key(repo_id, token)).limit(1)
-        return self._read(lambda conn: conn.execute(stmt).first()) is not None
