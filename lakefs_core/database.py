@@ -10,9 +10,11 @@ front with ``BEGIN IMMEDIATE`` instead of failing to upgrade a read lock halfway
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -219,15 +221,25 @@ class WriterGate:
             self._lock.release()
 
 
+class _Held:
+    """A thread's connection, in the thread's locals."""
+
+    __slots__ = ("conn", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+
 class ThreadConnections:
     """The driver's own connections to one SQLite file, one per thread.
 
     For the statements that every request runs (a stat's repository, branch and
     staged record; the auth tables' change count; an upload's staged record): on
     these, SQLAlchemy's pool checkout, statement dispatch and result wrapping cost more
-    than the query. A thread keeps its connection for its life; all are closed by
-    :meth:`close`. Readers are ``query_only``: nothing can write through them. In WAL
-    mode a read never waits for a writer. Writers are set up as the engines of
+    than the query. A thread keeps its connection for its life, and it is closed when
+    the thread ends; all are closed by :meth:`close`. Readers are ``query_only``:
+    nothing can write through them. In WAL mode a read never waits for a writer.
+    Writers are set up as the engines of
     :func:`create_engine` set theirs up, and take the write lock up front.
 
     Args:
@@ -242,7 +254,9 @@ class ThreadConnections:
         self._writable = writable
         self._gate = WriterGate.of(path, busy_timeout) if writable else None
         self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
+        #: every living thread's connection, by key (a thread's ends with the thread)
+        self._opened: dict[int, sqlite3.Connection] = {}
+        self._keys = itertools.count()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -262,10 +276,11 @@ class ThreadConnections:
         return self._gate
 
     def connection(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        """This thread's connection, opened on first use and closed when the thread
+        ends (thread pools end idle threads and start new ones)."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None:
+            return held.conn
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
                                cached_statements=64)
         try:
@@ -279,13 +294,23 @@ class ThreadConnections:
         except BaseException:
             conn.close()
             raise
+        held = _Held(conn)
         with self._lock:
             if self._closed:
                 conn.close()
                 raise sqlite3.ProgrammingError("the connections are closed")
-            self._opened.append(conn)
-        self._local.conn = conn
+            key = next(self._keys)
+            self._opened[key] = conn
+        # the thread's locals go when it ends, and with them the last reference to held
+        weakref.finalize(held, self._release, key)
+        self._local.held = held
         return conn
+
+    def _release(self, key: int) -> None:
+        with self._lock:
+            conn = self._opened.pop(key, None)
+        if conn is not None:
+            conn.close()
 
     def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one read transaction (one snapshot) on this thread's
@@ -337,8 +362,8 @@ class ThreadConnections:
         """Close every thread's connection; later statements fail."""
         with self._lock:
             self._closed = True
-            opened, self._opened = self._opened, []
-        for conn in opened:
+            opened, self._opened = self._opened, {}
+        for conn in opened.values():
             conn.close()
 
 

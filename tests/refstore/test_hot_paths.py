@@ -7,6 +7,9 @@ refstore inherits.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import sqlite3
 import threading
 import time
@@ -181,6 +184,47 @@ def test_thread_readers_see_each_commit_and_cannot_write(sqlite_store: SQLRefSto
     sqlite_store.close()
     with pytest.raises(sqlite3.ProgrammingError):
         readers.connection().execute("SELECT 1")
+
+
+def _open_files(under: Path) -> list[str]:
+    """The files under ``under`` that this process holds open, once per descriptor."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(under)):
+                found.append(target)
+    return sorted(found)
+
+
+def test_a_thread_that_ends_closes_its_connections(tmp_path: Path) -> None:
+    """Thread pools end idle threads and start new ones: the driver connections a
+    thread opened are closed when it ends, so open files do not grow with them."""
+    store = SQLRefStore(f"sqlite:///{tmp_path / 'refstore.db'}")
+    try:
+        new_repo(store, "r1")
+
+        def request(n: int) -> None:
+            store.get_repository_and_staged("r1", "main", "a")
+            store.stage_on_branch("r1", "main", "t0", EntryRecord(f"p{n}", entry(n)))
+
+        def in_a_thread(n: int) -> None:
+            t = threading.Thread(target=request, args=(n,))
+            t.start()
+            t.join()
+
+        in_a_thread(0)
+        gc.collect()
+        before = _open_files(tmp_path)
+        for n in range(1, 21):
+            in_a_thread(n)
+        gc.collect()
+        assert _open_files(tmp_path) == before
+        readers, writers = store._readers, store._writers
+        assert readers is not None and writers is not None
+        assert not readers._opened and not writers._opened
+    finally:
+        store.close()
 
 
 def test_writers_of_one_file_take_turns_in_a_process(tmp_path: Path) -> None:
