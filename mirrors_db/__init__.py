@@ -42,6 +42,7 @@ from mirrors_db.models import (
     MirrorSpec,
     MirrorState,
     RowKind,
+    SensorReading,
     new_mirror_id,
 )
 from mirrors_db.registry import open_mirrors_table
@@ -81,6 +82,7 @@ __all__ = [
     "PostgresMirrorsConfig",
     "RowKind",
     "SQLiteMirrorsConfig",
+    "SensorReading",
     "VersionConflictError",
     "new_mirror_id",
     "open_mirrors_table",

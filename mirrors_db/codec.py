@@ -26,6 +26,7 @@ from mirrors_db.models import (
     MirrorGroup,
     MirrorState,
     RowKind,
+    SensorReading,
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -315,6 +316,40 @@ def group_progress_from_dict(data: Mapping[Any, Any], key: str) -> GroupProgress
         error=r.opt_text("error") or "",
         updated_at=r.time("updated_at"),
         version=r.integer("version"),
+    )
+
+
+def reading_to_dict(r: SensorReading) -> dict[str, Any]:
+    """Encode a page of a sensor reading as a JSON-ready dict."""
+    return {
+        "organization_id": r.organization_id,
+        "destination_region": r.destination_region,
+        "source_region": r.source_region,
+        "page": r.page,
+        "read_at": to_micros(r.read_at),
+        "confirmed": json.dumps({m: list(b) for m, b in sorted(r.confirmed.items())},
+                                separators=(",", ":")),
+    }
+
+
+def reading_from_dict(data: Mapping[Any, Any], key: str) -> SensorReading:
+    """Decode a page of a sensor reading; raises MalformedRowError."""
+    r = _Reader(data, key)
+    try:
+        confirmed = json.loads(r.text("confirmed"))
+        if not isinstance(confirmed, dict) or not all(
+                isinstance(b, list) and all(isinstance(x, str) for x in b)
+                for b in confirmed.values()):
+            raise ValueError
+    except ValueError:
+        raise r.fail("field 'confirmed' must map mirror ids to lists of branches") from None
+    return SensorReading(
+        organization_id=r.text("organization_id"),
+        destination_region=r.text("destination_region"),
+        source_region=r.text("source_region"),
+        page=r.integer("page"),
+        read_at=r.time("read_at"),
+        confirmed={str(m): tuple(b) for m, b in confirmed.items()},
     )
 
 

@@ -8,12 +8,14 @@ One table, partition key ``organization_id``, sort key ``row_id``:
   ``by_destination`` feed two sparse global secondary indexes of the same names.
 * ``branch#<mirror_id>#<branch>``: branch progress.
 * ``lease#<name>``: a lease.
+* ``reading#<destination_region>#<source_region>#<page>``: a page of a sensor's
+  reading (:class:`~mirrors_db.models.SensorReading`); replaced only by a later one.
 * ``name#<destination_region>#<name>`` and ``namespace#<storage_namespace>``:
   uniqueness guards of live mirrors, written and removed in the same
   TransactWriteItems as the mirror itself.
 
-Every write carries a ConditionExpression on ``version``. Transactions are
-atomic within one region; on a global table, two regions can both win
+Every write carries a ConditionExpression on ``version`` (a reading's, on its time).
+Transactions are atomic within one region; on a global table, two regions can both win
 concurrent writes to one item (last writer wins), which is why each row kind has
 a single writing region (see ``mirrors_db.models``).
 
@@ -58,6 +60,7 @@ from mirrors_db.dynamodb_items import (
     MIRROR_PREFIX,
     MIRROR_PROJECTION,
     PK,
+    READING_PREFIX,
     SK,
     UNREACHABLE,
     TransactionConflict,
@@ -77,6 +80,8 @@ from mirrors_db.dynamodb_items import (
     name_guard,
     namespace_guard,
     old_item,
+    reading_from_item,
+    reading_item,
     serialize,
 )
 from mirrors_db.dynamodb_streams import (
@@ -107,6 +112,7 @@ from mirrors_db.models import (
     MirrorGroup,
     MirrorState,
     RowKind,
+    SensorReading,
     check_branch_key,
     check_key_part,
     check_text,
@@ -694,6 +700,28 @@ class DynamoDBMirrorsTable(MirrorsTable):
         except botocore.exceptions.ClientError:
             raise VersionConflictError(f"progress of group {group_id!r} is not at version "
                                        f"{expected_version}") from None
+
+    # --- sensor readings --------------------------------------------------------------------
+    def _put_sensor_reading(self, reading: SensorReading) -> bool:
+        try:
+            self._call("put_item", CONDITION_FAILED, TableName=self._table,
+                       Item=serialize(reading_item(reading)),
+                       ConditionExpression="attribute_not_exists(row_id) OR read_at < :r",
+                       ExpressionAttributeValues=serialize({":r": to_micros(reading.read_at)}))
+        except botocore.exceptions.ClientError:
+            return False  # a newer reading is stored
+        return True
+
+    def list_sensor_readings(self, organization_id: str,
+                             destination_region: str | None = None) -> list[SensorReading]:
+        check_key_part(organization_id, "organization_id")
+        prefix = READING_PREFIX + (f"{destination_region}#" if destination_region else "")
+        items = self._query(
+            KeyConditionExpression="#k = :k AND begins_with(#s, :p)",
+            ExpressionAttributeNames={"#k": PK, "#s": SK},
+            ExpressionAttributeValues=serialize({":k": organization_id, ":p": prefix}),
+            ConsistentRead=True)
+        return [reading_from_item(i, organization_id) for i in items]
 
     # --- leases -----------------------------------------------------------------------------
     def _acquire_lease(

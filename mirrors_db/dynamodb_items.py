@@ -22,6 +22,8 @@ from mirrors_db.codec import (
     group_to_dict,
     lease_from_dict,
     mirror_from_dict,
+    reading_from_dict,
+    reading_to_dict,
     to_micros,
 )
 from mirrors_db.errors import (
@@ -36,6 +38,7 @@ from mirrors_db.models import (
     MirrorBranch,
     MirrorGroup,
     RowKind,
+    SensorReading,
 )
 
 PK = "organization_id"
@@ -52,6 +55,7 @@ GROUP_PREFIX = "group#"
 GROUP_NAME_PREFIX = "groupname#"
 CUT_PREFIX = "cut#"
 GROUP_PROGRESS_PREFIX = "gprogress#"
+READING_PREFIX = "reading#"
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -187,6 +191,19 @@ def group_progress_item(p: GroupProgress) -> dict[str, Any]:
 
 def group_progress_key(org: str, group_id: str) -> dict[str, Any]:
     return serialize({PK: org, SK: GROUP_PROGRESS_PREFIX + group_id})
+
+
+def reading_sort_key(destination_region: str, source_region: str, page: int) -> str:
+    return f"{READING_PREFIX}{destination_region}#{source_region}#{page:06d}"
+
+
+def reading_item(r: SensorReading) -> dict[str, Any]:
+    return {**reading_to_dict(r), SK: reading_sort_key(r.destination_region,
+                                                       r.source_region, r.page)}
+
+
+def reading_from_item(item: dict[str, Any], org: str) -> SensorReading:
+    return reading_from_dict(item, f"{org}/{item[SK]}")
 
 
 def _group_event(org: str, row_id: str, deleted: bool,

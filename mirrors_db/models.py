@@ -392,6 +392,49 @@ class GroupProgress:
     version: int = 0
 
 
+#: mirrors a sensor reading's page lists at most (a page is one row)
+SENSOR_READING_PAGE = 500
+
+
+@dataclass(frozen=True)
+class SensorReading:
+    """One page of a sensor's reading: at ``read_at`` the destination region's sensor
+    read the heads of its mirrors' sources in the source region at once, and found each
+    mirror in ``confirmed`` serving every one of the listed branches' source heads.
+
+    It stands for the per-branch confirmations (``source_seen_at``,
+    ``source_confirmed_at``) of those branches, so that confirming idle mirrors costs
+    a write per :data:`SENSOR_READING_PAGE` mirrors rather than one per branch. Written
+    by the destination region's sensor only; a page is replaced only by a newer reading.
+
+    Attributes:
+        page: Which page of the reading (a reading of more mirrors than a page holds
+            spans several rows).
+        confirmed: Mirror id -> the branches the reading confirmed.
+    """
+
+    organization_id: str
+    destination_region: str
+    source_region: str
+    page: int
+    read_at: datetime
+    confirmed: dict[str, tuple[str, ...]]
+
+    def validate(self) -> None:
+        """Raise InvalidMirrorArgumentError if a key part or the size is bad."""
+        check_key_part(self.organization_id, "organization_id")
+        check_key_part(self.destination_region, "destination region")
+        check_key_part(self.source_region, "source region")
+        if self.page < 0:
+            raise InvalidMirrorArgumentError("a reading's page cannot be negative")
+        if len(self.confirmed) > SENSOR_READING_PAGE:
+            raise InvalidMirrorArgumentError(
+                f"a reading's page lists at most {SENSOR_READING_PAGE} mirrors")
+        for mirror_id, branches in self.confirmed.items():
+            for branch in branches:
+                check_branch_key(self.organization_id, mirror_id, branch)
+
+
 def check_members(members: tuple[GroupMember, ...]) -> None:
     """Members are unique mirror branches, at most MAX_GROUP_MEMBERS of them."""
     if len(members) > MAX_GROUP_MEMBERS:

@@ -41,6 +41,8 @@ from mirrors_db.codec import (
     lease_from_dict,
     mirror_from_dict,
     mirror_to_dict,
+    reading_from_dict,
+    reading_to_dict,
     to_micros,
 )
 from mirrors_db.config import PostgresMirrorsConfig, SQLiteMirrorsConfig
@@ -70,6 +72,7 @@ from mirrors_db.models import (
     MirrorGroup,
     MirrorState,
     RowKind,
+    SensorReading,
     check_branch_key,
     check_key_part,
     check_text,
@@ -180,6 +183,17 @@ group_progress_t = sa.Table(
     sa.Column("version", sa.BigInteger, nullable=False),
 )
 
+readings_t = sa.Table(
+    "mirrors_db_sensor_readings",
+    metadata,
+    sa.Column("organization_id", sa.String(256), primary_key=True),
+    sa.Column("destination_region", sa.String(256), primary_key=True),
+    sa.Column("source_region", sa.String(256), primary_key=True),
+    sa.Column("page", sa.Integer, primary_key=True),
+    sa.Column("read_at", sa.BigInteger, nullable=False),
+    sa.Column("confirmed", sa.Text, nullable=False),
+)
+
 #: columns added after a table's first version, by table: a table without them gets
 #: them when it is opened (each has a server default, or is nullable, that fits the
 #: existing rows)
@@ -214,7 +228,7 @@ class SqlMirrorsTable(MirrorsTable):
     """The shared SQL implementation; use PostgresMirrorsTable or SQLiteMirrorsTable."""
 
     _tables: tuple[sa.Table, ...] = (mirrors_t, branches_t, leases_t, groups_t, cuts_t,
-                                     group_progress_t)
+                                     group_progress_t, readings_t)
 
     def __init__(
         self, engine: Engine, *, page_size: int, clock: Clock | None, where: str
@@ -646,6 +660,31 @@ class SqlMirrorsTable(MirrorsTable):
                     f"progress of group {group_id!r} is not at version {expected_version}")
             self._publish(conn, [ChangeEvent(RowKind.GROUP_PROGRESS, organization_id,
                                              (group_id,), True, None)])
+
+    # --- sensor readings ---------------------------------------------------------------------
+    def _put_sensor_reading(self, reading: SensorReading) -> bool:
+        rc = readings_t.c
+        ins = self._upsert()(readings_t).values(reading_to_dict(reading))
+        stmt = ins.on_conflict_do_update(
+            index_elements=[rc.organization_id, rc.destination_region, rc.source_region,
+                            rc.page],
+            set_={"read_at": ins.excluded.read_at, "confirmed": ins.excluded.confirmed},
+            where=rc.read_at < ins.excluded.read_at).returning(rc.page)
+        with self._write() as conn:
+            return conn.execute(stmt).first() is not None
+
+    def list_sensor_readings(self, organization_id: str,
+                             destination_region: str | None = None) -> list[SensorReading]:
+        check_key_part(organization_id, "organization_id")
+        rc = readings_t.c
+        query = sa.select(readings_t).where(rc.organization_id == organization_id)
+        if destination_region is not None:
+            query = query.where(rc.destination_region == destination_region)
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        return [reading_from_dict(r._mapping, _key(organization_id, "reading",
+                                                   r.destination_region, r.source_region,
+                                                   str(r.page))) for r in rows]
 
     # --- leases --------------------------------------------------------------------------------
     def _acquire_lease(

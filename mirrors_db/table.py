@@ -40,6 +40,7 @@ from mirrors_db.models import (
     MirrorSpec,
     MirrorState,
     RowKind,
+    SensorReading,
     check_key_part,
     check_members,
     check_page_size,
@@ -422,6 +423,27 @@ class MirrorsTable(ABC):
         Raises:
             VersionConflictError: The row changed or is gone.
         """
+
+    # --- sensor readings -----------------------------------------------------------
+    def put_sensor_reading(self, reading: SensorReading) -> bool:
+        """Store a page of a sensor's reading, unless a reading of that page at the same
+        time or later is stored already (another replica's sensor was faster).
+
+        Returns:
+            Whether it was stored.
+        """
+        reading.validate()
+        return self._put_sensor_reading(reading)
+
+    @abstractmethod
+    def list_sensor_readings(self, organization_id: str,
+                             destination_region: str | None = None) -> list[SensorReading]:
+        """Every stored page of the sensors' readings (of one destination region's, if
+        given): a request or a few whatever the number of mirrors."""
+
+    @abstractmethod
+    def _put_sensor_reading(self, reading: SensorReading) -> bool:
+        """Insert or replace the page if the stored one was read earlier."""
 
     # --- leases ----------------------------------------------------------------------
     def acquire_lease(

@@ -41,7 +41,7 @@ from lakefs_core.web import install_error_handlers
 from mirrors_db.errors import MirrorNotFoundError
 from mirrors_db.models import Mirror, MirrorGroup, MirrorSpec, MirrorState
 from replication.forwarding import FORWARDED, PREFIX, forward
-from replication.freshness import branch_freshness, source_unreadable
+from replication.freshness import Confirmations, branch_freshness, source_unreadable
 from replication.group_api import add_group_routes, grouped_branch_rows
 from replication.handover import Handover as HandoverService
 from replication.handover import HandoverRequest as Handover
@@ -107,15 +107,16 @@ def mirror_json(m: Mirror) -> dict[str, Any]:
     }
 
 
-def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float,
-                    groups: list[MirrorGroup]) -> list[dict[str, Any]]:
+def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float, groups: list[MirrorGroup],
+                    confirmations: Confirmations) -> list[dict[str, Any]]:
     """Per branch, what the mirror serves and when the source was last found at it
-    (``groups``: the organization's mirror groups)."""
+    (``groups``: the organization's mirror groups; ``confirmations``: its sensors'
+    readings)."""
     grouped = grouped_branch_rows(sidecar, m, now, groups)
     rows = [{k: row[k] for k in ("branch", "mirror_head", "source_head", "source_confirmed_at",
                                  "lag_seconds", "stale", "current", "group")}
             for row in grouped.values()]
-    for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+    for p in sidecar.branch_progress(m.id, confirmations):
         if p.branch in grouped:
             continue  # a group moves it: its row is the group's
         fresh = branch_freshness(m, p, now, sidecar.stale_after)
@@ -229,6 +230,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         results: list[dict[str, Any]] = []
         more = False
         groups = sidecar.table.list_groups(sidecar.org) if with_heads else []
+        confirmations = sidecar.confirmations() if with_heads else Confirmations()
         for m in mirrors:
             if after and m.id <= after:
                 continue
@@ -237,7 +239,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
                 break
             item = mirror_json(m)
             if with_heads:
-                item["branches"] = confirmed_heads(sidecar, m, now, groups)
+                item["branches"] = confirmed_heads(sidecar, m, now, groups, confirmations)
             results.append(item)
         return {"results": results,
                 "pagination": {"has_more": more,
@@ -357,7 +359,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             seen.append(row["source_seen_at"])
             stale = stale or (m.state is MirrorState.ACTIVE and row["stale"])
             branches.append(row)
-        for p in sidecar.table.list_branch_progress(sidecar.org, m.id):
+        for p in sidecar.branch_progress(m.id):
             if p.branch in grouped:
                 continue
             fresh = branch_freshness(m, p, now, sidecar.stale_after)

@@ -11,9 +11,11 @@ table keeps (so a restarted sidecar, and every region's status view, start from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
 
-from mirrors_db.models import GroupProgress, Mirror, MirrorBranch, MirrorGroup
+from mirrors_db.models import GroupProgress, Mirror, MirrorBranch, MirrorGroup, SensorReading
 from replication.lag_history import branch_lag
 from replication.mirroring import SOURCE_UNREADABLE
 
@@ -42,6 +44,43 @@ def branch_freshness(mirror: Mirror, progress: MirrorBranch, now: float,
     return BranchFreshness(branch_lag(progress, now), stale, current)
 
 
+
+
+class Confirmations:
+    """What the sensors' readings confirm, per mirror branch: the latest reading that
+    found the branch at its source's head.
+
+    A sensor confirms an idle mirror's branches in a page of its reading rather than in
+    each branch's row; a branch's confirmation is the later of its row's and its
+    readings'. :meth:`apply` gives the row as if the sensor had written it.
+    """
+
+    def __init__(self, readings: Iterable[SensorReading] = ()) -> None:
+        self._at: dict[tuple[str, str], datetime] = {}
+        for r in readings:
+            for mirror_id, branches in r.confirmed.items():
+                for branch in branches:
+                    key = (mirror_id, branch)
+                    at = self._at.get(key)
+                    if at is None or r.read_at > at:
+                        self._at[key] = r.read_at
+
+    def at(self, mirror_id: str, branch: str) -> datetime | None:
+        """When a reading last confirmed the branch (None: never)."""
+        return self._at.get((mirror_id, branch))
+
+    def apply(self, row: MirrorBranch) -> MirrorBranch:
+        """The row with its readings' confirmation: ``source_seen_at`` and
+        ``source_confirmed_at`` at the later of its own and the reading's."""
+        at = self._at.get((row.mirror_id, row.branch))
+        if at is None:
+            return row
+        seen, confirmed = row.source_seen_at, row.source_confirmed_at
+        if (seen is not None and seen >= at) and (confirmed is not None and confirmed >= at):
+            return row
+        return replace(row, source_seen_at=at if seen is None or seen < at else seen,
+                       source_confirmed_at=(at if confirmed is None or confirmed < at
+                                            else confirmed))
 
 
 def group_freshness(group: MirrorGroup, progress: GroupProgress, now: float,

@@ -22,10 +22,11 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from lakefs_core.errors import (
     BranchChangedError,
@@ -143,6 +144,9 @@ class MirrorContext:
     #: the branches of a mirror (by id) that a mirror group moves: its follower leaves
     #: them alone (:mod:`replication.groups` moves them, a cut at a time)
     grouped: Callable[[str], frozenset[str]] = field(default=lambda _mirror_id: frozenset())
+    #: a branch's rows as stored (mirror id -> rows), with what the sensors' readings
+    #: confirm of them (:class:`~mirrors_db.models.SensorReading`)
+    stored_progress: Callable[[str], list[MirrorBranch]] | None = None
 
     def validation_run_at(self, t: float) -> float:
         """The first validation run at or after ``t``."""
@@ -182,9 +186,10 @@ class MirrorFollower:
         #: first, so a restarted sidecar starts from it), or, never confirmed, when the
         #: branch was first seen; the lag gauge reads it at every scrape
         self._lag_from: dict[str, float] = {}
+        stored = ctx.stored_progress or (
+            lambda mirror_id: ctx.table.list_branch_progress(ctx.organization_id, mirror_id))
         try:
-            rows = (ctx.table.list_branch_progress(ctx.organization_id, mirror.id)
-                    if track_lag else [])
+            rows = stored(mirror.id) if track_lag else []
         except MirrorsDatabaseError:
             rows = []
         for row in rows:
@@ -325,28 +330,49 @@ class MirrorFollower:
         return min(due) if due else None
 
     def quiet(self, source: dict[str, str], source_tags: dict[str, str] | None,
-              read_at: datetime) -> bool:
+              read_at: datetime) -> tuple[str, ...] | None:
         """Whether the mirror serves all of its source as read (by someone else: the
         sensor) at ``read_at``: every branch (and tag, if given) at its source head,
-        nothing pending. If so, each branch's row confirms it, as a round would; if not,
-        nothing is changed (a round is due).
+        nothing pending. If not, None, and nothing is changed (a round is due).
+
+        If so, the branches the sensor's reading confirms (:class:`SensorReading`, one
+        row for many mirrors). A branch whose row does not already say it serves that
+        head, with nothing pending, has its row written as a round would; the others'
+        rows are left alone, and :meth:`confirmed_by_reading` follows once the reading
+        is stored.
         """
         grouped = self.ctx.grouped(self.mirror.id)
         source = {n: h for n, h in source.items() if n not in grouped}
         repo = self.mirror.name
         if self.refs or source != {n: h for n, h in self.ctx.mirrors.branches(repo).items()
                                    if n not in grouped}:
-            return False
+            return None
         if self.ctx.mirror_tags and source_tags is not None and (
                 self._tags_refused or source_tags != self.ctx.mirrors.tags(repo)):
-            return False  # tags moved, or may be listed again: a round follows them
+            return None  # tags moved, or may be listed again: a round follows them
         for name, head in source.items():
             row = self._rows.get(name) or self._current_row(name)
             since = row and (row.source_confirmed_at or row.source_head_seen_at)
             self._watch_lag(name, (since or read_at).timestamp(), keep=True)
+            if row is not None and row.version and row == replace(
+                    row, **self._head_state(head)):
+                continue  # its row says so already: the reading confirms it
             if self._at_head(name, head, row, read_at) is None:  # written meanwhile
                 self._at_head(name, head, self._current_row(name), read_at)
-        return True
+        return tuple(sorted(source))
+
+    def confirmed_by_reading(self, branches: Iterable[str], read_at: datetime) -> None:
+        """The sensor's reading at ``read_at``, stored, confirms these branches."""
+        for name in branches:
+            self._confirmed(name, read_at)
+            self.ctx.metrics.pending_commits.labels(self.mirror.name, name).set(0)
+            self.ctx.metrics.missing_objects.labels(self.mirror.name, name).set(0)
+
+    @staticmethod
+    def _head_state(head: str) -> dict[str, Any]:
+        """A progress row's fields when the mirror branch serves the source's ``head``."""
+        return {"source_head": head, "pending_commit": None, "promoted_commit": head,
+                "missing_ranges": 0, "missing_objects": 0, "error": ""}
 
     def _at_head(self, name: str, head: str, row: MirrorBranch | None,
                  read_at: datetime) -> MirrorBranch | None:
@@ -355,9 +381,8 @@ class MirrorFollower:
         self._confirmed(name, read_at)
         self.ctx.metrics.pending_commits.labels(self.mirror.name, name).set(0)
         self.ctx.metrics.missing_objects.labels(self.mirror.name, name).set(0)
-        return self._record(row, name, source_head=head, pending_commit=None,
-                            promoted_commit=head, missing_ranges=0, missing_objects=0,
-                            error="", **self._seen(row, read_at, confirmed=True))
+        return self._record(row, name, **self._head_state(head),
+                            **self._seen(row, read_at, confirmed=True))
 
     def _current_row(self, branch: str) -> MirrorBranch | None:
         """The branch's progress row as stored now (None if there is none, or on error)."""

@@ -57,6 +57,7 @@ from mirrors_db.errors import (
     VersionConflictError,
 )
 from mirrors_db.models import (
+    SENSOR_READING_PAGE,
     ChangeEvent,
     Lease,
     Mirror,
@@ -64,12 +65,14 @@ from mirrors_db.models import (
     MirrorGroup,
     MirrorState,
     RowKind,
+    SensorReading,
     clip_error,
     default_lease_owner,
 )
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
+from replication.freshness import Confirmations
 from replication.groups import GroupCutter, GroupFollower, grouped_branches
 from replication.lag_history import LagHistory, branch_lag
 from replication.metrics import ReplicationMetrics
@@ -204,7 +207,10 @@ class Sidecar:
             validation_concurrency=validator.request_concurrency,
             range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
             grouped=self._grouped_of,
+            stored_progress=self._stored_progress,
         )
+        #: the sensors' readings as last read for starting followers, and when (monotonic)
+        self._confirmations: tuple[float, Confirmations] = (-math.inf, Confirmations())
         #: cuts of the groups whose source is this region
         self.group_cutter = GroupCutter(self.table, self.mirrors, self.org, self.region)
         #: followers of the groups whose destination is this region, by group id
@@ -481,26 +487,53 @@ class Sidecar:
             return len(mirrors)
         self._sensed_regions.add(region)
         woken = 0
+        confirmed: dict[str, tuple[str, ...]] = {}
         for m in mirrors:
-            if not self._quiet(m, heads.get(m.source_repository), read_at):
+            branches = self._quiet(m, heads.get(m.source_repository), read_at)
+            if branches is None:
                 self.schedule(m.id)
                 woken += 1
+            elif branches:
+                confirmed[m.id] = branches
+        self._store_reading(region, read_at, confirmed)
         return woken
 
-    def _quiet(self, mirror: Mirror, refs: SourceHeads | None, read_at: datetime) -> bool:
-        """Whether the mirror is at its source's heads ``refs`` (confirmed if so)."""
+    def _store_reading(self, region: str, read_at: datetime,
+                       confirmed: dict[str, tuple[str, ...]]) -> None:
+        """Store what a reading of ``region``'s heads confirmed, a page per
+        :data:`SENSOR_READING_PAGE` mirrors, and let their followers count their lag
+        from it."""
+        ids = sorted(confirmed)
+        for page, start in enumerate(range(0, len(ids), SENSOR_READING_PAGE)):
+            part = {i: confirmed[i] for i in ids[start:start + SENSOR_READING_PAGE]}
+            try:
+                if not self.table.put_sensor_reading(SensorReading(
+                        self.org, self.region, region, page, read_at, part)):
+                    continue  # another replica stored a later reading
+            except MirrorsDatabaseError as e:
+                log.warning("reading of %s's heads not stored: %s", region, e)
+                continue
+            for mirror_id, branches in part.items():
+                follower = self._followers.get(mirror_id)
+                if follower is not None:
+                    follower.confirmed_by_reading(branches, read_at)
+
+    def _quiet(self, mirror: Mirror, refs: SourceHeads | None,
+               read_at: datetime) -> tuple[str, ...] | None:
+        """The branches a reading of the source's heads ``refs`` confirms, if the
+        mirror is at them; None if it is not (or may not be: a round is due)."""
         with self._cond:
             follower = self._followers.get(mirror.id)
             if (refs is None or follower is None or mirror.id in self._running
                     or mirror.id in self.last_errors
                     or mirror.error.startswith(SOURCE_UNREADABLE)):
-                return False  # a round says what is wrong, or sees the move after it
+                return None  # a round says what is wrong, or sees the move after it
             self._running.add(mirror.id)  # no round meanwhile
         try:
             return follower.quiet(refs.branches, refs.tags, read_at)
         except (LakeFSError, MirrorsDatabaseError) as e:
             log.debug("mirror %s not confirmed: %s", mirror.id, e)
-            return False
+            return None
         finally:
             with self._cond:
                 self._running.discard(mirror.id)
@@ -624,6 +657,7 @@ class Sidecar:
         sampled: set[str] = set()
         n = 0
         token: str | None = None
+        confirmations = self.confirmations()
         while True:
             page = self.table.list_mirrors(self.org, page_token=token,
                                            page_size=self.config.list_mirrors_page_size)
@@ -633,6 +667,7 @@ class Sidecar:
                     continue
                 sampled.add(m.id)
                 for p in self._progress_of(m.id):
+                    p = confirmations.apply(p)
                     self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
                     n += 1
             if not page.next_page_token:
@@ -642,6 +677,33 @@ class Sidecar:
         for gone in set(self._progress) - sampled:
             self._progress.pop(gone, None)
         return n
+
+    def confirmations(self) -> Confirmations:
+        """What the sensors' stored readings confirm (one request or a few)."""
+        return Confirmations(self.table.list_sensor_readings(self.org))
+
+    def branch_progress(self, mirror_id: str,
+                        confirmations: Confirmations | None = None) -> list[MirrorBranch]:
+        """The mirror's branch progress rows as stored, each with what the sensors'
+        readings (``confirmations``, read now if not given) confirm of it."""
+        rows = self.table.list_branch_progress(self.org, mirror_id)
+        if not rows:
+            return rows
+        confirmations = self.confirmations() if confirmations is None else confirmations
+        return [confirmations.apply(p) for p in rows]
+
+    def _stored_progress(self, mirror_id: str) -> list[MirrorBranch]:
+        """A new follower's rows, with the readings' confirmations: read once a sensor
+        period, however many followers start (a restarted sidecar starts them all)."""
+        rows = self.table.list_branch_progress(self.org, mirror_id)
+        now = time.monotonic()
+        with self._cond:
+            read_at, confirmations = self._confirmations
+        if rows and now >= read_at + self.sense_interval:
+            confirmations = self.confirmations()
+            with self._cond:
+                self._confirmations = (now, confirmations)
+        return [confirmations.apply(p) for p in rows]
 
     def _progress_of(self, mirror_id: str) -> list[MirrorBranch]:
         rows = self._progress.get(mirror_id)
