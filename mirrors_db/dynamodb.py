@@ -515,6 +515,26 @@ class DynamoDBMirrorsTable(MirrorsTable):
         rows = [branch_from_dict(i, f"{organization_id}/{i[SK]}") for i in items]
         return sorted(rows, key=lambda p: p.branch)
 
+    def _list_all_branches(self, organization_id: str, after: tuple[str, str] | None,
+                           limit: int) -> list[MirrorBranch]:
+        query: dict[str, Any] = {
+            "KeyConditionExpression": "#k = :k AND begins_with(#s, :p)",
+            "ExpressionAttributeNames": {"#k": PK, "#s": SK},
+            "ExpressionAttributeValues": serialize({":k": organization_id, ":p": BRANCH_PREFIX}),
+            "ConsistentRead": True}
+        if after is not None:
+            query["ExclusiveStartKey"] = serialize(
+                {PK: organization_id, SK: f"{BRANCH_PREFIX}{after[0]}#{after[1]}"})
+        found: list[MirrorBranch] = []
+        while len(found) < limit:
+            page = self._call("query", TableName=self._table, Limit=limit - len(found), **query)
+            found += [branch_from_dict(i, f"{organization_id}/{i[SK]}")
+                      for i in map(deserialize, page.get("Items", []))]
+            if "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found
+
     def _insert_branch(self, progress: MirrorBranch) -> None:
         reasons = self._transact([
             {"ConditionCheck": {

@@ -484,6 +484,19 @@ class ChangeEvent:
 
 
 @dataclass(frozen=True)
+class ProgressPage:
+    """One page of the organization's branch progress rows.
+
+    Attributes:
+        rows: Rows on this page, by mirror, then branch.
+        next_page_token: Pass to the same listing for the next page; None at the end.
+    """
+
+    rows: list[MirrorBranch]
+    next_page_token: str | None
+
+
+@dataclass(frozen=True)
 class MirrorPage:
     """One page of a mirror listing.
 

@@ -449,6 +449,19 @@ class SqlMirrorsTable(MirrorsTable):
         return [branch_from_dict(r._mapping, _key(organization_id, mirror_id, r.branch))
                 for r in rows]
 
+    def _list_all_branches(self, organization_id: str, after: tuple[str, str] | None,
+                           limit: int) -> list[MirrorBranch]:
+        b = branches_t.c
+        conds = [b.organization_id == organization_id]
+        if after is not None:
+            conds.append(sa.tuple_(b.mirror_id, b.branch) > sa.tuple_(*after))
+        stmt = (sa.select(branches_t).where(*conds).order_by(b.mirror_id, b.branch)
+                .limit(limit))
+        with self._read() as conn:
+            rows = conn.execute(stmt).all()
+        return [branch_from_dict(r._mapping, _key(organization_id, r.mirror_id, r.branch))
+                for r in rows]
+
     def _insert_branch(self, progress: MirrorBranch) -> None:
         c = mirrors_t.c
         try:

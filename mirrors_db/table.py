@@ -13,6 +13,7 @@ backends only store them. Every write is conditional:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import queue
 import threading
@@ -39,6 +40,7 @@ from mirrors_db.models import (
     MirrorPage,
     MirrorSpec,
     MirrorState,
+    ProgressPage,
     RowKind,
     SensorReading,
     check_key_part,
@@ -259,6 +261,40 @@ class MirrorsTable(ABC):
     @abstractmethod
     def list_branch_progress(self, organization_id: str, mirror_id: str) -> list[MirrorBranch]:
         """Every branch progress row of a mirror, ordered by branch name."""
+
+    def list_all_branch_progress(self, organization_id: str, page_token: str | None = None,
+                                 page_size: int | None = None) -> ProgressPage:
+        """One page of every mirror's branch progress rows: a request per page, however
+        many mirrors there are (:meth:`list_branch_progress` is one per mirror).
+
+        Args:
+            organization_id: The organization.
+            page_token: ``next_page_token`` of the previous page; None for the first.
+            page_size: Rows per page; defaults to ``list_mirrors_page_size``.
+        """
+        check_key_part(organization_id, "organization_id")
+        size = self.page_size if page_size is None else page_size
+        check_page_size(size)
+        after = decode_page_token(page_token)
+        if after is not None:
+            try:
+                mirror_id, branch = json.loads(after)
+            except (ValueError, TypeError):
+                raise InvalidMirrorArgumentError(
+                    f"invalid page token {page_token!r}") from None
+        rows = self._list_all_branches(organization_id,
+                                       None if after is None else (mirror_id, branch), size + 1)
+        if len(rows) > size:
+            last = rows[size - 1]
+            return ProgressPage(rows[:size],
+                                encode_page_token(json.dumps([last.mirror_id, last.branch])))
+        return ProgressPage(rows, None)
+
+    @abstractmethod
+    def _list_all_branches(self, organization_id: str, after: tuple[str, str] | None,
+                           limit: int) -> list[MirrorBranch]:
+        """Up to ``limit`` progress rows after the row of mirror and branch ``after``,
+        in the backend's key order."""
 
     def put_branch_progress(
         self, progress: MirrorBranch, expected_version: int | None = None

@@ -643,40 +643,62 @@ class Sidecar:
         """Record the lag of every branch of the active mirrors whose source or
         destination is this region, from the mirrors table.
 
-        While the change feed is open, a mirror's rows are read once and then kept
-        current by the feed (read again every :data:`PROGRESS_REREAD` seconds, in case
-        it missed a change); without it, they are all read at every sample.
+        While the change feed is open, the rows are read once and then kept current by
+        the feed (read again every :data:`PROGRESS_REREAD` seconds, in case it missed a
+        change); without it, they are all read at every sample. A reading of all of
+        them is a listing of the organization's rows, a request per page; only a
+        mirror that appears in between is read on its own.
 
         Returns:
             The branches sampled.
         """
         now = time.time()
-        if not self._feed_open or time.monotonic() >= self._progress_read_at + PROGRESS_REREAD:
+        reread = (not self._feed_open
+                  or time.monotonic() >= self._progress_read_at + PROGRESS_REREAD)
+        if reread:
             self._progress.clear()
             self._progress_read_at = time.monotonic()
-        sampled: set[str] = set()
-        n = 0
+        mirrors: list[Mirror] = []
         token: str | None = None
-        confirmations = self.confirmations()
         while True:
             page = self.table.list_mirrors(self.org, page_token=token,
                                            page_size=self.config.list_mirrors_page_size)
-            for m in page.mirrors:
-                if (m.state is not MirrorState.ACTIVE
-                        or self.region not in (m.source_region, m.destination_region)):
-                    continue
-                sampled.add(m.id)
-                for p in self._progress_of(m.id):
-                    p = confirmations.apply(p)
-                    self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
-                    n += 1
+            mirrors += [m for m in page.mirrors if m.state is MirrorState.ACTIVE
+                        and self.region in (m.source_region, m.destination_region)]
             if not page.next_page_token:
                 break
             token = page.next_page_token
+        if reread and mirrors:
+            self._read_all_progress([m.id for m in mirrors])
+        confirmations = self.confirmations()
+        n = 0
+        for m in mirrors:
+            for p in self._progress_of(m.id):
+                p = confirmations.apply(p)
+                self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
+                n += 1
+        sampled = {m.id for m in mirrors}
         self.lag_history.forget(sampled)
         for gone in set(self._progress) - sampled:
             self._progress.pop(gone, None)
         return n
+
+    def _read_all_progress(self, mirror_ids: list[str]) -> None:
+        """Read every row of these mirrors in one listing of the organization's rows
+        (the feed's changes from the start land too; the newest version wins)."""
+        kept = {i: self._progress.setdefault(i, {}) for i in mirror_ids}
+        token: str | None = None
+        while True:
+            page = self.table.list_all_branch_progress(
+                self.org, page_token=token, page_size=self.config.list_mirrors_page_size)
+            for p in page.rows:
+                rows = kept.get(p.mirror_id)
+                current = None if rows is None else rows.get(p.branch)
+                if rows is not None and (current is None or p.version > current.version):
+                    rows[p.branch] = p
+            if not page.next_page_token:
+                return
+            token = page.next_page_token
 
     def confirmations(self) -> Confirmations:
         """What the sensors' stored readings confirm (one request or a few)."""

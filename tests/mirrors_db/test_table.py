@@ -327,6 +327,30 @@ def test_branch_progress_list_get_delete(table: MirrorsTable) -> None:
     assert [p.branch for p in table.list_branch_progress(ORG, m.id)] == ["feature/x#1", "main"]
 
 
+def test_every_mirrors_progress_is_listed_in_pages(table: MirrorsTable) -> None:
+    mirrors = [table.create_mirror(spec()) for _ in range(3)]
+    rows = {(m.id, b): table.put_branch_progress(MirrorBranch(ORG, m.id, b, source_head=b))
+            for m in mirrors for b in ("main", "feature/x#1", "dev", "a b")}
+    other = table.create_mirror(spec(org="other-org"))
+    table.put_branch_progress(MirrorBranch("other-org", other.id, "main"))
+    seen: list[MirrorBranch] = []
+    token: str | None = None
+    pages = 0
+    while True:
+        page = table.list_all_branch_progress(ORG, page_token=token, page_size=5)
+        pages += 1
+        assert len(page.rows) <= 5
+        seen += page.rows
+        if page.next_page_token is None:
+            break
+        token = page.next_page_token
+    assert pages == 3
+    assert sorted(((p.mirror_id, p.branch), p) for p in seen) == sorted(rows.items())
+    assert table.list_all_branch_progress(ORG).rows == seen  # one page, same order
+    with pytest.raises(InvalidMirrorArgumentError):
+        table.list_all_branch_progress(ORG, page_token="not-a-token")
+
+
 # --- leases --------------------------------------------------------------------------------
 def test_lease_is_exclusive_until_it_expires(table: MirrorsTable, clock: ManualClock) -> None:
     a = table.acquire_lease(ORG, "us-west-2/promoter", "replica-a", ttl=30)
