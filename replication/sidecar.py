@@ -256,6 +256,7 @@ class Sidecar:
         self._stop = threading.Event()
         self._clients_lock = threading.Lock()
         self._manager_wake = threading.Event()
+        self._sensor_wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._notify_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notify")
         #: one pooled client for requests to the other regions' servers
@@ -346,6 +347,7 @@ class Sidecar:
         self._stop.set()
         self._manager_wake.set()
         self._groups_wake.set()
+        self._sensor_wake.set()
         with self._cond:
             self._cond.notify_all()
         for t in self._threads:
@@ -448,7 +450,9 @@ class Sidecar:
                     log.warning("sensor of %s: %s", region, e)
                 except Exception:  # noqa: BLE001 - the loop must survive anything
                     log.exception("sensor of %s failed", region)
-            self._stop.wait(max(0.0, due - time.monotonic()))
+            # a mirror of a region not sensed yet (the first ones, after a start) wakes it
+            self._sensor_wake.wait(max(0.0, due - time.monotonic()))
+            self._sensor_wake.clear()
 
     def sense_region(self, region: str) -> int:
         """Read the heads of every followed mirror's source in ``region`` at once (a
@@ -547,6 +551,13 @@ class Sidecar:
         if mirror is None or mirror.state is not MirrorState.ACTIVE:
             return None
         now = time.monotonic()
+        follower = self._followers.get(mirror_id)
+        with self._cond:
+            woken = mirror_id in self._wake
+        if (not woken and follower is not None and not follower.refs
+                and mirror_id not in self.last_errors
+                and mirror.source_region in self._sensed_regions):
+            return None  # idle, and its region's sensor reads its source: it wakes it
         if mirror_id not in self._leases or now >= self._renew_at.get(mirror_id, 0.0):
             try:
                 self._leases[mirror_id] = self.table.acquire_lease(
@@ -797,6 +808,8 @@ class Sidecar:
                 self._mirrors[mirror.id] = mirror
                 if new:
                     self.schedule(mirror.id)
+                    if mirror.source_region not in self._sensed_regions:
+                        self._sensor_wake.set()
             else:
                 self._unfollow(mirror.id)
         for gone in set(self._mirrors) - seen:
