@@ -122,12 +122,14 @@ class GroupCutter:
                                      "reason": reason})
         return cut
 
-    def sweep(self, repositories: Iterable[str] | None = None) -> int:
+    def sweep(self, repositories: Iterable[str] | None = None,
+              groups: list[MirrorGroup] | None = None) -> int:
         """Take a cut of every group of this region (only those with a member in
-        ``repositories``, when given). Returns the groups looked at."""
+        ``repositories``, when given; of ``groups``, when given, else of those the table
+        lists). Returns the groups looked at."""
         wanted = None if repositories is None else set(repositories)
         n = 0
-        for group in self.groups():
+        for group in self.groups() if groups is None else groups:
             if wanted is not None and not any(self._source_of(m.mirror_id) in wanted
                                               for m in group.members):
                 continue

@@ -84,6 +84,7 @@ from replication.mirroring import (
 )
 from replication.remote_auth import RemoteAuthenticator
 from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
+from replication.source_index import SourceIndex
 
 log = logging.getLogger("replication.sidecar")
 
@@ -211,6 +212,10 @@ class Sidecar:
         )
         #: the sensors' readings as last read for starting followers, and when (monotonic)
         self._confirmations: tuple[float, Confirmations] = (-math.inf, Confirmations())
+        #: the mirrors and groups whose source is this region, kept by the change feed
+        self.source_index = SourceIndex(self.table, self.org, self.region,
+                                        config.list_mirrors_page_size)
+        self._source_index_retry = 0.0
         #: cuts of the groups whose source is this region
         self.group_cutter = GroupCutter(self.table, self.mirrors, self.org, self.region)
         #: followers of the groups whose destination is this region, by group id
@@ -978,13 +983,28 @@ class Sidecar:
                     if event is not None:
                         if event.kind is RowKind.MIRROR:
                             self._manager_wake.set()
+                            self.source_index.on_event(event)
                         elif event.kind is RowKind.BRANCH:
                             self._progress_changed(event)
                         else:
                             self._groups_wake.set()
+                            self.source_index.on_event(event)
                     if feed.closed:
                         break
+                    if not self.source_index.loaded:
+                        self._load_source_index()
                 self._feed_open = False
+                self.source_index.forget()
+
+    def _load_source_index(self) -> None:
+        """Read the source index whole (at most every few seconds, while it fails)."""
+        if time.monotonic() < self._source_index_retry:
+            return
+        try:
+            self.source_index.load()
+        except MirrorsDatabaseError as e:
+            log.warning("mirrors of this region's repositories not read: %s", e)
+            self._source_index_retry = time.monotonic() + self.error_cooldown
 
     def on_ref_events(self, events: list[dict], source_region: str | None) -> int:
         """Handle ref-move events; returns how many mirrors were woken or told."""
@@ -1001,8 +1021,13 @@ class Sidecar:
                 self._manager_wake.set()  # maybe a mirror we do not know yet
             return n
         # from our own server: cut the groups of these repositories, and tell each
-        # destination region of them
-        self._notify_pool.submit(self.group_cutter.sweep, repos)
+        # destination region of them (as the feed keeps them; the table if it is closed)
+        self._notify_pool.submit(self.group_cutter.sweep, repos, self.source_index.groups())
+        known = self.source_index.mirrors_of(repos)
+        if known is not None:
+            for mirror in known:
+                self._notify_pool.submit(self._forward, mirror, mirror.source_repository)
+            return len(known)
         told = 0
         for repo in repos:
             token: str | None = None

@@ -1,0 +1,100 @@
+"""The source region's index of its mirrors and groups, kept by the change feed: a
+commit is told to its mirrors' regions and cuts its groups without reading the mirrors
+table once per commit."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from lakefs_testing.regions import (
+    ORG,
+    Region,
+    commit,
+    create_mirror,
+    create_source,
+    mirror_head,
+    two_regions,
+    upload,
+)
+from lakefs_testing.waiting import wait_for
+from mirrors_db import GroupMember, GroupSpec, MirrorSpec, MirrorState, open_mirrors_table
+from replication.source_index import SourceIndex
+
+
+def test_the_index_follows_the_feed(sqlite_mirrors: dict[str, Any]) -> None:
+    with open_mirrors_table(sqlite_mirrors) as table:
+        index = SourceIndex(table, ORG, "east", page_size=2)
+        assert index.mirrors_of(["src"]) is None and index.groups() is None  # not loaded
+        before = table.create_mirror(MirrorSpec(ORG, "old", "east", "src", "west",
+                                                "local://old"))
+        for i in range(3):  # more than a page
+            table.create_mirror(MirrorSpec(ORG, f"n{i}", "east", f"r{i}", "west",
+                                           f"local://n{i}"))
+        with table.watch(ORG, poll_interval=0.05) as feed:
+            index.load()
+            assert [m.id for m in index.mirrors_of(["src"]) or []] == [before.id]
+            assert len(index.mirrors_of(["r0", "r1", "r2"]) or []) == 3
+            assert index.groups() == []
+
+            def pump(until: Any) -> None:
+                deadline = time.monotonic() + 10
+                while not until():
+                    assert time.monotonic() < deadline, "the feed did not tell"
+                    event = feed.get(timeout=0.2)
+                    if event is not None:
+                        index.on_event(event)
+
+            other_source = table.create_mirror(MirrorSpec(ORG, "x", "north", "src", "west",
+                                                          "local://x"))
+            new = table.create_mirror(MirrorSpec(ORG, "new", "east", "src", "south",
+                                                 "local://new"))
+            pump(lambda: len(index.mirrors_of(["src"]) or []) == 2)
+            assert other_source.id not in {m.id for m in index.mirrors_of(["src"]) or []}
+            active = table.update_mirror(new.with_state(MirrorState.ACTIVE))
+            pump(lambda: any(m.version == active.version
+                             for m in index.mirrors_of(["src"]) or []))
+            table.update_mirror(active.with_state(MirrorState.DELETING))
+            pump(lambda: [m.id for m in index.mirrors_of(["src"]) or []] == [before.id])
+
+            group = table.create_group(GroupSpec(ORG, "g", "east", "west",
+                                                 (GroupMember(before.id, "main"),)))
+            table.create_group(GroupSpec(ORG, "elsewhere", "north", "west", ()))
+            pump(lambda: [g.id for g in index.groups() or []] == [group.id])
+            table.delete_group(ORG, group.id)
+            pump(lambda: index.groups() == [])
+        index.forget()
+        assert index.mirrors_of(["src"]) is None
+
+
+def _table_requests(region: Region) -> dict[str, float]:
+    """A region's sidecar's mirrors-table requests by operation."""
+    r = httpx.get(region.sidecars[0].url + "/metrics", timeout=10)
+    assert r.status_code == 200
+    return {s.labels["operation"]: s.value
+            for f in text_string_to_metric_families(r.text) for s in f.samples
+            if s.name == "replication_mirrors_table_requests_total"}
+
+
+def test_commits_are_told_without_reading_the_table_per_commit(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (east, west):
+        create_source(east)
+        upload(east, "src", "main", "a", b"0")
+        c0 = commit(east, "src", "main", "c0")
+        create_mirror(east)
+        wait_for(lambda: mirror_head(west, "src-mirror", "main") == c0, 30, what="c0")
+        before = _table_requests(east)
+        for i in range(1, 6):
+            upload(east, "src", "main", f"k{i}", str(i).encode())
+            ci = commit(east, "src", "main", f"c{i}")
+            # told by the event: the sensor's period (a minute) is far away
+            wait_for(lambda ci=ci: mirror_head(west, "src-mirror", "main") == ci, 30,
+                     what=f"c{i}")
+        after = _table_requests(east)
+        for operation in ("list_mirrors_by_source", "list_groups", "get_mirror"):
+            assert after.get(operation, 0) == before.get(operation, 0), operation
