@@ -53,6 +53,7 @@ from mirrors_db.models import Mirror, MirrorBranch
 from mirrors_db.table import MirrorsTable
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
+from replication.progress_cache import ProgressCache
 from replication.source import SourceClient, SourceError, SourceForbiddenError
 
 log = logging.getLogger("replication.mirroring")
@@ -147,6 +148,8 @@ class MirrorContext:
     #: a branch's rows as stored (mirror id -> rows), with what the sensors' readings
     #: confirm of them (:class:`~mirrors_db.models.SensorReading`)
     stored_progress: Callable[[str], list[MirrorBranch]] | None = None
+    #: the progress rows as the change feed keeps them (None: read from the table)
+    progress: ProgressCache | None = None
 
     def validation_run_at(self, t: float) -> float:
         """The first validation run at or after ``t``."""
@@ -234,7 +237,8 @@ class MirrorFollower:
         source_branches = {r.name: r.commit_id for r in branches if r.name not in grouped}
         mirror_branches = {name: head for name, head in self.ctx.mirrors.branches(repo).items()
                            if name not in grouped}
-        rows = self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)
+        rows = (self.ctx.table.list_branch_progress(self.ctx.organization_id, m.id)
+                if self.ctx.progress is None else self.ctx.progress.rows(m.id))
         self._rows = {p.branch: p for p in rows}
         progress = {p.branch: p for p in rows if p.branch not in grouped}
         due: list[float] = []
@@ -704,9 +708,15 @@ class MirrorFollower:
 
     def _drop_progress(self, row: MirrorBranch) -> None:
         self._forget_ref(row.branch)
-        with contextlib.suppress(BranchProgressNotFoundError, VersionConflictError):
+        try:
             self.ctx.table.delete_branch_progress(row.organization_id, row.mirror_id,
                                                   row.branch, row.version)
+        except (BranchProgressNotFoundError, VersionConflictError):
+            if self.ctx.progress is not None:
+                self.ctx.progress.conflicted(row.mirror_id)
+            return
+        if self.ctx.progress is not None:
+            self.ctx.progress.removed(row.mirror_id, row.branch)
 
     def _forget_ref(self, branch: str) -> None:
         """Drop what is kept in memory for a branch the source no longer has."""
@@ -764,8 +774,12 @@ class MirrorFollower:
         except (VersionConflictError, MirrorsDatabaseError, ValidationError) as e:
             log.debug("progress of %s/%s not recorded: %s", self.mirror.id, branch, e)
             self._rows.pop(branch, None)  # read again by the next full round
+            if self.ctx.progress is not None:
+                self.ctx.progress.conflicted(self.mirror.id)
             return None
         self._rows[branch] = stored
+        if self.ctx.progress is not None:
+            self.ctx.progress.stored(stored)
         return stored
 
     def status(self) -> dict[str, RefProgress]:

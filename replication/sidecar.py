@@ -58,7 +58,6 @@ from mirrors_db.errors import (
 )
 from mirrors_db.models import (
     SENSOR_READING_PAGE,
-    ChangeEvent,
     Lease,
     Mirror,
     MirrorBranch,
@@ -82,6 +81,7 @@ from replication.mirroring import (
     MirrorFollower,
     SourceUnreadableError,
 )
+from replication.progress_cache import ProgressCache
 from replication.remote_auth import RemoteAuthenticator
 from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
 from replication.source_index import SourceIndex
@@ -190,6 +190,8 @@ class Sidecar:
         validator = config.validator
         self.copier = (BuiltinCopier(concurrency=builtin.concurrency, retries=builtin.retries)
                        if config.object_replication.mode == "builtin" else None)
+        #: the progress rows of the mirrors followed and sampled, kept by the change feed
+        self.progress = ProgressCache(self.table, self.org, config.list_mirrors_page_size)
         self.ctx = MirrorContext(
             organization_id=self.org, table=self.table, mirrors=self.mirrors,
             metrics=self.metrics, source_client=self.client_for,
@@ -209,6 +211,7 @@ class Sidecar:
             range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
             grouped=self._grouped_of,
             stored_progress=self._stored_progress,
+            progress=self.progress,
         )
         #: the sensors' readings as last read for starting followers, and when (monotonic)
         self._confirmations: tuple[float, Confirmations] = (-math.inf, Confirmations())
@@ -280,8 +283,6 @@ class Sidecar:
         #: per mirror id, its branches' progress rows as the change feed last told them
         #: (what the lag history samples: reading them all again each time would cost
         #: a request per mirror per sample); empty while the feed is not open
-        self._progress: dict[str, dict[str, MirrorBranch]] = {}
-        self._feed_open = False
         self._progress_read_at = 0.0
 
     # ----------------------------------------------------------------- plumbing
@@ -669,10 +670,9 @@ class Sidecar:
             The branches sampled.
         """
         now = time.time()
-        reread = (not self._feed_open
+        reread = (not self.progress.feed_open
                   or time.monotonic() >= self._progress_read_at + PROGRESS_REREAD)
         if reread:
-            self._progress.clear()
             self._progress_read_at = time.monotonic()
         mirrors: list[Mirror] = []
         token: str | None = None
@@ -684,37 +684,19 @@ class Sidecar:
             if not page.next_page_token:
                 break
             token = page.next_page_token
-        if reread and mirrors:
-            self._read_all_progress([m.id for m in mirrors])
+        sampled = {m.id for m in mirrors}
+        self.progress.keep_only(sampled)
+        read = self.progress.read_all(sorted(sampled)) if reread and mirrors else {}
         confirmations = self.confirmations()
         n = 0
         for m in mirrors:
-            for p in self._progress_of(m.id):
+            rows = read.get(m.id)
+            for p in self.progress.rows(m.id) if rows is None else rows:
                 p = confirmations.apply(p)
                 self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
                 n += 1
-        sampled = {m.id for m in mirrors}
         self.lag_history.forget(sampled)
-        for gone in set(self._progress) - sampled:
-            self._progress.pop(gone, None)
         return n
-
-    def _read_all_progress(self, mirror_ids: list[str]) -> None:
-        """Read every row of these mirrors in one listing of the organization's rows
-        (the feed's changes from the start land too; the newest version wins)."""
-        kept = {i: self._progress.setdefault(i, {}) for i in mirror_ids}
-        token: str | None = None
-        while True:
-            page = self.table.list_all_branch_progress(
-                self.org, page_token=token, page_size=self.config.list_mirrors_page_size)
-            for p in page.rows:
-                rows = kept.get(p.mirror_id)
-                current = None if rows is None else rows.get(p.branch)
-                if rows is not None and (current is None or p.version > current.version):
-                    rows[p.branch] = p
-            if not page.next_page_token:
-                return
-            token = page.next_page_token
 
     def confirmations(self) -> Confirmations:
         """What the sensors' stored readings confirm (one request or a few)."""
@@ -733,7 +715,7 @@ class Sidecar:
     def _stored_progress(self, mirror_id: str) -> list[MirrorBranch]:
         """A new follower's rows, with the readings' confirmations: read once a sensor
         period, however many followers start (a restarted sidecar starts them all)."""
-        rows = self.table.list_branch_progress(self.org, mirror_id)
+        rows = self.progress.rows(mirror_id)
         now = time.monotonic()
         with self._cond:
             read_at, confirmations = self._confirmations
@@ -742,31 +724,6 @@ class Sidecar:
             with self._cond:
                 self._confirmations = (now, confirmations)
         return [confirmations.apply(p) for p in rows]
-
-    def _progress_of(self, mirror_id: str) -> list[MirrorBranch]:
-        rows = self._progress.get(mirror_id)
-        if rows is None:
-            # the feed's changes from now on land here too; the newest version wins
-            rows = self._progress.setdefault(mirror_id, {})
-            for p in self.table.list_branch_progress(self.org, mirror_id):
-                current = rows.get(p.branch)
-                if current is None or p.version > current.version:
-                    rows[p.branch] = p
-        return list(rows.values())
-
-    def _progress_changed(self, event: ChangeEvent) -> None:
-        mirror_id, branch = event.key[0], event.key[-1]
-        rows = self._progress.get(mirror_id)
-        if rows is None:
-            return  # not sampled yet: read whole when it is
-        if event.deleted:
-            rows.pop(branch, None)
-        elif isinstance(event.row, MirrorBranch):
-            current = rows.get(branch)
-            if current is None or event.row.version >= current.version:
-                rows[branch] = event.row
-        else:
-            self._progress.pop(mirror_id, None)  # the change without its row: read again
 
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
@@ -977,7 +934,7 @@ class Sidecar:
                 self._stop.wait(self.manage_interval)
                 continue
             with feed:
-                self._feed_open = True
+                self.progress.feed_opened()
                 while not self._stop.is_set():
                     event = feed.get(timeout=0.5)
                     if event is not None:
@@ -985,7 +942,7 @@ class Sidecar:
                             self._manager_wake.set()
                             self.source_index.on_event(event)
                         elif event.kind is RowKind.BRANCH:
-                            self._progress_changed(event)
+                            self.progress.changed(event)
                         else:
                             self._groups_wake.set()
                             self.source_index.on_event(event)
@@ -993,7 +950,7 @@ class Sidecar:
                         break
                     if not self.source_index.loaded:
                         self._load_source_index()
-                self._feed_open = False
+                self.progress.feed_closed()
                 self.source_index.forget()
 
     def _load_source_index(self) -> None:
