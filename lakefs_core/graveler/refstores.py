@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lakefs_core.dynamodb_table import table_options
 from lakefs_core.refstore import open_refstore
 from lakefs_core.refstore.base import RefStore
 
@@ -19,6 +18,8 @@ if TYPE_CHECKING:
 
 def dynamodb_options(ddb: DynamoDBDatabaseConfig) -> dict[str, Any]:
     """A ``dynamodb`` settings block as the DynamoDB refstore's arguments."""
+    from lakefs_core.dynamodb_table import table_options  # boto3: only for this type
+
     return table_options(ddb)
 
 

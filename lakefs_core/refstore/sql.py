@@ -34,7 +34,7 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 from tenacity import (
     Retrying,
@@ -344,7 +344,9 @@ class SQLRefStore(StagedRecords, RepositoryRecords, RefStore):
     def _insert(self, table: Table) -> Any:
         """An INSERT that supports ``on_conflict_do_*`` on the engine's dialect."""
         if self._engine.dialect.name == "postgresql":
-            return postgresql.insert(table)
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table)
         return sqlite.insert(table)
 
     def _insert_new(self, table: Table, **values: Any) -> Any:

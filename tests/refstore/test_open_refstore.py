@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import textwrap
 import threading
 from pathlib import Path
 
@@ -59,6 +62,27 @@ def test_unknown_type_names_the_valid_ones() -> None:
     with pytest.raises(ValidationError, match="unknown database type 'cosmosdb'") as info:
         open_refstore("cosmosdb")
     assert "local, postgres, dynamodb" in str(info.value)
+
+
+def test_the_embedded_default_loads_no_other_database_driver(tmp_path: Path) -> None:
+    """A server on SQLite and local storage imports neither boto3 (DynamoDB) nor
+    PostgreSQL's dialect or driver: each loads when its type is chosen."""
+    code = textwrap.dedent(f"""
+        import sys
+        from lakefs_core.config import load_server_config
+        from lakefs_core.server import create_app
+        from lakefs_core.services import build_services
+        config = load_server_config(None, {{"LAKEFS_DATA_DIR": {str(tmp_path)!r}}})
+        services = build_services(config)
+        create_app(services)
+        services.close()
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("boto3", "botocore", "psycopg")
+                     or m.startswith(("sqlalchemy.dialects.postgresql", "lakefs_core.dynamodb"))))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_dynamodb_needs_a_table_name() -> None:
