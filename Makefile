@@ -84,6 +84,10 @@ azurite: $(AZURITE)
 # by side, then the tests on $(TEST_WORKERS) workers (pytest-xdist, a file's tests on one worker;
 # each worker starts its own PostgreSQL, moto, Azurite and emulators, on ports of its
 # own share); the slowest are listed at the end, to keep the suite within its time
+# The suite starts some 140 server and sidecar processes: each reads the project's
+# compiled modules (written by the first) instead of compiling them again, even where
+# the environment says not to write bytecode.
+test: export PYTHONDONTWRITEBYTECODE =
 test:
 	$(MAKE) --jobs=4 --output-sync=target test-setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30

@@ -124,10 +124,10 @@ class PostgresServer:
 
     def create_database(self, name: str) -> str:
         """Create a fresh database and return its SQLAlchemy URL."""
-        self._run(
-            [os.path.join(self.bindir, "psql"), "-h", "127.0.0.1", "-p", str(self.port),
-             "-U", self.user, "-d", "postgres", "-q", "-c", f'CREATE DATABASE "{name}"'],
-        )
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{name}"
 
     def _run(self, cmd: list[str]) -> None:

@@ -1,10 +1,10 @@
 """Session-wide real servers: one PostgreSQL cluster, one moto server, one Azurite.
 
-Tests that need PostgreSQL ask for ``pg_url`` (a fresh database each time);
-tests that need S3 or DynamoDB ask for ``moto_endpoint`` and create uniquely named
-buckets/tables; tests that need Azure Blob Storage ask for ``azurite_server`` (or
-``azure_blockstore``) and create uniquely named containers. None ever skips: a
-missing binary is a test error.
+Tests that need PostgreSQL ask for ``pg_url`` (a fresh database each time) or
+``pg_schema_url`` (a fresh schema); tests that need S3 or DynamoDB ask for
+``moto_endpoint`` and create uniquely named buckets/tables; tests that need Azure Blob
+Storage ask for ``azurite_server`` (or ``azure_blockstore``) and create uniquely named
+containers. None ever skips: a missing binary is a test error.
 """
 
 from __future__ import annotations
@@ -81,6 +81,22 @@ def _quiet_unsupported_field_attribute_warning() -> None:
 
 _quiet_unsupported_field_attribute_warning()
 
+
+def _share_botocore_data_loader() -> None:
+    """Every boto3 session loads and parses the JSON models of the services it makes
+    clients for (some 0.2 s of CPU for DynamoDB), and the stores and servers under test
+    make a session each. The sessions of the test process share one data loader, as
+    the clients of one session do, so that each model is parsed once."""
+    import functools
+
+    import botocore.loaders
+    import botocore.session
+
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+
+_share_botocore_data_loader()
+
 _counter = itertools.count()
 
 
@@ -95,6 +111,29 @@ def postgres_server() -> Iterator[PostgresServer]:
 def pg_url(postgres_server: PostgresServer) -> str:
     """A SQLAlchemy URL of a new, empty PostgreSQL database."""
     return postgres_server.create_database(f"t{os.getpid()}_{next(_counter)}")
+
+
+@pytest.fixture(scope="session")
+def _pg_schemas_database(postgres_server: PostgresServer) -> str:
+    """The name of this process's database of ``pg_schema_url``."""
+    name = f"schemas{os.getpid()}"
+    postgres_server.create_database(name)
+    return name
+
+
+@pytest.fixture
+def pg_schema_url(postgres_server: PostgresServer, _pg_schemas_database: str) -> str:
+    """A SQLAlchemy URL whose search path is a new, empty schema of this process's
+    PostgreSQL database: for stores that keep to their schema, cheaper than a database
+    of their own (CREATE DATABASE copies a whole template)."""
+    import psycopg
+
+    schema = f"s{next(_counter)}"
+    with psycopg.connect(postgres_server.dsn, dbname=_pg_schemas_database,
+                         autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    database = postgres_server.url.rpartition("/")[0] + "/" + _pg_schemas_database
+    return f"{database}?options=-csearch_path%3D{schema}"
 
 
 @pytest.fixture(scope="session")

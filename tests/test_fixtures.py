@@ -46,10 +46,13 @@ def test_moto_dynamodb_keeps_writes_made_while_a_transaction_fails(
         for i in range(n):
             ddb.put_item(TableName=unique_name, Item={"k": {"S": f"old-{i}"}})
         writing = threading.Event()
+        # the client's exception classes, loaded before the threads share the client: two
+        # threads loading them at once can each get classes of their own
+        canceled = ddb.exceptions.TransactionCanceledException
 
         def failing_transactions() -> None:
             while not writing.is_set():
-                with contextlib.suppress(ddb.exceptions.TransactionCanceledException):
+                with contextlib.suppress(canceled):
                     ddb.transact_write_items(TransactItems=[
                         {"ConditionCheck": {"TableName": unique_name,
                                             "Key": {"k": {"S": "never"}},

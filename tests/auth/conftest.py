@@ -40,7 +40,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenS
             return opened[-1]
     else:
         url = (f"sqlite:///{tmp_path / 'auth.db'}" if request.param == "sqlite"
-               else request.getfixturevalue("pg_url"))
+               else request.getfixturevalue("pg_schema_url"))
 
         def open_one(secret_key: str = SECRET_KEY) -> BaseAuthStore:
             opened.append(AuthStore(url, secret_key))

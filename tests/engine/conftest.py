@@ -38,7 +38,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path, unique_name: str) -> Ite
     elif database == "sqlite":
         refstore = SQLRefStore(f"sqlite:///{tmp_path / 'refs.db'}")
     else:
-        refstore = SQLRefStore(request.getfixturevalue("pg_url"))
+        refstore = SQLRefStore(request.getfixturevalue("pg_schema_url"))
     blockstore: BlockStore = store
     # small ranges so that tests exercise many range files
     g = Graveler(refstore, lambda _sid: blockstore, range_options={"raggedness": 8})

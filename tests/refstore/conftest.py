@@ -37,7 +37,7 @@ def open_store(request: pytest.FixtureRequest, tmp_path: Path,
             return opened[-1]
     else:
         url = (f"sqlite:///{tmp_path / 'refstore.db'}" if request.param == "sqlite"
-               else request.getfixturevalue("pg_url"))
+               else request.getfixturevalue("pg_schema_url"))
 
         def open_one(page_size: int = 1000) -> RefStore:
             opened.append(SQLRefStore(url, page_size=page_size))
