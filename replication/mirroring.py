@@ -391,8 +391,12 @@ class MirrorFollower:
                             **self._seen(row, read_at, confirmed=True))
 
     def _current_row(self, branch: str) -> MirrorBranch | None:
-        """The branch's progress row as stored now (None if there is none, or on error)."""
+        """The branch's progress row as stored now, or as the change feed keeps it (None
+        if there is none, or on error)."""
         try:
+            if self.ctx.progress is not None and self.ctx.progress.feed_open:
+                return next((p for p in self.ctx.progress.rows(self.mirror.id)
+                             if p.branch == branch), None)
             return self.ctx.table.get_branch_progress(self.ctx.organization_id,
                                                       self.mirror.id, branch)
         except MirrorsDatabaseError:  # not found, or unreachable: best effort

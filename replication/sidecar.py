@@ -541,9 +541,21 @@ class Sidecar:
                read_at: datetime) -> tuple[str, ...] | None:
         """The branches a reading of the source's heads ``refs`` confirms, if the
         mirror is at them; None if it is not (or may not be: a round is due)."""
+        if refs is None:
+            return None
+        if mirror.id not in self._followers:
+            # followed by another replica: confirmed from here all the same (its rows as
+            # the feed keeps them), rather than by a round of each such mirror
+            try:
+                new = MirrorFollower(self.ctx, mirror)
+            except (LakeFSError, MirrorsDatabaseError) as e:
+                log.debug("mirror %s not confirmed: %s", mirror.id, e)
+                return None
+            with self._cond:
+                self._followers.setdefault(mirror.id, new)
         with self._cond:
             follower = self._followers.get(mirror.id)
-            if (refs is None or follower is None or mirror.id in self._running
+            if (follower is None or mirror.id in self._running
                     or mirror.id in self.last_errors
                     or mirror.error.startswith(SOURCE_UNREADABLE)):
                 return None  # a round says what is wrong, or sees the move after it
