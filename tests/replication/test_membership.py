@@ -11,15 +11,13 @@ from typing import Any
 from lakefs_testing.regions import (
     ORG,
     Region,
-    commit,
     create_mirror,
     create_source,
-    mirror_head,
     two_regions,
-    upload,
 )
 from lakefs_testing.waiting import wait_for
 from mirrors_db import open_mirrors_table
+from tests.replication.traffic import commit_and_follow
 
 
 def _lease_requests(region: Region) -> float:
@@ -31,14 +29,6 @@ def _lease_requests(region: Region) -> float:
     return total
 
 
-def _commit_and_follow(east: Region, west: Region, n: int) -> None:
-    for i in range(n):
-        upload(east, "src", "main", f"k{i}-{n}", str(i).encode())
-        ci = commit(east, "src", "main", f"c{i}")
-        wait_for(lambda ci=ci: mirror_head(west, "src-mirror", "main") == ci, 30,
-                 what=f"c{i}")
-
-
 def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (east, west):
@@ -46,9 +36,9 @@ def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
         mirror = create_mirror(east)
         lone = west.sidecars[0].sidecar
         wait_for(lambda: lone._alone(), 30, what="the replica knows it is alone")
-        _commit_and_follow(east, west, 1)
+        commit_and_follow(east, west, 1, "a")
         before = _lease_requests(west)
-        _commit_and_follow(east, west, 4)
+        commit_and_follow(east, west, 4, "b")
         # the mirror's lease, taken once, is kept (renewed at most every third of its term)
         assert _lease_requests(west) - before <= 1
         with open_mirrors_table(sqlite_mirrors) as table:
@@ -59,13 +49,13 @@ def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
         second = west.start_sidecar().sidecar
         wait_for(lambda: not lone._alone() and not second._alone(), 30,
                  what="each replica hears of the other")
-        _commit_and_follow(east, west, 1)
+        commit_and_follow(east, west, 1, "c")
         wait_for(lambda: not any(k == mirror["id"] for k in lone._leases)
                  and not any(k == mirror["id"] for k in second._leases), 30,
                  what="the idle mirror's lease let go")
         # a commit that reaches the second replica is followed at once
         second.on_ref_events([{"repository": "src"}], "east")
-        _commit_and_follow(east, west, 2)
+        commit_and_follow(east, west, 2, "d")
 
         west.sidecars.pop().stop()  # the second goes: its membership with it
         wait_for(lambda: lone._alone(), 30, what="alone again")

@@ -9,22 +9,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
 from lakefs_testing.regions import (
     ORG,
-    Region,
-    commit,
     create_mirror,
     create_source,
-    mirror_head,
     two_regions,
-    upload,
 )
-from lakefs_testing.waiting import wait_for
 from mirrors_db import MirrorBranch, MirrorSpec, MirrorsTable, RowKind, open_mirrors_table
 from replication.progress_cache import ProgressCache
+from tests.replication.traffic import commit_and_follow, table_requests
 
 
 class CountedTable:
@@ -90,29 +83,15 @@ def test_rows_are_read_once_then_kept_by_the_feed_and_own_writes(
         assert cache.rows(m.id) == [ours] and counted.reads == 5
 
 
-def _table_requests(region: Region) -> dict[str, float]:
-    r = httpx.get(region.sidecars[0].url + "/metrics", timeout=10)
-    assert r.status_code == 200
-    return {s.labels["operation"]: s.value
-            for f in text_string_to_metric_families(r.text) for s in f.samples
-            if s.name == "replication_mirrors_table_requests_total"}
-
-
 def test_rounds_do_not_read_the_progress_rows_per_commit(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (east, west):
         create_source(east)
-        upload(east, "src", "main", "a", b"0")
-        c0 = commit(east, "src", "main", "c0")
         create_mirror(east)
-        wait_for(lambda: mirror_head(west, "src-mirror", "main") == c0, 30, what="c0")
-        before = _table_requests(west)
-        for i in range(1, 6):
-            upload(east, "src", "main", f"k{i}", str(i).encode())
-            ci = commit(east, "src", "main", f"c{i}")
-            wait_for(lambda ci=ci: mirror_head(west, "src-mirror", "main") == ci, 30,
-                     what=f"c{i}")
-        after = _table_requests(west)
+        commit_and_follow(east, west, 1, "first")
+        before = table_requests(west)
+        commit_and_follow(east, west, 5)
+        after = table_requests(west)
         assert after.get("put_branch_progress", 0) > before.get("put_branch_progress", 0)
         for operation in ("list_branch_progress", "get_branch_progress"):
             assert after.get(operation, 0) == before.get(operation, 0), operation

@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lakefs_testing.regions import (
-    MIRRORS,
     ORG,
-    Region,
     commit,
     create_mirror,
     create_source,
@@ -24,6 +22,7 @@ from lakefs_testing.waiting import wait_for
 from mirrors_db import Mirror, MirrorBranch, MirrorState, SensorReading, open_mirrors_table
 from replication.freshness import Confirmations, branch_freshness
 from replication.lag_history import branch_lag
+from tests.replication.test_honest_rpo import _main, _status
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -64,17 +63,6 @@ def branch_freshness_of(row: MirrorBranch, now: float) -> Any:
     mirror = Mirror("org", "m1", "src-mirror", "east", "src", "west", "local://x",
                     MirrorState.ACTIVE, "", T0, T0, 2)
     return branch_freshness(mirror, row, now, stale_after=120)
-
-
-def _status(region: Region, mirror_id: str) -> dict[str, Any]:
-    with region.client() as c:
-        r = c.get(f"{MIRRORS}/src/mirrors/{mirror_id}/status")
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
-
-def _main(status: dict[str, Any]) -> dict[str, Any]:
-    return next(b for b in status["branches"] if b["branch"] == "main")
 
 
 def test_an_idle_mirror_is_confirmed_by_readings_and_its_row_is_left_alone(

@@ -8,22 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
-
 from lakefs_testing.regions import (
     ORG,
-    Region,
-    commit,
     create_mirror,
     create_source,
-    mirror_head,
     two_regions,
-    upload,
 )
-from lakefs_testing.waiting import wait_for
 from mirrors_db import GroupMember, GroupSpec, MirrorSpec, MirrorState, open_mirrors_table
 from replication.source_index import SourceIndex
+from tests.replication.traffic import commit_and_follow, table_requests
 
 
 def test_the_index_follows_the_feed(sqlite_mirrors: dict[str, Any]) -> None:
@@ -71,30 +64,14 @@ def test_the_index_follows_the_feed(sqlite_mirrors: dict[str, Any]) -> None:
         assert index.mirrors_of(["src"]) is None
 
 
-def _table_requests(region: Region) -> dict[str, float]:
-    """A region's sidecar's mirrors-table requests by operation."""
-    r = httpx.get(region.sidecars[0].url + "/metrics", timeout=10)
-    assert r.status_code == 200
-    return {s.labels["operation"]: s.value
-            for f in text_string_to_metric_families(r.text) for s in f.samples
-            if s.name == "replication_mirrors_table_requests_total"}
-
-
 def test_commits_are_told_without_reading_the_table_per_commit(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (east, west):
         create_source(east)
-        upload(east, "src", "main", "a", b"0")
-        c0 = commit(east, "src", "main", "c0")
         create_mirror(east)
-        wait_for(lambda: mirror_head(west, "src-mirror", "main") == c0, 30, what="c0")
-        before = _table_requests(east)
-        for i in range(1, 6):
-            upload(east, "src", "main", f"k{i}", str(i).encode())
-            ci = commit(east, "src", "main", f"c{i}")
-            # told by the event: the sensor's period (a minute) is far away
-            wait_for(lambda ci=ci: mirror_head(west, "src-mirror", "main") == ci, 30,
-                     what=f"c{i}")
-        after = _table_requests(east)
+        commit_and_follow(east, west, 1, "first")
+        before = table_requests(east)
+        commit_and_follow(east, west, 5)  # told by the events: the sensor's period is a minute
+        after = table_requests(east)
         for operation in ("list_mirrors_by_source", "list_groups", "get_mirror"):
             assert after.get(operation, 0) == before.get(operation, 0), operation
