@@ -58,7 +58,6 @@ from mirrors_db.errors import (
 )
 from mirrors_db.models import (
     SENSOR_READING_PAGE,
-    ChangeEvent,
     Lease,
     Mirror,
     MirrorBranch,
@@ -75,6 +74,7 @@ from replication.copier import BuiltinCopier, CopySource
 from replication.freshness import Confirmations
 from replication.groups import GroupCutter, GroupFollower, grouped_branches
 from replication.lag_history import LagHistory, branch_lag
+from replication.membership import Membership
 from replication.metrics import ReplicationMetrics
 from replication.mirroring import (
     SOURCE_UNREADABLE,
@@ -93,8 +93,6 @@ EVENTS_PATH = "/service/replication/v1/internal/ref-events"
 #: seconds after which the lag history reads the mirrors' progress rows again, rather
 #: than only trusting the change feed to have told every change
 PROGRESS_REREAD = 600.0
-#: seconds between two renewals of a replica's membership lease (at most)
-MEMBERSHIP_PERIOD = 5.0
 #: seconds before asking again for the lease of a mirror that moved, held by another
 #: replica (which lets it go once the mirror is idle)
 LEASE_RETRY = 0.5
@@ -222,10 +220,6 @@ class Sidecar:
         self.source_index = SourceIndex(self.table, self.org, self.region,
                                         config.list_mirrors_page_size)
         self._source_index_retry = 0.0
-        #: the other replicas of this region that said they live, and until when
-        #: (monotonic); heard of through the feed from ``_peers_known_at`` on
-        self._peers: dict[str, float] = {}
-        self._peers_known_at = math.inf
         #: cuts of the groups whose source is this region
         self.group_cutter = GroupCutter(self.table, self.mirrors, self.org, self.region)
         #: followers of the groups whose destination is this region, by group id
@@ -250,7 +244,9 @@ class Sidecar:
         #: the sensor's period, and a margin for a round that is slow to run
         self.stale_after = 2 * self.sense_interval + 10.0
         self.lease_ttl = max(10.0, 3 * min(self.sense_interval, self.manage_interval))
-        self._membership_period = min(MEMBERSHIP_PERIOD, self.lease_ttl / 3)
+        #: the replicas of this region that live (see :mod:`replication.membership`)
+        self.membership = Membership(self.table, self.org, self.region, self.owner,
+                                     self.lease_ttl, lambda: self.progress.feed_open)
         self._followers: dict[str, MirrorFollower] = {}
         self._mirrors: dict[str, Mirror] = {}
         self._heap: list[_Due] = []
@@ -349,7 +345,7 @@ class Sidecar:
             log.warning("mirror groups not read yet: %s", e)
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
                    ("groups", self._groups_loop), ("sensor", self._sensor_loop),
-                   ("membership", self._membership_loop)]
+                   ("membership", lambda: self.membership.run(self._stop))]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
             targets.append(("lag-history", self._lag_loop))
@@ -367,7 +363,10 @@ class Sidecar:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
-        for lease in list(self._leases.values()):
+        held = list(self._leases.values())
+        if self.membership.lease is not None:
+            held.append(self.membership.lease)  # the others hear that this one stopped
+        for lease in held:
             try:
                 self.table.release_lease(lease)  # let another replica take over at once
             except MirrorsDatabaseError:
@@ -614,7 +613,7 @@ class Sidecar:
             if sense:
                 self._sensed_at[mirror_id] = now
             result = follower.process(sense=sense)
-            if not follower.refs and not self._alone():
+            if not follower.refs and not self.membership.alone():
                 self._release(mirror_id)  # idle: whichever replica hears of it next takes it
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
@@ -957,10 +956,7 @@ class Sidecar:
                 continue
             with feed:
                 self.progress.feed_opened()
-                with self._cond:
-                    # every replica renews its membership within a period: until then,
-                    # this one may not have heard of all of them
-                    self._peers_known_at = time.monotonic() + 2 * self._membership_period
+                self.membership.feed_opened()
                 while not self._stop.is_set():
                     event = feed.get(timeout=0.5)
                     if event is not None:
@@ -970,7 +966,7 @@ class Sidecar:
                         elif event.kind is RowKind.BRANCH:
                             self.progress.changed(event)
                         elif event.kind is RowKind.LEASE:
-                            self._lease_changed(event)
+                            self.membership.changed(event)
                         else:
                             self._groups_wake.set()
                             self.source_index.on_event(event)
@@ -980,42 +976,6 @@ class Sidecar:
                         self._load_source_index()
                 self.progress.feed_closed()
                 self.source_index.forget()
-
-    # ------------------------------------------------------------ other replicas
-    def _membership_loop(self) -> None:
-        """Say that this replica lives (the lease ``<region>/replica/<owner>``, renewed
-        every few seconds): the others let idle mirrors' leases go while it does."""
-        name = f"{self.region}/replica/{self.owner}"
-        while not self._stop.is_set():
-            try:
-                self._leases["replica"] = self.table.acquire_lease(
-                    self.org, name, self.owner, self.lease_ttl)
-            except (LeaseHeldError, MirrorsDatabaseError) as e:
-                log.warning("membership of this replica: %s", e)
-            self._stop.wait(self._membership_period)
-
-    def _lease_changed(self, event: ChangeEvent) -> None:
-        """A lease event of the feed: another replica of this region says it lives."""
-        prefix = f"{self.region}/replica/"
-        name = event.key[0]
-        if not name.startswith(prefix) or name == prefix + self.owner:
-            return
-        owner = name[len(prefix):]
-        with self._cond:
-            if event.deleted:
-                self._peers.pop(owner, None)
-            elif isinstance(event.row, Lease):
-                left = (event.row.expires_at - datetime.now(UTC)).total_seconds()
-                self._peers[owner] = time.monotonic() + left
-
-    def _alone(self) -> bool:
-        """Whether this replica knows it is the only one of its region: the change feed
-        is open, has been long enough to hear of the others, and no other lives."""
-        now = time.monotonic()
-        with self._cond:
-            if not self.progress.feed_open or now < self._peers_known_at:
-                return False
-            return all(until <= now for until in self._peers.values())
 
     def _load_source_index(self) -> None:
         """Read the source index whole (at most every few seconds, while it fails)."""

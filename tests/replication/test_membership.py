@@ -35,7 +35,7 @@ def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
         create_source(east)
         mirror = create_mirror(east)
         lone = west.sidecars[0].sidecar
-        wait_for(lambda: lone._alone(), 30, what="the replica knows it is alone")
+        wait_for(lambda: lone.membership.alone(), 30, what="the replica knows it is alone")
         commit_and_follow(east, west, 1, "a")
         before = _lease_requests(west)
         commit_and_follow(east, west, 4, "b")
@@ -47,7 +47,7 @@ def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
             assert table.get_lease(ORG, f"west/replica/{lone.owner}") is not None
 
         second = west.start_sidecar().sidecar
-        wait_for(lambda: not lone._alone() and not second._alone(), 30,
+        wait_for(lambda: not lone.membership.alone() and not second.membership.alone(), 30,
                  what="each replica hears of the other")
         commit_and_follow(east, west, 1, "c")
         wait_for(lambda: not any(k == mirror["id"] for k in lone._leases)
@@ -58,4 +58,4 @@ def test_a_lone_replica_keeps_idle_leases_and_lets_them_go_once_another_lives(
         commit_and_follow(east, west, 2, "d")
 
         west.sidecars.pop().stop()  # the second goes: its membership with it
-        wait_for(lambda: lone._alone(), 30, what="alone again")
+        wait_for(lambda: lone.membership.alone(), 30, what="alone again")
