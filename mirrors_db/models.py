@@ -394,6 +394,9 @@ class GroupProgress:
 
 #: mirrors a sensor reading's page lists at most (a page is one row)
 SENSOR_READING_PAGE = 500
+#: branches a sensor reading's page lists at most, over all its mirrors (so that a page
+#: stays well within a DynamoDB item's 400 KB)
+SENSOR_READING_BRANCHES = 1000
 
 
 @dataclass(frozen=True)
@@ -430,9 +433,32 @@ class SensorReading:
         if len(self.confirmed) > SENSOR_READING_PAGE:
             raise InvalidMirrorArgumentError(
                 f"a reading's page lists at most {SENSOR_READING_PAGE} mirrors")
+        if sum(len(b) for b in self.confirmed.values()) > SENSOR_READING_BRANCHES:
+            raise InvalidMirrorArgumentError(
+                f"a reading's page lists at most {SENSOR_READING_BRANCHES} branches")
         for mirror_id, branches in self.confirmed.items():
             for branch in branches:
                 check_branch_key(self.organization_id, mirror_id, branch)
+
+
+def reading_pages(confirmed: dict[str, tuple[str, ...]]) -> list[dict[str, tuple[str, ...]]]:
+    """A reading's confirmations (mirror id -> branches) in pages, by mirror id: each of
+    at most :data:`SENSOR_READING_PAGE` mirrors and :data:`SENSOR_READING_BRANCHES`
+    branches (a mirror of more branches than that cannot be listed)."""
+    pages: list[dict[str, tuple[str, ...]]] = []
+    branches = 0
+    for mirror_id in sorted(confirmed):
+        n = len(confirmed[mirror_id])
+        if n > SENSOR_READING_BRANCHES:
+            raise InvalidMirrorArgumentError(
+                f"mirror {mirror_id!r} has more branches than a reading's page holds")
+        if (not pages or len(pages[-1]) == SENSOR_READING_PAGE
+                or branches + n > SENSOR_READING_BRANCHES):
+            pages.append({})
+            branches = 0
+        pages[-1][mirror_id] = confirmed[mirror_id]
+        branches += n
+    return pages
 
 
 def check_members(members: tuple[GroupMember, ...]) -> None:

@@ -49,7 +49,7 @@ from mirrors_db.errors import (
     MirrorsDatabaseError,
     VersionConflictError,
 )
-from mirrors_db.models import Mirror, MirrorBranch
+from mirrors_db.models import SENSOR_READING_BRANCHES, Mirror, MirrorBranch
 from mirrors_db.table import MirrorsTable
 from replication.copier import BuiltinCopier, CopySource
 from replication.metrics import ReplicationMetrics
@@ -356,16 +356,18 @@ class MirrorFollower:
         if self.ctx.mirror_tags and source_tags is not None and (
                 self._tags_refused or source_tags != self.ctx.mirrors.tags(repo)):
             return None  # tags moved, or may be listed again: a round follows them
+        # a mirror of more branches than a reading's page holds is confirmed in its rows
+        listed = len(source) <= SENSOR_READING_BRANCHES
         for name, head in source.items():
             row = self._rows.get(name) or self._current_row(name)
             since = row and (row.source_confirmed_at or row.source_head_seen_at)
             self._watch_lag(name, (since or read_at).timestamp(), keep=True)
-            if row is not None and row.version and row == replace(
+            if listed and row is not None and row.version and row == replace(
                     row, **self._head_state(head)):
                 continue  # its row says so already: the reading confirms it
             if self._at_head(name, head, row, read_at) is None:  # written meanwhile
                 self._at_head(name, head, self._current_row(name), read_at)
-        return tuple(sorted(source))
+        return tuple(sorted(source)) if listed else ()
 
     def confirmed_by_reading(self, branches: Iterable[str], read_at: datetime) -> None:
         """The sensor's reading at ``read_at``, stored, confirms these branches."""

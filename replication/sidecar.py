@@ -57,7 +57,6 @@ from mirrors_db.errors import (
     VersionConflictError,
 )
 from mirrors_db.models import (
-    SENSOR_READING_PAGE,
     Lease,
     Mirror,
     MirrorBranch,
@@ -67,6 +66,7 @@ from mirrors_db.models import (
     SensorReading,
     clip_error,
     default_lease_owner,
+    reading_pages,
 )
 from mirrors_db.table import MirrorsTable
 from replication.config import ReplicationConfig
@@ -519,11 +519,9 @@ class Sidecar:
     def _store_reading(self, region: str, read_at: datetime,
                        confirmed: dict[str, tuple[str, ...]]) -> None:
         """Store what a reading of ``region``'s heads confirmed, a page per
-        :data:`SENSOR_READING_PAGE` mirrors, and let their followers count their lag
-        from it."""
-        ids = sorted(confirmed)
-        for page, start in enumerate(range(0, len(ids), SENSOR_READING_PAGE)):
-            part = {i: confirmed[i] for i in ids[start:start + SENSOR_READING_PAGE]}
+        :data:`SENSOR_READING_PAGE` mirrors (or :data:`SENSOR_READING_BRANCHES`
+        branches), and let their followers count their lag from it."""
+        for page, part in enumerate(reading_pages(confirmed)):
             try:
                 if not self.table.put_sensor_reading(SensorReading(
                         self.org, self.region, region, page, read_at, part)):
