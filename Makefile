@@ -17,8 +17,13 @@ CHROMIUM ?= /usr/bin/chromium
 TEST_WORKERS ?= 3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-$(STAMP): pyproject.toml
+# the project's virtualenv first: the other set-up steps make theirs inside it, side by
+# side (two creating .venv at once can fail with "File exists")
+VENV_CFG := $(VENV)/pyvenv.cfg
+$(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(VENV_CFG)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
@@ -45,13 +50,13 @@ S3FS_CLIENT := $(VENV)/s3fs-client/bin/python
 DBT_CLIENT := $(VENV)/dbt-client/bin/dbt
 compat-clients: system-packages $(S3FS_CLIENT) $(DBT_CLIENT)
 
-$(S3FS_CLIENT):
+$(S3FS_CLIENT): | $(VENV_CFG)
 	$(PYTHON) -m venv $(VENV)/s3fs-client
 	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
 
 # dbt with the DuckDB adapter, for `lakectl dbt create-branch-schema` (dbt pins its own
 # dependencies; 1.10 is the last dbt-core that installs from PyPI alone)
-$(DBT_CLIENT):
+$(DBT_CLIENT): | $(VENV_CFG)
 	$(PYTHON) -m venv $(VENV)/dbt-client
 	$(VENV)/dbt-client/bin/pip install --quiet "dbt-core==1.10.*" "dbt-duckdb==1.10.*"
 
@@ -73,7 +78,7 @@ $(AIRFLOW_CLIENT): tests/compat/airflow-constraints.txt | $(STAMP)
 compat: compat-clients compat-airflow
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m '' tests/compat
 
-$(AZURITE):
+$(AZURITE): | $(VENV_CFG)
 	npm install --prefix $(VENV)/azurite --no-audit --no-fund --loglevel=error azurite@3
 	touch $@
 
