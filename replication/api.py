@@ -290,6 +290,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             organization_id=sidecar.org, name=body.name, source_region=sidecar.region,
             source_repository=repository, destination_region=body.region,
             storage_namespace=ns, storage_id=storage_id))
+        sidecar.source_index.add(mirror)
         sidecar.on_ref_events([{"repository": repository}], None)
         return JSONResponse(mirror_json(mirror), status_code=201)
 

@@ -263,6 +263,7 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., 
         check(who, rbac.MIRROR_REPOSITORY, sources)
         g = sidecar.table.create_group(GroupSpec(org, body.name, sidecar.region, body.region,
                                                  members))
+        sidecar.source_index.add_group(g)
         if members:
             sidecar.group_cutter.take(g.id, "moved")
             g = sidecar.table.get_group(org, g.id)
@@ -305,6 +306,7 @@ def add_group_routes(router: APIRouter, sidecar: Sidecar, caller: Callable[..., 
               sorted({*member_sources(g),
                       sidecar.table.get_mirror(org, new.mirror_id).source_repository}))
         g = sidecar.table.update_group(replace(g, members=(*g.members, new)))
+        sidecar.source_index.add_group(g)
         sidecar.group_cutter.take(g.id, "moved")
         return group_json(sidecar.table.get_group(org, g.id))
 

@@ -253,6 +253,7 @@ class GroupHandover(Handover):
         reverse = self.sidecar.table.create_group(GroupSpec(
             self.sidecar.org, group.name, self.region, group.source_region,
             tuple(GroupMember(ids[m.mirror_id], m.branch) for m in group.members)))
+        self.sidecar.source_index.add_group(reverse)
         mirrors: list[Mirror] = []
         discarded: dict[str, list[str]] = {}
         for m in detached:

@@ -375,6 +375,7 @@ class Handover:
             source_repository=detached.name, destination_region=old_region,
             storage_namespace=str(adopted["storage_namespace"]),
             storage_id=str(adopted.get("storage_id") or ""), id=reverse_id))
+        self.sidecar.source_index.add(reverse)
         self.sidecar.on_ref_events([{"repository": detached.name}], None)
         return reverse, [str(b) for b in adopted.get("discarded_uncommitted") or []]
 

@@ -90,6 +90,17 @@ class SourceIndex:
                 else:
                     self._groups.pop(group_id, None)
 
+    def add(self, mirror: Mirror) -> None:
+        """A mirror this sidecar just wrote: known at once, before the feed tells of it
+        (its creator tells its destination region of it next)."""
+        self.on_event(ChangeEvent(RowKind.MIRROR, mirror.organization_id, (mirror.id,),
+                                  False, mirror))
+
+    def add_group(self, group: MirrorGroup) -> None:
+        """A group this sidecar just wrote: known at once, before the feed tells of it."""
+        self.on_event(ChangeEvent(RowKind.GROUP, group.organization_id, (group.id,),
+                                  False, group))
+
     @property
     def loaded(self) -> bool:
         return self._loaded

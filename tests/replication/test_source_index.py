@@ -14,6 +14,7 @@ from lakefs_testing.regions import (
     create_source,
     two_regions,
 )
+from lakefs_testing.waiting import wait_for
 from mirrors_db import GroupMember, GroupSpec, MirrorSpec, MirrorState, open_mirrors_table
 from replication.source_index import SourceIndex
 from tests.replication.traffic import commit_and_follow, table_requests
@@ -68,7 +69,11 @@ def test_commits_are_told_without_reading_the_table_per_commit(
         tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
     with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (east, west):
         create_source(east)
-        create_mirror(east)
+        index = east.sidecars[0].sidecar.source_index
+        wait_for(lambda: index.loaded, 30, what="east's index read")
+        mirror = create_mirror(east)
+        # known at once, not when the feed tells: the mirror's region is told of it next
+        assert [m.id for m in index.mirrors_of(["src"]) or []] == [mirror["id"]]
         commit_and_follow(east, west, 1, "first")
         before = table_requests(east)
         commit_and_follow(east, west, 5)  # told by the events: the sensor's period is a minute
