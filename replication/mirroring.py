@@ -180,8 +180,6 @@ class MirrorFollower:
         #: the branches' progress rows as last read or written (a recheck round writes
         #: over them without reading the table again)
         self._rows: dict[str, MirrorBranch] = {}
-        #: branches whose row carries changes not written yet (see :meth:`_unwritten`)
-        self._changed: set[str] = set()
         #: while the replication user may not list tags: why (for the status), and when
         #: (monotonic) to try again; a refused listing is not repeated every round
         self._tags_refused = ""
@@ -440,11 +438,9 @@ class MirrorFollower:
             self.refs[key] = st
             if not is_tag:
                 seen = row.source_head_seen_at if row and row.source_head == head else None
-                # written with what its validation finds (missing pieces, or the
-                # promotion), not on its own before
-                row = self._unwritten(row, name, source_head=head, pending_commit=head,
-                                      source_head_seen_at=seen or _utcnow(), error="",
-                                      **self._seen(row, read_at))
+                row = self._record(row, name, source_head=head, pending_commit=head,
+                                   source_head_seen_at=seen or _utcnow(), error="",
+                                   **self._seen(row, read_at))
         if sensed:
             st.read_at = read_at
         run_due = recheck_due = False
@@ -767,15 +763,6 @@ class MirrorFollower:
         return changes
 
     # -------------------------------------------------------------- progress rows
-    def _unwritten(self, row: MirrorBranch | None, branch: str,
-                   **changes: object) -> MirrorBranch:
-        """The row with ``changes`` that the branch's next :meth:`_record` writes."""
-        if row is None:
-            row = MirrorBranch(organization_id=self.ctx.organization_id,
-                               mirror_id=self.mirror.id, branch=branch)
-        self._changed.add(branch)
-        return replace(row, **changes)  # type: ignore[arg-type]
-
     def _record(self, row: MirrorBranch | None, branch: str,
                 **changes: object) -> MirrorBranch | None:
         """Write the branch's progress row if anything changed (best effort).
@@ -786,9 +773,7 @@ class MirrorFollower:
             row = MirrorBranch(organization_id=self.ctx.organization_id,
                                mirror_id=self.mirror.id, branch=branch)
         new = replace(row, **changes)  # type: ignore[arg-type]
-        unwritten = branch in self._changed
-        self._changed.discard(branch)
-        if new == row and row.version and not unwritten:
+        if new == row and row.version:
             return row
         try:
             stored = self.ctx.table.put_branch_progress(new)
