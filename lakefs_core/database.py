@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -34,6 +36,33 @@ T = TypeVar("T")
 
 #: execution option of a connection whose transaction will write (SQLite: BEGIN IMMEDIATE)
 WRITE_OPTION = "lakefs_write"
+#: writes made without waiting (:func:`without_waiting`) between two checkpoints of
+#: the write-ahead log, which those writes leave to a thread of their own
+CHECKPOINT_EVERY = 200
+#: how long such a checkpoint waits for another process's writer or a reader
+CHECKPOINT_WAIT = 0.2
+
+_log = logging.getLogger(__name__)
+_PATIENT: ContextVar[bool] = ContextVar("lakefs_sqlite_patient", default=True)
+
+
+class WouldWait(Exception):
+    """A SQLite write made :func:`without_waiting` found the write lock taken (by a
+    writer of this process or another): nothing was written. Run it again where
+    waiting is allowed."""
+
+
+@contextlib.contextmanager
+def without_waiting() -> Iterator[None]:
+    """SQLite writes through :class:`ThreadConnections` in this block, in this
+    context, raise :class:`WouldWait` instead of waiting for the write lock, and
+    leave the write-ahead log's checkpoints to a thread of their own: for writes made
+    on an event loop, which must not block for long."""
+    token = _PATIENT.set(False)
+    try:
+        yield
+    finally:
+        _PATIENT.reset(token)
 
 
 def postgres_url(connection_string: str) -> str:
@@ -220,6 +249,23 @@ class WriterGate:
             self._held.depth = 0
             self._lock.release()
 
+    @contextlib.contextmanager
+    def held_now(self) -> Iterator[None]:
+        """As :meth:`held`, but raises :class:`WouldWait` at once where :meth:`held`
+        would wait for another writer."""
+        if getattr(self._held, "depth", 0):
+            with self.held():
+                yield
+            return
+        if not self._lock.acquire(blocking=False):
+            raise WouldWait("another writer of this process holds the write lock")
+        self._held.depth = 1
+        try:
+            yield
+        finally:
+            self._held.depth = 0
+            self._lock.release()
+
 
 class _Held:
     """A thread's connection, in the thread's locals."""
@@ -259,6 +305,12 @@ class ThreadConnections:
         self._keys = itertools.count()
         self._lock = threading.Lock()
         self._closed = False
+        #: writes made without waiting since the last checkpoint asked for
+        self._unchecked = 0
+        self._checkpointer: threading.Thread | None = None
+        self._checkpoint_wanted = threading.Event()
+        #: passive checkpoints the checkpoint thread ran
+        self.checkpoints = 0
 
     @classmethod
     def of(cls, engine: Engine, busy_timeout: float = 30.0, *,
@@ -275,20 +327,25 @@ class ThreadConnections:
         """The gate the writers take turns at (None for readers)."""
         return self._gate
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self, *, impatient: bool = False) -> sqlite3.Connection:
         """This thread's connection, opened on first use and closed when the thread
-        ends (thread pools end idle threads and start new ones)."""
-        held: _Held | None = getattr(self._local, "held", None)
+        ends (thread pools end idle threads and start new ones). ``impatient``: the
+        thread's other connection, for writes made :func:`without_waiting` (no busy
+        timeout, no automatic checkpoint)."""
+        slot = "impatient" if impatient else "held"
+        held: _Held | None = getattr(self._local, slot, None)
         if held is not None:
             return held.conn
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False,
                                cached_statements=64)
         try:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute(f"PRAGMA busy_timeout = {0 if impatient else self._busy_ms}")
             if self._writable:
                 conn.execute("PRAGMA foreign_keys = ON")
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
+                if impatient:
+                    conn.execute("PRAGMA wal_autocheckpoint = 0")
             else:
                 conn.execute("PRAGMA query_only = ON")
         except BaseException:
@@ -303,7 +360,7 @@ class ThreadConnections:
             self._opened[key] = conn
         # the thread's locals go when it ends, and with them the last reference to held
         weakref.finalize(held, self._release, key)
-        self._local.held = held
+        setattr(self._local, slot, held)
         return conn
 
     def _release(self, key: int) -> None:
@@ -331,6 +388,8 @@ class ThreadConnections:
         returns, rolled back if it raises; errors as :meth:`read` raises them."""
         if self._gate is None:
             raise sqlite3.ProgrammingError("these connections do not write")
+        if not _PATIENT.get():
+            return self._write_now(work)
         try:
             with self._gate.held():
                 conn = self.connection()
@@ -345,6 +404,69 @@ class ThreadConnections:
                 return result
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
+
+    def _write_now(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`write` without waiting for the write lock (:func:`without_waiting`)."""
+        assert self._gate is not None
+        try:
+            with self._gate.held_now():
+                conn = self.connection(impatient=True)
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                        raise WouldWait("another process holds the write lock") from exc
+                    raise
+                try:
+                    result = work(conn)
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
+        self._count_unchecked()
+        return result
+
+    def _count_unchecked(self) -> None:
+        """Count a write made without waiting; every :data:`CHECKPOINT_EVERY`, wake the
+        checkpoint thread, while the writer goes on."""
+        with self._lock:
+            self._unchecked += 1
+            if self._unchecked < CHECKPOINT_EVERY or self._closed:
+                return
+            self._unchecked = 0
+            if self._checkpointer is None:
+                self._checkpointer = threading.Thread(target=self._checkpoints, daemon=True,
+                                                      name="sqlite-checkpoints")
+                self._checkpointer.start()
+        self._checkpoint_wanted.set()
+
+    def _checkpoints(self) -> None:
+        """The checkpoint thread: moves the write-ahead log into the database file and
+        has the next writer start the log again from its beginning (``RESTART``). It
+        goes in turn with this process's writers (the gate) and keeps those of other
+        processes out for as long as it runs; it waits at most
+        :data:`CHECKPOINT_WAIT` for another process's writer or a reader to finish, and
+        otherwise leaves the rest to the next checkpoint."""
+        assert self._gate is not None
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(CHECKPOINT_WAIT * 1000)}")
+            while True:
+                self._checkpoint_wanted.wait()
+                self._checkpoint_wanted.clear()
+                if self._closed:
+                    return
+                try:
+                    with self._gate.held():
+                        conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
+                    self.checkpoints += 1
+                except (sqlite3.Error, sa_exc.OperationalError) as exc:
+                    _log.debug("checkpoint of %s: %s", self._path, exc)
+        finally:
+            conn.close()
 
     def first(self, sql: str, params: Any) -> Any:
         """The first row of one statement (its own snapshot), or None; errors as
@@ -363,6 +485,7 @@ class ThreadConnections:
         with self._lock:
             self._closed = True
             opened, self._opened = self._opened, {}
+        self._checkpoint_wanted.set()  # the checkpoint thread ends
         for conn in opened.values():
             conn.close()
 

@@ -16,8 +16,12 @@ Where the database is SQLite and every store a local disk
 longer than handing it to a thread would cost. Elsewhere (a database or a store
 across the network) it runs in one thread of the API's pool. An upload is
 authenticated, authorized and checked before its body is read, as through
-:class:`~lakefs_core.api.guard.BodyGuard`; its data is written in one thread of the
-transfer pool.
+:class:`~lakefs_core.api.guard.BodyGuard`. Where reads are answered on the event
+loop, so is an upload: its data is written to the disk there, and it is staged there
+too when SQLite's write lock is free at once (:func:`~lakefs_core.database.
+without_waiting`); when another writer holds the lock, the staging waits for it in one
+thread of the transfer pool instead. Elsewhere the upload is written and staged in one
+thread of the transfer pool.
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ from starlette.responses import Response
 
 from lakefs_core.api.errors import failure_response
 from lakefs_core.api.routes.objects import (
+    ObjectStats,
     content_type_of,
     get_object,
     metadata_from_headers,
+    object_stats,
     preflight_upload,
     stat_object,
     store_object,
@@ -43,10 +49,11 @@ from lakefs_core.api.routes.objects import (
 from lakefs_core.api.security import Ctx, basic_auth_ctx, object_arn
 from lakefs_core.auth import rbac
 from lakefs_core.auth.service import parse_basic_authorization
+from lakefs_core.database import WouldWait, without_waiting
 from lakefs_core.errors import LakeFSError
 from lakefs_core.graveler.refs import validate_path
 from lakefs_core.protocol.bodies import PIECE_SIZE, BodyReader, declared_length, header
-from lakefs_core.protocol.http import write_conditions
+from lakefs_core.protocol.http import WriteConditions, write_conditions
 from lakefs_core.services import Services
 
 Scope = MutableMapping[str, Any]
@@ -79,6 +86,8 @@ class ObjectLane:
         self.services = services
         self.transfer_limiter = transfer_limiter
         self.inline = services.serves_locally
+        self.inline_uploads = (self.inline
+                               and services.graveler.refstore.stages_without_waiting)
         self.body_timeout = services.config.http.request_body_timeout.total_seconds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -180,16 +189,43 @@ class ObjectLane:
             data = await BodyReader(receive, timeout=self.body_timeout,
                                     expect_body=length > 0).read_all(PIECE_SIZE)
             kind = content_type_of(content_type)
-            stats = await anyio.to_thread.run_sync(
-                lambda: store_object(services, repository, branch, path, [data], kind,
-                                     metadata, conditions, checked=checked),
-                limiter=self.transfer_limiter)
+            if self.inline_uploads:
+                stats = await self._store_inline(checked, path, data, kind, metadata,
+                                                 conditions)
+            else:
+                stats = await anyio.to_thread.run_sync(
+                    lambda: store_object(services, repository, branch, path, [data], kind,
+                                         metadata, conditions, checked=checked),
+                    limiter=self.transfer_limiter)
             response = Response(stats.model_dump_json(exclude_none=True), status_code=201,
                                 media_type="application/json")
         except LakeFSError as exc:
             response = failure_response(exc)
         await response(scope, receive, send)
         return True
+
+
+    async def _store_inline(self, checked: Any, path: str, data: bytes, kind: str,
+                            metadata: dict[str, str],
+                            conditions: WriteConditions) -> ObjectStats:
+        """What :func:`store_object` does, on the event loop: the data is written to
+        the local disk here, and staged here unless SQLite's write lock is taken, then
+        in one thread of the transfer pool, where waiting for it blocks no one else."""
+        services = self.services
+        repo, current = checked
+        entry = services.catalog.write_data(repo, [data], kind, metadata)
+
+        def stage() -> None:
+            services.graveler.stage_checked(repo, current, path, entry,
+                                            if_absent=conditions.if_absent,
+                                            if_match=conditions.if_match)
+
+        try:
+            with without_waiting():
+                stage()
+        except WouldWait:
+            await anyio.to_thread.run_sync(stage, limiter=self.transfer_limiter)
+        return object_stats(services, repo, path, entry)
 
 
 def _query(scope: Scope, known: frozenset[str]) -> dict[str, str] | None:

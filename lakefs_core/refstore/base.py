@@ -58,6 +58,10 @@ def check_branch_refs(refs: Sequence[tuple[str, str]]) -> None:
 class RefStore(ABC):
     """Durable state of the versioning engine (everything but range files)."""
 
+    #: whether :meth:`stage_on_branch` made :func:`~lakefs_core.database.without_waiting`
+    #: raises :class:`~lakefs_core.database.WouldWait` instead of waiting for a lock
+    stages_without_waiting: bool = False
+
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release connections and other resources. The store must not be used afterwards."""
 

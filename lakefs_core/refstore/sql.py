@@ -234,6 +234,7 @@ class SQLRefStore(StagedRecords, RepositoryRecords, RefStore):
         #: the driver's own connections for the hottest reads (SQLite files)
         self._readers = ThreadConnections.of(self._engine, busy_timeout)
         self._writers = ThreadConnections.of(self._engine, busy_timeout, writable=True)
+        self.stages_without_waiting = self._writers is not None
         #: this process's writers of the SQLite file, in turn (None: another database)
         self._gate = None if self._writers is None else self._writers.gate
         try:

@@ -107,3 +107,47 @@ def test_upload_answers_as_fastapi(srv: LiveServer) -> None:
             assert refused.headers["connection"] == "close"
         finally:
             srv.services.graveler.set_read_only(REPO, False)
+
+
+def test_an_upload_waits_for_the_write_lock_off_the_event_loop(srv: LiveServer) -> None:
+    """On the embedded default an upload is written and staged on the event loop; when
+    another process holds SQLite's write lock, its staging waits in a thread, while
+    the loop goes on answering, and it is staged once the lock is let go."""
+    import sqlite3
+    import threading
+
+    from lakefs_core.database import local_database_url
+
+    database = local_database_url(srv.services.config.database.local.path)
+    data_dir = Path(srv.services.config.database.local.path).parent
+
+    def objects() -> set[Path]:
+        return {p for p in data_dir.rglob("*") if p.is_file() and "metadata.db" not in p.name}
+
+    before = objects()
+    other = sqlite3.connect(database.removeprefix("sqlite:///"), isolation_level=None)
+    answer: list[httpx.Response] = []
+
+    def upload() -> None:
+        with srv.client() as api:
+            answer.append(api.post(UPLOAD, params={"path": "locked/x"}, content=b"waited"))
+
+    uploading = threading.Thread(target=upload)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        uploading.start()
+        # the upload's data is written before it is staged
+        while not objects() - before:
+            assert uploading.is_alive()
+            threading.Event().wait(0.01)
+        with srv.client() as api:
+            for _ in range(5):
+                assert api.get(f"{OBJECTS}/stat", params={"path": "a/é.txt"}).status_code == 200
+        assert not answer  # still waiting for the lock
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    uploading.join(60)
+    assert answer[0].status_code == 201, answer[0].text
+    with srv.client() as api:
+        assert api.get(OBJECTS, params={"path": "locked/x"}).content == b"waited"
