@@ -164,9 +164,11 @@ class LocalBlockStore(BlockStore):
         except OSError as e:
             raise StorageError(f"local put {address}: {e}") from e
         try:
-            with os.fdopen(fd, "wb") as f:
-                md5 = _copy_hashing(chunks, f)
-            st = os.stat(tmp)
+            try:  # plain writes: a file object would ask whether the file is a terminal
+                md5 = _write_hashing(chunks, fd)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
             _cache_etag(tmp, md5, st)
             os.replace(tmp, path)
         except BaseException as e:
@@ -309,10 +311,14 @@ def _walk_sorted(directory: str, address: str, name_prefix: str = ""
             yield address + name, path
 
 
-def _copy_hashing(chunks: Iterable[bytes], out: BinaryIO) -> str:
+def _write_hashing(chunks: Iterable[bytes], fd: int) -> str:
+    """Write every chunk to ``fd`` (all of it: a write may take part of a chunk); their
+    MD5."""
     md5 = hashlib.md5()
     for chunk in chunks:
-        out.write(chunk)
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view):]
         md5.update(chunk)
     return md5.hexdigest()
 
