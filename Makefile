@@ -23,9 +23,11 @@ VENV_CFG := $(VENV)/pyvenv.cfg
 $(VENV_CFG):
 	$(PYTHON) -m venv $(VENV)
 
+# pip installs without compiling every module of every package (pyspark, botocore and
+# moto hold thousands): the processes that import a module compile it, once
 $(STAMP): pyproject.toml | $(VENV_CFG)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -52,13 +54,13 @@ compat-clients: system-packages $(S3FS_CLIENT) $(DBT_CLIENT)
 
 $(S3FS_CLIENT): | $(VENV_CFG)
 	$(PYTHON) -m venv $(VENV)/s3fs-client
-	$(VENV)/s3fs-client/bin/pip install --quiet s3fs pandas pyarrow
+	$(VENV)/s3fs-client/bin/pip install --quiet --no-compile s3fs pandas pyarrow
 
 # dbt with the DuckDB adapter, for `lakectl dbt create-branch-schema` (dbt pins its own
 # dependencies; 1.10 is the last dbt-core that installs from PyPI alone)
 $(DBT_CLIENT): | $(VENV_CFG)
 	$(PYTHON) -m venv $(VENV)/dbt-client
-	$(VENV)/dbt-client/bin/pip install --quiet "dbt-core==1.10.*" "dbt-duckdb==1.10.*"
+	$(VENV)/dbt-client/bin/pip install --quiet --no-compile "dbt-core==1.10.*" "dbt-duckdb==1.10.*"
 
 # Treeverse's Airflow provider on Airflow 2 in a virtualenv of its own (Airflow pins
 # SQLAlchemy 1.4 and many more: tests/compat/airflow-constraints.txt holds its versions);

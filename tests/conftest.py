@@ -288,18 +288,47 @@ FILE_DURATIONS = Path(__file__).with_name("file_durations.json")
 _UNKNOWN_TEST_SECONDS = 0.25
 
 
+#: directories whose test files one worker runs together, for a session fixture they
+#: share that costs much to start (Spark's JVM: about 20 s of CPU each time)
+SHARED_UNITS = ("tests/spark/",)
+
+
+def work_unit(path: str) -> str:
+    """The unit of work a test file belongs to: the file, or its shared directory."""
+    return next((unit for unit in SHARED_UNITS if path.startswith(unit)), path)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Run the longest files first. The workers take whole files (``--dist
-    loadfile``) in this order (``--no-loadscope-reorder``), so the run ends on short
-    files and no worker idles long at the end. A file's tests keep their order."""
+    """Run the longest units of work first. The workers take whole files, or a shared
+    directory's files together (:func:`work_unit`), in this order
+    (``--no-loadscope-reorder``), so the run ends on short files and no worker idles
+    long at the end. A file's tests keep their order."""
     known: dict[str, float] = (json.loads(FILE_DURATIONS.read_text())
                                if FILE_DURATIONS.exists() else {})
     by_file: dict[str, list[pytest.Item]] = {}
     for item in items:
         by_file.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    unit_seconds: dict[str, float] = {}
+    for path, tests in by_file.items():
+        unit = work_unit(path)
+        unit_seconds[unit] = unit_seconds.get(unit, 0.0) + known.get(
+            path, _UNKNOWN_TEST_SECONDS * len(tests))
 
-    def seconds(path: str) -> float:
-        return known.get(path, _UNKNOWN_TEST_SECONDS * len(by_file[path]))
+    def order(path: str) -> tuple[float, str, str]:
+        unit = work_unit(path)
+        return -unit_seconds[unit], unit, path
 
-    items[:] = [item for path in sorted(by_file, key=lambda p: (-seconds(p), p))
-                for item in by_file[path]]
+    items[:] = [item for path in sorted(by_file, key=order) for item in by_file[path]]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadfile``, a worker takes a whole unit of work (:func:`work_unit`)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class UnitScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(super()._split_scope(nodeid))
+
+    return UnitScheduling(config, log)

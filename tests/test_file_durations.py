@@ -36,3 +36,36 @@ def test_the_committed_durations_name_existing_files() -> None:
     assert durations, "tests/file_durations.json is empty"
     missing = [path for path in durations if not (root / path).is_file()]
     assert len(missing) <= len(durations) // 10, missing  # a few may be renamed since
+
+
+def test_a_shared_directory_is_one_unit_of_work_placed_by_its_total() -> None:
+    """Spark's test files go to one worker together (one JVM started, not one per
+    worker), and the unit runs where its summed time puts it."""
+    from types import SimpleNamespace
+
+    from tests.conftest import pytest_collection_modifyitems, work_unit
+
+    assert work_unit("tests/spark/test_gc.py") == work_unit("tests/spark/test_read.py")
+    assert work_unit("tests/e2e/test_soak.py") == "tests/e2e/test_soak.py"
+    known = json_durations()
+    spark = [p for p in known if p.startswith("tests/spark/")]
+    assert len(spark) >= 2
+    longest_file = max((p for p in known if not p.startswith("tests/spark/")),
+                       key=known.__getitem__)
+    items = [SimpleNamespace(nodeid=f"{p}::test_x") for p in (longest_file, *spark)]
+    pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    order = [i.nodeid.partition("::")[0] for i in items]
+    first_spark = order.index(spark[0]) if spark[0] in order else None
+    assert first_spark is not None
+    # the spark files run one after another
+    positions = sorted(order.index(p) for p in spark)
+    assert positions == list(range(positions[0], positions[0] + len(spark)))
+    spark_total = sum(known[p] for p in spark)
+    assert (order[0] == longest_file) == (known[longest_file] >= spark_total)
+
+
+def json_durations() -> dict[str, float]:
+    import json
+
+    root = Path(__file__).parent.parent
+    return dict(json.loads((root / "tests" / "file_durations.json").read_text()))
