@@ -17,8 +17,14 @@ Against each, one warm keep-alive client sends ``--requests`` requests of each k
 (``GET .../objects``), a 4 KiB upload (``POST .../branches/main/objects``, a new path
 each time) and a 4 KiB read through the S3 gateway (SigV4, boto3). Around each round
 it reads the server process's CPU time (user + system, from ``/proc/<pid>/stat``)
-and prints the median over the rounds of CPU microseconds per request. Client CPU is
-not counted; the machine's other load shows in wall time only, not in these figures.
+and prints the median over the rounds of CPU microseconds per request, then the part
+of it spent in the kernel (system time). Client CPU is not counted; the machine's other
+load shows in wall time only, not in these figures.
+
+An upload creates a file, and what the kernel spends on that depends on the disk:
+``--data-dir`` puts the server's data (and the apps' scratch files) on the filesystem
+of your choice, for instance ``/dev/shm`` to leave the disk out. By default it is the
+system's temporary directory.
 """
 
 from __future__ import annotations
@@ -120,26 +126,34 @@ def _lakefs(work_dir: Path) -> Iterator[tuple[int, int]]:
 
 
 # --- measuring -----------------------------------------------------------------------------
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process (all its threads, living and ended)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all its threads, living and ended)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return sum(cpu_times(pid))
 
 
 def cpu_per_request(pid: int, call: Callable[[int], None], requests: int,
-                    rounds: int) -> float:
-    """Median over ``rounds`` of the server's CPU microseconds per call, after a warm-up."""
+                    rounds: int) -> tuple[float, float]:
+    """Medians over ``rounds`` of the server's CPU microseconds per call, and of the
+    kernel's part of them, after a warm-up."""
     for i in range(WARM_UP):
         call(-1 - i)
-    figures = []
+    figures, kernel = [], []
     n = 0
     for _ in range(rounds):
-        before = cpu_seconds(pid)
+        user, system = cpu_times(pid)
         for _ in range(requests):
             call(n)
             n += 1
-        figures.append((cpu_seconds(pid) - before) / requests * 1e6)
-    return statistics.median(figures)
+        user_after, system_after = cpu_times(pid)
+        figures.append((user_after - user + system_after - system) / requests * 1e6)
+        kernel.append((system_after - system) / requests * 1e6)
+    return statistics.median(figures), statistics.median(kernel)
 
 
 def _rest_calls(client: httpx.Client, payload: bytes) -> dict[str, Callable[[int], None]]:
@@ -188,8 +202,9 @@ def _gateway_call(port: int) -> Callable[[int], None]:
 
 
 def measure(port: int, pid: int, operations: tuple[str, ...], requests: int,
-            rounds: int) -> dict[str, float]:
-    """CPU microseconds per request of each of ``operations`` on the server at ``port``."""
+            rounds: int) -> dict[str, tuple[float, float]]:
+    """CPU microseconds per request of each of ``operations`` on the server at ``port``,
+    and the kernel's part of them."""
     payload = os.urandom(OBJECT_SIZE)
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", auth=(ADMIN_KEY, ADMIN_SECRET),
                       timeout=60) as client:
@@ -203,12 +218,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--requests", type=int, default=1000,
                         help="requests of each kind per round (default 1000)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="where the servers keep their data (default: the system's "
+                             "temporary directory)")
     args = parser.parse_args(argv)
     if args.requests < 1 or args.rounds < 1:
         parser.error("--requests and --rounds must be positive")
+    if args.data_dir is not None and not args.data_dir.is_dir():
+        parser.error(f"--data-dir {args.data_dir}: not a directory")
 
-    results: dict[str, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="lakefs-request-cost-") as tmp:
+    results: dict[str, dict[str, tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="lakefs-request-cost-", dir=args.data_dir) as tmp:
         root = Path(tmp)
         with _lakefs(root) as (port, pid):
             results["this server"] = measure(port, pid, OPERATIONS, args.requests, args.rounds)
@@ -219,12 +239,14 @@ def main(argv: list[str] | None = None) -> None:
             results["trivial ASGI"] = measure(port, pid, OPERATIONS, args.requests, args.rounds)
 
     print(f"server CPU per request (us), one warm client, {args.requests} requests a round, "
-          f"median of {args.rounds} rounds")
-    print(f"{'request':<20}" + "".join(f"{name:>18}" for name in results))
-    for op in OPERATIONS:
-        cells = "".join(f"{r[op]:>18,.0f}" if op in r else f"{'-':>18}"
-                        for r in results.values())
-        print(f"{op:<20}{cells}")
+          f"median of {args.rounds} rounds; data under {args.data_dir or tempfile.gettempdir()}")
+    for title, part in (("all", 0), ("of which in the kernel", 1)):
+        print(f"\n{title}")
+        print(f"{'request':<20}" + "".join(f"{name:>18}" for name in results))
+        for op in OPERATIONS:
+            cells = "".join(f"{r[op][part]:>18,.0f}" if op in r else f"{'-':>18}"
+                            for r in results.values())
+            print(f"{op:<20}{cells}")
 
 
 if __name__ == "__main__":
