@@ -231,7 +231,9 @@ class WriterGate:
             return gate
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the gate; ``wait=False``: raise :class:`WouldWait` at once where this
+        would wait for another writer."""
         if getattr(self._held, "depth", 0):
             self._held.depth += 1
             try:
@@ -239,26 +241,12 @@ class WriterGate:
             finally:
                 self._held.depth -= 1
             return
-        if not self._lock.acquire(timeout=self.timeout):
+        if not (self._lock.acquire(timeout=self.timeout) if wait
+                else self._lock.acquire(blocking=False)):
+            if not wait:
+                raise WouldWait("another writer of this process holds the write lock")
             raise sa_exc.OperationalError("BEGIN IMMEDIATE", None,
                                           sqlite3.OperationalError("database is locked"))
-        self._held.depth = 1
-        try:
-            yield
-        finally:
-            self._held.depth = 0
-            self._lock.release()
-
-    @contextlib.contextmanager
-    def held_now(self) -> Iterator[None]:
-        """As :meth:`held`, but raises :class:`WouldWait` at once where :meth:`held`
-        would wait for another writer."""
-        if getattr(self._held, "depth", 0):
-            with self.held():
-                yield
-            return
-        if not self._lock.acquire(blocking=False):
-            raise WouldWait("another writer of this process holds the write lock")
         self._held.depth = 1
         try:
             yield
@@ -394,14 +382,7 @@ class ThreadConnections:
             with self._gate.held():
                 conn = self.connection()
                 conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = work(conn)
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
-                return result
+                return _commit_after(conn, work)
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
 
@@ -409,7 +390,7 @@ class ThreadConnections:
         """:meth:`write` without waiting for the write lock (:func:`without_waiting`)."""
         assert self._gate is not None
         try:
-            with self._gate.held_now():
+            with self._gate.held(wait=False):
                 conn = self.connection(impatient=True)
                 try:
                     conn.execute("BEGIN IMMEDIATE")
@@ -417,13 +398,7 @@ class ThreadConnections:
                     if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                         raise WouldWait("another process holds the write lock") from exc
                     raise
-                try:
-                    result = work(conn)
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                conn.execute("COMMIT")
+                result = _commit_after(conn, work)
         except sqlite3.Error as exc:
             raise sa_exc.DBAPIError.instance("", None, exc, sqlite3.Error) from exc
         self._count_unchecked()
@@ -488,6 +463,19 @@ class ThreadConnections:
         self._checkpoint_wanted.set()  # the checkpoint thread ends
         for conn in opened.values():
             conn.close()
+
+
+def _commit_after(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in the transaction just begun on ``conn``: committed if it returns,
+    rolled back if it raises."""
+    try:
+        result = work(conn)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return result
 
 
 _NAMED_SQLITE = sqlite.dialect(paramstyle="named")
