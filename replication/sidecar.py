@@ -549,7 +549,12 @@ class Sidecar:
                 log.debug("mirror %s not confirmed: %s", mirror.id, e)
                 return None
             with self._cond:
-                self._followers.setdefault(mirror.id, new)
+                followed = mirror.id in self._mirrors
+                if followed:
+                    self._followers.setdefault(mirror.id, new)
+            if not followed:  # unfollowed since the reading began
+                self._drop_if_unfollowed(mirror)
+                return None
         with self._cond:
             follower = self._followers.get(mirror.id)
             if (follower is None or mirror.id in self._running
@@ -567,6 +572,7 @@ class Sidecar:
                 self._running.discard(mirror.id)
                 again = mirror.id in self._again
                 self._again.discard(mirror.id)
+            self._drop_if_unfollowed(mirror)
             if again:
                 self.schedule(mirror.id)
 
@@ -574,6 +580,23 @@ class Sidecar:
         mirror = self._mirrors.get(mirror_id)
         if mirror is None or mirror.state is not MirrorState.ACTIVE:
             return None
+        try:
+            return self._round(mirror_id, mirror)
+        finally:
+            self._drop_if_unfollowed(mirror)
+
+    def _drop_if_unfollowed(self, mirror: Mirror) -> None:
+        """After a round or a confirmation of ``mirror``: if the mirror stopped being
+        followed meanwhile (deleted, detached), drop what it made again (its follower,
+        its series), as :meth:`_unfollow` did before it ended."""
+        with self._cond:
+            if mirror.id in self._mirrors:
+                return
+            self._followers.pop(mirror.id, None)
+        self.last_errors.pop(mirror.id, None)
+        self.metrics.forget_mirror(mirror.name)
+
+    def _round(self, mirror_id: str, mirror: Mirror) -> float | None:
         now = time.monotonic()
         follower = self._followers.get(mirror_id)
         with self._cond:
@@ -602,7 +625,13 @@ class Sidecar:
             follower = self._followers.get(mirror_id)
             if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
                 follower = MirrorFollower(self.ctx, mirror)  # its store may be missing here
-                self._followers[mirror_id] = follower
+                with self._cond:
+                    followed = mirror_id in self._mirrors
+                    if followed:
+                        self._followers[mirror_id] = follower
+                if not followed:  # unfollowed since the round began
+                    self._drop_if_unfollowed(mirror)
+                    return None
             with self._cond:
                 sense = (mirror_id in self._wake or not follower.refs
                          or now >= self._sensed_at.get(mirror_id, -math.inf)

@@ -232,3 +232,31 @@ def test_a_branch_moving_faster_than_its_objects_still_advances(
             checker.check()
         finally:
             crr.stop()
+
+
+def test_a_reading_or_round_begun_before_a_mirror_was_deleted_leaves_nothing_of_it(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    """The sensor reads a region's heads for the mirrors it follows at that moment, and
+    a round runs for the mirror it began with: a mirror deleted in between must not get
+    its follower and series back from them."""
+    from datetime import UTC, datetime
+
+    with two_regions(tmp_path, sqlite_mirrors, mode="native", interval="1s") as (east, west):
+        create_source(east)
+        mirror = create_mirror(east)
+        sidecar = west.sidecars[0].sidecar
+        wait_for(lambda: mirror["id"] in sidecar._followers and _series(sidecar, "src-mirror"),
+                 60, what="the mirror followed")
+        before = sidecar._mirrors[mirror["id"]]  # as a reading or a round began with it
+        heads = sidecar.client_for(before.source_region).heads([before.source_repository])
+        with east.client() as c:
+            r = c.delete(f"{MIRRORS}/src/mirrors/{mirror['id']}")
+            assert r.status_code == 204, r.text
+        wait_for(lambda: mirror["id"] not in sidecar._followers
+                 and not _series(sidecar, "src-mirror"), 30, what="the mirror unfollowed")
+        # then the reading confirms what it read, and the round runs
+        assert sidecar._quiet(before, heads[before.source_repository],
+                              datetime.now(UTC)) is None
+        assert sidecar._round(before.id, before) is None
+        assert mirror["id"] not in sidecar._followers
+        assert not _series(sidecar, "src-mirror")
