@@ -265,13 +265,19 @@ class Drill:
                 seen.update(str(c["id"]) for c in client.log(REPO, head))
         return seen
 
-    def in_sync(self, region: str, mirror_id: str) -> bool:
-        """The mirror is active and serves the source's head on every branch, confirmed."""
+    def in_sync(self, region: str, mirror_id: str,
+                heads: dict[str, str] | None = None) -> bool:
+        """The mirror is active and serves the source's head on every branch, confirmed;
+        with ``heads``, the source's heads as they are now: "current" says the mirror
+        was at the source's head a moment ago (its lag is within the status's bound),
+        not that it already has a commit made since."""
         status = self.clients[region].mirror_status(REPO, mirror_id)
         rows = {b["branch"]: b for b in status["branches"]}
         return (status["mirror"]["state"] == "active" and set(BRANCHES) <= set(rows)
                 and all(r["mirror_head"] == r["source_head"] and r["current"]
-                        for r in rows.values()))
+                        for r in rows.values())
+                and all(rows[b]["source_head"] == h for b, h in (heads or {}).items()
+                        if b in rows))
 
     def following(self, region: str, mirror_id: str) -> bool:
         """The mirror is active and has read the source's every branch once."""
@@ -383,9 +389,11 @@ class Drill:
         self.writer.stop()
         acked = self.writer.ledger.commits()
         phase.account_end(acked, self.reachable(primary))
+        heads = {b: h for b, h in self.clients[primary].branches(REPO).items()
+                 if b in BRANCHES}
         started = time.monotonic()
         try:
-            wait_for(lambda: self.in_sync(primary, mirror_id), 120, 0.2,
+            wait_for(lambda: self.in_sync(primary, mirror_id, heads), 120, 0.2,
                      what=f"{follower} to follow {primary}")
         except AssertionError as e:
             phase.problems.append(str(e))
