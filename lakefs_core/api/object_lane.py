@@ -51,6 +51,7 @@ from lakefs_core.auth import rbac
 from lakefs_core.auth.service import parse_basic_authorization
 from lakefs_core.database import WouldWait, without_waiting
 from lakefs_core.errors import LakeFSError
+from lakefs_core.graveler.model import Branch, Repository
 from lakefs_core.graveler.refs import validate_path
 from lakefs_core.protocol.bodies import PIECE_SIZE, BodyReader, declared_length, header
 from lakefs_core.protocol.http import WriteConditions, write_conditions
@@ -204,9 +205,8 @@ class ObjectLane:
         await response(scope, receive, send)
         return True
 
-
-    async def _store_inline(self, checked: Any, path: str, data: bytes, kind: str,
-                            metadata: dict[str, str],
+    async def _store_inline(self, checked: tuple[Repository, Branch], path: str,
+                            data: bytes, kind: str, metadata: dict[str, str],
                             conditions: WriteConditions) -> ObjectStats:
         """What :func:`store_object` does, on the event loop: the data is written to
         the local disk here, and staged here unless SQLite's write lock is taken, then
