@@ -48,6 +48,7 @@ from lakefs_core.auth.model import (
     User,
     validate_entity_id,
 )
+from lakefs_core.change_hint import ChangeHint, HintedCount
 from lakefs_core.database import WRITE_OPTION, ThreadConnections, create_engine
 from lakefs_core.errors import (
     AlreadyExistsError,
@@ -224,11 +225,20 @@ class AuthStore(BaseAuthStore):
             .order_by(self._bytewise(policies.c.name)))
         #: the driver's own connections, for the change count every request reads
         self._readers = ThreadConnections.of(self._engine)
+        #: on a SQLite file, the count is read again only when a writer changed the hint
+        self._count: HintedCount | None = None
         try:
             self._create_tables()
         except BaseException:
             self._engine.dispose()
             raise
+        if self._readers is not None:
+            try:
+                hint = ChangeHint(f"{self._engine.url.database}-auth-changes")
+            except OSError:
+                pass  # a file that cannot be made (a read-only directory): read each time
+            else:
+                self._count = HintedCount(hint, self._read_changes)
 
     # --- lifecycle ---------------------------------------------------------------
     @property
@@ -240,6 +250,8 @@ class AuthStore(BaseAuthStore):
         """Release the store's database connections."""
         if self._readers is not None:
             self._readers.close()
+        if self._count is not None:
+            self._count.hint.close()
         self._engine.dispose()
 
     def __enter__(self) -> AuthStore:
@@ -277,14 +289,23 @@ class AuthStore(BaseAuthStore):
                     conn.execute(_COUNT_CHANGE)
         except sa.exc.DataError as exc:
             raise ValidationError(f"value refused by the auth database: {exc.orig}") from exc
+        finally:
+            if write and self._count is not None:
+                self._count.hint.change()  # after the commit (or its failure)
 
     def changes(self) -> int:
         """How many write transactions the auth tables have seen (one indexed read).
 
         Read on the driver's connection, outside SQLAlchemy's statement machinery: every
         request makes this read, and there it costs a tenth as much. On a SQLite file
-        the thread keeps its connection (:class:`ThreadConnections`).
+        the thread keeps its connection (:class:`ThreadConnections`), and the read is
+        skipped while the file's change hint stays the same (:mod:`lakefs_core.change_hint`).
         """
+        if self._count is not None:
+            return self._count.get()
+        return self._read_changes()
+
+    def _read_changes(self) -> int:
         readers = self._readers
         if readers is not None:
             try:
