@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Azurite (the Azure Storage emulator, an npm package) for the Azure blockstore's tests
 AZURITE := $(VENV)/azurite/node_modules/.bin/azurite-blob
 
-.PHONY: run test test-setup lint bench clean chaos-long topologies drill docs browser screenshots \
+.PHONY: run test test-setup test-suite lint-beside lint bench clean chaos-long topologies drill docs browser screenshots \
 	azurite compat-clients compat compat-airflow system-packages
 
 # the web UI's tests drive Debian's headless Chromium (Playwright's own download is
@@ -86,20 +86,32 @@ $(AZURITE): | $(VENV_CFG)
 
 azurite: $(AZURITE)
 
-# CI runs `make test`. The set-up steps (the project's virtualenv then the lint step:
-# style, types, layers; the clients' virtualenvs, Azurite, Debian's packages) run side
-# by side, then the tests on $(TEST_WORKERS) workers (pytest-xdist, a file's tests on one worker;
-# each worker starts its own PostgreSQL, moto, Azurite and emulators, on ports of its
-# own share); the slowest are listed at the end, to keep the suite within its time
+# CI runs `make test`. The set-up steps (the project's virtualenv, the clients'
+# virtualenvs, Azurite, Debian's packages) run side by side; then the lint step (style,
+# types, layers) runs beside the tests, which take $(TEST_WORKERS) workers (pytest-xdist, a
+# file's tests on one worker; each worker starts its own PostgreSQL, moto, Azurite and
+# emulators, on ports of its own share); the slowest are listed at the end, to keep the
+# suite within its time. Either failing fails the run.
 # The suite starts some 140 server and sidecar processes: each reads the project's
 # compiled modules (written by the first) instead of compiling them again, even where
 # the environment says not to write bytecode.
 test: export PYTHONDONTWRITEBYTECODE =
 test:
 	$(MAKE) --jobs=4 --output-sync=target test-setup
+	$(MAKE) --jobs=2 --no-print-directory lint-beside test-suite
+
+test-setup: $(STAMP) compat-clients $(AZURITE)
+
+test-suite: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
-test-setup: lint compat-clients $(AZURITE)
+# the lint step, its output shown when it ends (all of it if it failed), not amid the
+# tests' progress
+LINT_LOG := $(VENV)/lint.log
+lint-beside: $(STAMP)
+	@$(MAKE) --no-print-directory lint > $(LINT_LOG) 2>&1; rc=$$?; \
+	if [ $$rc -ne 0 ]; then cat $(LINT_LOG); echo "lint failed (make lint)"; \
+	else echo "lint passed: ruff, mypy, import layers (make lint)"; fi; exit $$rc
 
 # the README's screenshots (docs/img/), taken from two live regions in the browser
 screenshots: $(STAMP) browser
