@@ -109,11 +109,15 @@ class SignInThrottle:
         Raises:
             TooManySignInsError: The client must wait; ``sign_in`` was not called.
         """
-        self.check(address, access_key_id)
+        # with no failure counted anywhere there is nothing to wait for or to clear (a
+        # failure counted meanwhile is as if it came just after this check)
+        if self._failures:
+            self.check(address, access_key_id)
         try:
             result = sign_in()
         except (AuthenticationError, NotFoundError):
             self.failed(address, access_key_id)
             raise
-        self.succeeded(address, access_key_id)
+        if self._failures:
+            self.succeeded(address, access_key_id)
         return result
