@@ -120,7 +120,8 @@ screenshots: $(STAMP) browser
 # many chaos runs over every combination (e2e/chaos_long.py); an interrupted campaign
 # continues where it stopped: make chaos-long SEEDS=100 OPS=40 [JOBS=2]; HANDOVER=1 has
 # the runs move the primary too (switchovers, failovers, failbacks); REGIONS=3 mirrors
-# to a third region too and GROUPS=1 adds a mirror group per destination (I8):
+# to a third region too and GROUPS=1 adds a mirror group per destination (I8);
+# SIDECARS=2 runs two replication services per region:
 # make chaos-long SEEDS=20 OPS=200 JOBS=1 REGIONS=3 GROUPS=1
 SEEDS ?= 24
 OPS ?= 40
@@ -128,10 +129,12 @@ JOBS ?=
 HANDOVER ?=
 REGIONS ?=
 GROUPS ?=
+SIDECARS ?=
 chaos-long: $(STAMP)
 	$(BIN)/python -m e2e.chaos_long --seeds $(SEEDS) --ops $(OPS) $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(HANDOVER),--handover) $(if $(REGIONS),--regions $(REGIONS)) \
-		$(if $(GROUPS),--groups) --results chaos-long.jsonl --resume $(ARGS)
+		$(if $(GROUPS),--groups) $(if $(SIDECARS),--sidecars $(SIDECARS)) \
+		--results chaos-long.jsonl --resume $(ARGS)
 
 # seed 003's topologies with real processes (e2e/topologies.py): one source to two
 # regions, two regions mirroring each other, a group mirrored to two regions:

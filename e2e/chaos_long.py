@@ -21,7 +21,9 @@ resumes with the same options it started with.
 records are kept apart from those of runs without, so one results file may hold both.
 ``--regions 3`` and ``--groups`` give every run that topology (a third region, a second
 repository and a mirror group into each destination, I8 checked: ``python -m e2e.chaos
---regions 3 --groups``); their records are kept apart likewise.
+--regions 3 --groups``); their records are kept apart likewise. ``--sidecars 2`` runs
+two replication services per region in every run (``python -m e2e.chaos --sidecars 2``:
+the replicas share the mirrors through their leases); kept apart likewise.
 
 Every finished run appends one JSON line to ``--results`` (the chaos run's summary,
 its log file, when it finished). ``--resume`` skips the seeds already there (with the
@@ -159,12 +161,18 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 
 def latest_by_seed(records: Iterable[dict[str, Any]], ops: int, *, handover: bool = False,
-                   regions: int = 2, groups: bool = False) -> dict[int, dict[str, Any]]:
+                   regions: int = 2, groups: bool = False,
+                   sidecars: int = 1) -> dict[int, dict[str, Any]]:
     """Seed -> its last record with ``ops`` steps, handovers or not, on ``regions``
-    regions, with groups or not."""
+    regions, with groups or not, with ``sidecars`` replication services per region."""
     return {int(r["seed"]): r for r in records
             if r.get("ops") == ops and bool(r.get("handover")) == handover
-            and int(r.get("regions", 2)) == regions and bool(r.get("groups")) == groups}
+            and int(r.get("regions", 2)) == regions and bool(r.get("groups")) == groups
+            and _sidecars_of(r) == sidecars}
+
+
+def _sidecars_of(record: dict[str, Any]) -> int:
+    return int(record.get("combination", {}).get("sidecars_per_region", 1))
 
 
 def pending_seeds(seeds: Sequence[int], done: dict[int, dict[str, Any]]) -> list[int]:
@@ -338,9 +346,18 @@ def settle_data_dir(record: dict[str, Any], log_path: Path) -> None:
         record["data_dir"] = str(data_dir)
 
 
+def run_options(*, handover: bool = False, regions: int = 2, groups: bool = False,
+                sidecars: int = 1) -> list[str]:
+    """The options of ``e2e.chaos`` that give every run of a campaign its kind."""
+    return [*(["--handover"] if handover else []),
+            *(["--regions", str(regions)] if regions != 2 else []),
+            *(["--groups"] if groups else []),
+            *(["--sidecars", str(sidecars)] if sidecars != 1 else [])]
+
+
 def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path,
               combo: Combination, *, handover: bool = False, regions: int = 2,
-              groups: bool = False) -> Job:
+              groups: bool = False, sidecars: int = 1) -> Job:
     log_path = logs / f"seed-{seed}.log"
     summary_path = work / f"seed-{seed}.json"
     summary_path.unlink(missing_ok=True)
@@ -348,9 +365,8 @@ def start_job(seed: int, ops: int, settle_timeout: float, logs: Path, work: Path
     argv = [sys.executable, "-m", "e2e.chaos", "--seed", str(seed), "--ops", str(ops),
             *combo.argv(), "--settle-timeout", str(settle_timeout),
             "--summary-json", str(summary_path), "--data-dir", str(data_dir_of(log_path)),
-            *(["--handover"] if handover else []),
-            *(["--regions", str(regions)] if regions != 2 else []),
-            *(["--groups"] if groups else [])]
+            *run_options(handover=handover, regions=regions, groups=groups,
+                         sidecars=sidecars)]
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, cwd=ROOT, start_new_session=True)
     return Job(seed, combo, proc, log_path, summary_path, log)
@@ -369,7 +385,7 @@ def run_campaign(seeds: Sequence[int], args: argparse.Namespace, logs: Path) -> 
                                     combination_for(seed, args.storages,
                                                     cross=args.cross_cloud),
                                     handover=args.handover, regions=args.regions,
-                                    groups=args.groups)
+                                    groups=args.groups, sidecars=args.sidecars)
                     running.append(job)
                     print(f"  seed {job.seed} [{job.combination}] started (log "
                           f"{job.log_path})", flush=True)
@@ -442,28 +458,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", action="store_true",
                         help="every run has a second repository and a mirror group into "
                              "each destination region, I8 checked (e2e.chaos --groups)")
+    parser.add_argument("--sidecars", type=int, default=1,
+                        help="replication services per region in every run "
+                             "(e2e.chaos --sidecars)")
     parser.add_argument("--cross-cloud", action="store_true",
                         help="also every ordered pair of two of --storages (the source "
                              "region on one, the destination on the other)")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.ops < 1 or args.jobs < 1:
-        parser.error("--seeds, --ops and --jobs must be at least 1")
+    if args.seeds < 1 or args.ops < 1 or args.jobs < 1 or args.sidecars < 1:
+        parser.error("--seeds, --ops, --jobs and --sidecars must be at least 1")
     options = ""
     if tuple(args.storages) != STORAGES or args.cross_cloud:
         options = (f" --storages {','.join(args.storages)}"
                    + (" --cross-cloud" if args.cross_cloud else ""))
     if args.handover and (args.regions > 2 or args.groups):
         parser.error("--handover runs on two regions without groups")
-    if args.handover:
-        options += " --handover"
-    if args.regions != 2:
-        options += f" --regions {args.regions}"
-    if args.groups:
-        options += " --groups"
+    options += "".join(" " + o for o in run_options(
+        handover=args.handover, regions=args.regions, groups=args.groups,
+        sidecars=args.sidecars))
 
     def runs_alike(records: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         return latest_by_seed(records, args.ops, handover=args.handover,
-                              regions=args.regions, groups=args.groups)
+                              regions=args.regions, groups=args.groups,
+                              sidecars=args.sidecars)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     args.results = args.results.resolve()
     existing = load_results(args.results)

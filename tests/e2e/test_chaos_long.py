@@ -27,6 +27,7 @@ from e2e.chaos_long import (
     latest_by_seed,
     load_results,
     main,
+    run_options,
     settle_data_dir,
     summarize,
 )
@@ -178,6 +179,30 @@ def test_topology_runs_are_counted_and_resumed_apart(
     with pytest.raises(SystemExit) as refused:
         main(["--seeds", "1", "--ops", "20", "--results", str(path), "--resume",
               "--regions", "3", "--handover"])
+    assert refused.value.code == 2
+
+
+def test_runs_with_two_sidecars_are_counted_and_resumed_apart(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "results.jsonl"
+    append_result(path, record(1))  # one replication service per region
+    for seed in (1, 2):
+        line = record(seed)
+        line["combination"]["sidecars_per_region"] = 2
+        append_result(path, line)
+    assert sorted(latest_by_seed(load_results(path), 20)) == [1]
+    assert sorted(latest_by_seed(load_results(path), 20, sidecars=2)) == [1, 2]
+    assert main(["--seeds", "2", "--ops", "20", "--results", str(path), "--resume",
+                 "--sidecars", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 already in" in out and "0 to run" in out
+    # every run of such a campaign is started with the option
+    assert run_options(sidecars=2) == ["--sidecars", "2"]
+    assert run_options(handover=True) == ["--handover"]
+    assert run_options(regions=3, groups=True) == ["--regions", "3", "--groups"]
+    with pytest.raises(SystemExit) as refused:
+        main(["--seeds", "1", "--ops", "20", "--results", str(path), "--resume",
+              "--sidecars", "0"])
     assert refused.value.code == 2
 
 
