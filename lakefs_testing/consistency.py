@@ -22,7 +22,8 @@ from collections.abc import Iterable
 
 from sqlalchemy import Engine, Table, select
 
-from lakefs_core.auth import store as auth_tables
+from lakefs_core.auth import tables as auth_tables
+from lakefs_core.auth.store import AuthStore
 from lakefs_core.errors import LakeFSError
 from lakefs_core.graveler.ranges import RangeManager
 from lakefs_core.refstore.schema import (
@@ -49,7 +50,7 @@ def check_consistency(services: Services) -> list[str]:
     if not isinstance(engine, Engine):
         raise TypeError(f"{services.refstore!r} is not a SQL refstore")
     _check_refs(services, engine, findings)
-    if not isinstance(services.auth, auth_tables.AuthStore):
+    if not isinstance(services.auth, AuthStore):
         raise TypeError(f"{services.auth!r} is not a SQL auth store")
     _check_auth(services.auth.engine, findings)
     return findings.lines()

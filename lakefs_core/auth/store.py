@@ -48,6 +48,22 @@ from lakefs_core.auth.model import (
     User,
     validate_entity_id,
 )
+from lakefs_core.auth.tables import (
+    CHANGES_ROW,
+    COUNT_CHANGE,
+    READ_CHANGES,
+    auth_changes,
+    auth_metadata,
+    credentials,
+    group_members,
+    group_policies,
+    groups,
+    metadata,
+    policies,
+    revoked_sessions,
+    user_policies,
+    users,
+)
 from lakefs_core.change_hint import ChangeHint, HintedCount
 from lakefs_core.database import WRITE_OPTION, ThreadConnections, create_engine
 from lakefs_core.errors import (
@@ -62,111 +78,6 @@ from lakefs_core.errors import (
 _SETUP_TIMESTAMP = "setup_timestamp"
 _INSTALLATION_ID = "installation_id"
 _COMM_PREFS = "comm_prefs"
-_NAME = sa.String(256)
-
-
-class _UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """A timestamp stored as naive UTC and read back as aware UTC on every backend."""
-
-    impl = sa.DateTime()
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value: datetime | None,
-                             dialect: sa.Dialect) -> datetime | None:
-        return None if value is None else value.replace(tzinfo=UTC)
-
-
-metadata = sa.MetaData()
-
-users = sa.Table(
-    "auth_users", metadata,
-    sa.Column("username", _NAME, primary_key=True),
-    sa.Column("email", sa.String(512), nullable=True),
-    sa.Column("friendly_name", sa.String(512), nullable=True),
-    sa.Column("creation_date", _UTCDateTime(), nullable=False),
-)
-
-credentials = sa.Table(
-    "auth_credentials", metadata,
-    sa.Column("access_key_id", sa.String(128), primary_key=True),
-    sa.Column("username", _NAME,
-              sa.ForeignKey("auth_users.username", ondelete="CASCADE"), nullable=False),
-    sa.Column("secret_encrypted", sa.LargeBinary(), nullable=False),
-    sa.Column("creation_date", _UTCDateTime(), nullable=False),
-    sa.Index("auth_credentials_by_user", "username", "access_key_id"),
-)
-
-groups = sa.Table(
-    "auth_groups", metadata,
-    sa.Column("name", _NAME, primary_key=True),
-    sa.Column("description", sa.Text(), nullable=True),
-    sa.Column("creation_date", _UTCDateTime(), nullable=False),
-)
-
-group_members = sa.Table(
-    "auth_group_members", metadata,
-    sa.Column("group_name", _NAME, sa.ForeignKey("auth_groups.name", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Column("username", _NAME, sa.ForeignKey("auth_users.username", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Index("auth_group_members_by_user", "username", "group_name"),
-)
-
-policies = sa.Table(
-    "auth_policies", metadata,
-    sa.Column("name", _NAME, primary_key=True),
-    sa.Column("statements", sa.JSON(), nullable=False),
-    sa.Column("creation_date", _UTCDateTime(), nullable=False),
-)
-
-user_policies = sa.Table(
-    "auth_user_policies", metadata,
-    sa.Column("username", _NAME, sa.ForeignKey("auth_users.username", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Column("policy_name", _NAME, sa.ForeignKey("auth_policies.name", ondelete="CASCADE"),
-              primary_key=True),
-)
-
-group_policies = sa.Table(
-    "auth_group_policies", metadata,
-    sa.Column("group_name", _NAME, sa.ForeignKey("auth_groups.name", ondelete="CASCADE"),
-              primary_key=True),
-    sa.Column("policy_name", _NAME, sa.ForeignKey("auth_policies.name", ondelete="CASCADE"),
-              primary_key=True),
-)
-
-auth_metadata = sa.Table(
-    "auth_metadata", metadata,
-    sa.Column("key", sa.String(128), primary_key=True),
-    sa.Column("value", sa.Text(), nullable=False),
-)
-
-#: web UI sessions signed out before they expired (ids are random; rows go at expiry)
-revoked_sessions = sa.Table(
-    "auth_revoked_sessions", metadata,
-    sa.Column("session_id", sa.String(64), primary_key=True),
-    sa.Column("expires_at", _UTCDateTime(), nullable=False),
-    sa.Index("auth_revoked_sessions_by_expiry", "expires_at"),
-)
-
-#: one row counting the writes to the auth tables (:meth:`AuthStore.changes`)
-auth_changes = sa.Table(
-    "auth_changes", metadata,
-    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
-    sa.Column("changes", sa.BigInteger(), nullable=False),
-)
-_CHANGES_ROW = 1
-_COUNT_CHANGE = (auth_changes.update().where(auth_changes.c.id == _CHANGES_ROW)
-                 .values(changes=auth_changes.c.changes + 1))
-#: read on the driver's own connection: the read that every request makes
-_READ_CHANGES = f"SELECT changes FROM auth_changes WHERE id = {_CHANGES_ROW}"
 
 # one key for every process creating the tables at once (PostgreSQL advisory lock)
 _DDL_LOCK_KEY = zlib.crc32(b"lakefs_core.auth.store")
@@ -266,7 +177,7 @@ class AuthStore(BaseAuthStore):
                 conn.execute(CreateTable(table, if_not_exists=True))
                 for index in table.indexes:
                     conn.execute(CreateIndex(index, if_not_exists=True))
-            conn.execute(self._insert_ignore(auth_changes).values(id=_CHANGES_ROW, changes=0))
+            conn.execute(self._insert_ignore(auth_changes).values(id=CHANGES_ROW, changes=0))
 
     def _insert_ignore(self, table: sa.Table) -> Any:
         """INSERT ... ON CONFLICT DO NOTHING for the store's dialect."""
@@ -286,7 +197,7 @@ class AuthStore(BaseAuthStore):
             with (self._write_engine if write else self._read_engine).begin() as conn:
                 yield conn
                 if write:
-                    conn.execute(_COUNT_CHANGE)
+                    conn.execute(COUNT_CHANGE)
         except sa.exc.DataError as exc:
             raise ValidationError(f"value refused by the auth database: {exc.orig}") from exc
         finally:
@@ -309,7 +220,7 @@ class AuthStore(BaseAuthStore):
         readers = self._readers
         if readers is not None:
             try:
-                row = readers.connection().execute(_READ_CHANGES).fetchone()
+                row = readers.connection().execute(READ_CHANGES).fetchone()
             except sqlite3.Error as exc:
                 raise DatabaseError(f"auth database: {exc}") from exc
             return int(row[0]) if row is not None else 0
@@ -320,7 +231,7 @@ class AuthStore(BaseAuthStore):
         try:
             cursor = conn.cursor()
             try:
-                cursor.execute(_READ_CHANGES)
+                cursor.execute(READ_CHANGES)
                 row = cursor.fetchone()
             finally:
                 cursor.close()
