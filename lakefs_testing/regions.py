@@ -73,10 +73,12 @@ class Region:
 
     def start_sidecar(self, *, port: int | None = None) -> SidecarHandle:
         """Start a sidecar replica (the first one on the region's sidecar port)."""
+        port = port or (self.sidecar_port if not self.sidecars else free_port())
         config = load_replication_config(str(self.config_path), env={})
+        # the other replicas of the region reach this one where it listens
+        config.advertised_address = f"http://127.0.0.1:{port}"
         sidecar = Sidecar(config)
         sidecar.start()
-        port = port or (self.sidecar_port if not self.sidecars else free_port())
         server = uvicorn.Server(uvicorn.Config(create_sidecar_app(sidecar),
                                                **sidecar_uvicorn_options(f"127.0.0.1:{port}")))
         thread = threading.Thread(target=server.run, daemon=True)

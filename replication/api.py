@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -84,6 +84,11 @@ class RefEvent(BaseModel):
 class RefEvents(BaseModel):
     events: list[RefEvent] = Field(max_length=MAX_EVENTS)
     source_region: str | None = Field(default=None, max_length=100)
+    #: mirrors whose news another replica of this region passes on (it does not hold
+    #: their shard), and that replica's owner id
+    mirrors: list[Annotated[str, Field(max_length=256)]] = Field(
+        default_factory=list, max_length=MAX_EVENTS)
+    passed_from: str | None = Field(default=None, max_length=256)
 
 
 def _ts(value: datetime | None) -> int | None:
@@ -536,7 +541,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         # wakes mirrors at most: the sensor reads the heads from the source itself
         n = await run_in_threadpool(
             sidecar.on_ref_events, [json.loads(e.model_dump_json()) for e in parsed.events],
-            parsed.source_region)
+            parsed.source_region, parsed.mirrors, parsed.passed_from)
         return {"woken": n}
 
     @router.post("/internal/heads", include_in_schema=False)

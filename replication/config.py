@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -293,6 +294,10 @@ class ReplicationConfig(PrefixedSettings):
         listen_address: where the mirrors API and ``/metrics`` listen; loopback by
             default (the server beside it proxies the API): a deployment that reaches
             the service over the network sets it (the Helm chart and the image do).
+        advertised_address: where the other replication services of this region reach
+            this one's API (they pass on news of a mirror this one follows, see
+            :mod:`replication.shards`); by default ``listen_address``, or this host's
+            address when that listens on every interface.
         list_mirrors_page_size: page size of every listing of the mirrors table.
         list_repositories_page_size: page size when the mirrors manager lists this
             region's repositories.
@@ -312,6 +317,7 @@ class ReplicationConfig(PrefixedSettings):
     auth: ReplicationAuthConfig
     source_lakefs: LakeFSCredentials
     listen_address: ListenAddress = "127.0.0.1:8008"
+    advertised_address: HttpEndpoint | None = None
     refstore_database: DatabaseConfig | None = Field(
         default=None, description="None: the lakeFS installation's own database"
     )
@@ -349,6 +355,21 @@ class ReplicationConfig(PrefixedSettings):
                 f"https://{self.organization_name}.{self.region}.lakefscloud.io"
             )
         return self
+
+    def own_address(self) -> str | None:
+        """Where the other replicas of this region reach this one's API
+        (``advertised_address``, else derived from ``listen_address``); None if this
+        host's address cannot be found."""
+        if self.advertised_address:
+            return self.advertised_address.rstrip("/")
+        host, _, port = self.listen_address.rpartition(":")
+        host = host.strip("[]")
+        if host in ("", "0.0.0.0", "::"):  # every interface: this host's own address
+            try:
+                host = socket.gethostbyname(socket.gethostname())
+            except OSError:
+                return None
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def endpoint_for(self, region: str) -> str:
         """The lakeFS URL of ``region``: this region's own, or one of ``dst_endpoints``.

@@ -1,7 +1,7 @@
 """The replicas of a region that live: each renews a membership lease
 ``<region>/replica/<owner>`` every few seconds, and hears of the others' in the mirrors
-table's change feed. A replica that knows it is alone keeps idle mirrors' leases (no
-other replica would hear of their moves); otherwise it lets them go once idle."""
+table's change feed. The live replicas share the region's mirrors out by shard
+(:mod:`replication.shards`)."""
 
 from __future__ import annotations
 
@@ -32,23 +32,21 @@ class Membership:
         owner: This replica's lease owner id.
         ttl: The membership lease's term (seconds); renewed every
             ``min(MEMBERSHIP_PERIOD, ttl / 3)``.
-        feed_open: Whether the change feed is open now (the others are heard of in it).
+        changed: Called when another replica is heard of first, or stops.
     """
 
     def __init__(self, table: MirrorsTable, organization_id: str, region: str, owner: str,
-                 ttl: float, feed_open: Callable[[], bool]) -> None:
+                 ttl: float, changed: Callable[[], None] = lambda: None) -> None:
         self.table = table
         self.org = organization_id
         self.prefix = f"{region}/replica/"
         self.owner = owner
         self.ttl = ttl
         self.period = min(MEMBERSHIP_PERIOD, ttl / 3)
-        self._feed_open = feed_open
+        self._changed = changed
         self._lock = threading.Lock()
         #: the other replicas that said they live, and until when (monotonic)
         self._peers: dict[str, float] = {}
-        #: from when (monotonic) the feed has been open long enough to have heard of all
-        self._known_at = math.inf
         #: this replica's membership lease, once taken
         self.lease: Lease | None = None
 
@@ -62,11 +60,6 @@ class Membership:
                 log.warning("membership of this replica: %s", e)
             stop.wait(self.period)
 
-    def feed_opened(self) -> None:
-        """The feed opened: every other replica is heard of within two periods."""
-        with self._lock:
-            self._known_at = time.monotonic() + 2 * self.period
-
     def changed(self, event: ChangeEvent) -> None:
         """A lease event of the feed: another replica of this region says it lives, or
         that it stopped."""
@@ -74,18 +67,21 @@ class Membership:
         if not name.startswith(self.prefix) or name == self.prefix + self.owner:
             return
         owner = name[len(self.prefix):]
+        now = time.monotonic()
         with self._lock:
+            before = self._peers.get(owner, -math.inf) > now
             if event.deleted:
                 self._peers.pop(owner, None)
             elif isinstance(event.row, Lease):
                 left = (event.row.expires_at - datetime.now(UTC)).total_seconds()
-                self._peers[owner] = time.monotonic() + left
+                self._peers[owner] = now + left
+            after = self._peers.get(owner, -math.inf) > now
+        if before != after:
+            self._changed()
 
-    def alone(self) -> bool:
-        """Whether this replica knows it is the only one of its region: the change feed
-        is open, has been long enough to hear of the others, and no other lives."""
+    def live(self) -> set[str]:
+        """The other replicas of this region that live, as far as this one has heard
+        (their owner ids)."""
         now = time.monotonic()
         with self._lock:
-            if not self._feed_open() or now < self._known_at:
-                return False
-            return all(until <= now for until in self._peers.values())
+            return {owner for owner, until in self._peers.items() if until > now}

@@ -39,6 +39,14 @@ class ReplicationMetrics:
             "replication_builtin_copied",
             "Objects and range files copied by the builtin copier", ("mirror",),
             registry=self.registry)
+        self.passed_on = Counter(
+            "replication_news_passed_on",
+            "Source moves told to this replica and passed on to the replica of its region "
+            "that holds the mirror's shard", registry=self.registry)
+        self.shards_held = Gauge(
+            "replication_shards_held",
+            "Shards of this region's mirrors this replica holds (it runs their mirrors' "
+            "rounds)", registry=self.registry)
         self.errors = Counter(
             "replication_errors", "Errors while processing mirrors", ("mirror",),
             registry=self.registry)

@@ -9,19 +9,21 @@ One sidecar runs beside each region's server. It plays both roles of replication
 - **destination side** (mirrors whose destination is this region): the mirrors
   manager creates and deletes mirror repositories as the table's state says (and
   deletes those of deleted mirrors that a replica re-created from a stale view); a
-  pool of workers follows each active mirror under a lease (see
-  :mod:`replication.mirroring`): every ``commit_sensor.process_branches_duration``
-  at the latest and at once on an event (new source heads), at the validation runs
-  (every ``validator.run_interval``) for heads waiting out a cooldown, and every
-  ``validator.missing_recheck_interval`` while pieces of a commit are missing. At
-  most ``commit_sensor.branches_scanner_concurrency_limit`` workers read sources at
-  once, and at most ``validator.num_workers`` validate at once.
+  pool of workers follows each active mirror of the shards this replica holds (see
+  :mod:`replication.shards` and :mod:`replication.mirroring`): every
+  ``commit_sensor.process_branches_duration`` at the latest and at once on an event
+  (new source heads), at the validation runs (every ``validator.run_interval``) for
+  heads waiting out a cooldown, and every ``validator.missing_recheck_interval``
+  while pieces of a commit are missing. At most
+  ``commit_sensor.branches_scanner_concurrency_limit`` workers read sources at once,
+  and at most ``validator.num_workers`` validate at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
+import json
 import logging
 import math
 import threading
@@ -49,6 +51,7 @@ from lakefs_core.graveler.mirror import MirrorService
 from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore, RequestTimes
 from lakefs_core.graveler.ranges import RangeCache
+from lakefs_core.ref_events import SIGNATURE_HEADER, events_key, sign_events
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import (
     LeaseHeldError,
@@ -84,6 +87,7 @@ from replication.mirroring import (
 )
 from replication.progress_cache import ProgressCache
 from replication.remote_auth import RemoteAuthenticator
+from replication.shards import ShardKeeper, address_of, owner_id, shard_of
 from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
 from replication.source_index import SourceIndex
 
@@ -158,7 +162,9 @@ class Sidecar:
         self.config = config
         self.region = config.region
         self.org = config.organization_id
-        self.owner = owner or f"{default_lease_owner()}:{uuid.uuid4().hex[:8]}"
+        #: this replica's owner id in the leases it takes, and where to reach its API
+        self.owner = owner_id(owner or f"{default_lease_owner()}:{uuid.uuid4().hex[:8]}",
+                              config.own_address())
         self.metrics = ReplicationMetrics()
         database = refstore_database(config)
         with contextlib.ExitStack() as opened:  # a failure closes what opened before it
@@ -246,15 +252,22 @@ class Sidecar:
         self.lease_ttl = max(10.0, 3 * min(self.sense_interval, self.manage_interval))
         #: the replicas of this region that live (see :mod:`replication.membership`)
         self.membership = Membership(self.table, self.org, self.region, self.owner,
-                                     self.lease_ttl, lambda: self.progress.feed_open)
+                                     self.lease_ttl, lambda: self.shards.poke())
+        #: the shards of this region's mirrors this replica follows
+        self.shards = ShardKeeper(self.table, self.org, self.region, self.owner,
+                                  self.lease_ttl, self.membership.live, self._shard_taken)
+        self.metrics.shards_held.set_function(lambda: len(self.shards.held()))
+        #: per mirror, the replica (owner id) that passed news of it on to this one
+        self._passed: dict[str, str] = {}
+        #: signs the news passed on to another replica of this region (as its server's)
+        self._events_key = events_key(config.auth.encrypt.secret_key.get_secret_value())
         self._followers: dict[str, MirrorFollower] = {}
         self._mirrors: dict[str, Mirror] = {}
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
+        #: the sensor's and the groups' leases this replica holds
         self._leases: dict[str, Lease] = {}
-        #: per mirror whose lease this replica holds, when (monotonic) to renew it
-        self._renew_at: dict[str, float] = {}
         #: mirrors whose next round reads their source (an event, a new mirror, a caller)
         self._wake: set[str] = set()
         #: per mirror, when (monotonic) its last round that read the source began
@@ -345,7 +358,8 @@ class Sidecar:
             log.warning("mirror groups not read yet: %s", e)
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
                    ("groups", self._groups_loop), ("sensor", self._sensor_loop),
-                   ("membership", lambda: self.membership.run(self._stop))]
+                   ("membership", lambda: self.membership.run(self._stop)),
+                   ("shards", lambda: self.shards.run(self._stop))]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
             targets.append(("lag-history", self._lag_loop))
@@ -363,6 +377,7 @@ class Sidecar:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
+        self.shards.release_all()
         held = list(self._leases.values())
         if self.membership.lease is not None:
             held.append(self.membership.lease)  # the others hear that this one stopped
@@ -605,22 +620,55 @@ class Sidecar:
                 and mirror_id not in self.last_errors
                 and mirror.source_region in self._sensed_regions):
             return None  # idle, and its region's sensor reads its source: it wakes it
-        if mirror_id not in self._leases or now >= self._renew_at.get(mirror_id, 0.0):
-            try:
-                self._leases[mirror_id] = self.table.acquire_lease(
-                    self.org, f"{self.region}/mirror/{mirror_id}", self.owner, self.lease_ttl)
-                self._renew_at[mirror_id] = now + self.lease_ttl / 3
-            except LeaseHeldError:
-                self._forget_lease(mirror_id)
-                with self._cond:
-                    woken = mirror_id in self._wake
-                # another replica follows it; one that was told of a move asks again soon,
-                # as the holder lets an idle mirror's lease go after its round
-                return now + (LEASE_RETRY if woken
-                              else min(self.sense_interval, self.lease_ttl))
-            except MirrorsDatabaseError as e:
-                log.warning("lease of mirror %s: %s", mirror_id, e)
-                return now + self.error_cooldown
+        with self.shards.round(mirror_id) as here:
+            if not here:
+                return self._elsewhere(mirror_id, now)
+            return self._held_round(mirror_id, mirror, now)
+
+    def _elsewhere(self, mirror_id: str, now: float) -> float | None:
+        """A round of a mirror whose shard this replica does not hold: news of a move
+        goes to the shard's holder. Returns when to look again (while no replica
+        holds the shard, or while this one was just told of it by the holder)."""
+        with self._cond:
+            if mirror_id not in self._wake:
+                return None  # its holder follows it
+            holder = self.shards.holder(mirror_id)
+            passed_by = self._passed.pop(mirror_id, None)
+            if holder is None or holder == self.owner or holder == passed_by:
+                # free, or about to be taken here, or the holder thinks this one holds
+                # it (one of the two has not heard of the other's lease yet)
+                return now + LEASE_RETRY
+            self._wake.discard(mirror_id)
+        self.last_errors.pop(mirror_id, None)  # its holder reports them now
+        address = address_of(holder)
+        if address is not None:
+            self._notify_pool.submit(self._pass_on, address, mirror_id)
+        return None  # its holder's own rounds (and the region's sensor) see the move
+
+    def _pass_on(self, address: str, mirror_id: str) -> None:
+        """Tell the replica at ``address`` that ``mirror_id``'s source moved; if it
+        cannot be told, this one asks again soon (the shard moves once it is gone)."""
+        body = json.dumps({"events": [], "mirrors": [mirror_id],
+                           "passed_from": self.owner}).encode()
+        try:
+            resp = self.http.post(
+                address + EVENTS_PATH, content=body,
+                headers={"content-type": "application/json",
+                         SIGNATURE_HEADER: sign_events(self._events_key, body)})
+            resp.raise_for_status()
+            self.metrics.passed_on.inc()
+        except httpx.HTTPError as e:
+            log.debug("could not pass news of mirror %s on to %s: %s", mirror_id, address, e)
+            if not self._stop.is_set():
+                self.schedule(mirror_id, time.monotonic() + LEASE_RETRY)
+
+    def _shard_taken(self, shard: int) -> None:
+        """This replica took ``shard``: a full round of each of its mirrors, as news sent
+        to the replica that held it before may be lost."""
+        for mirror_id in [m for m in list(self._mirrors) if shard_of(m) == shard]:
+            self.schedule(mirror_id)
+
+    def _held_round(self, mirror_id: str, mirror: Mirror, now: float) -> float | None:
         try:
             follower = self._followers.get(mirror_id)
             if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
@@ -640,8 +688,6 @@ class Sidecar:
             if sense:
                 self._sensed_at[mirror_id] = now
             result = follower.process(sense=sense)
-            if not follower.refs and not self.membership.alone():
-                self._release(mirror_id)  # idle: whichever replica hears of it next takes it
         except Exception as e:  # noqa: BLE001 - a worker must survive any mirror's failure
             self.metrics.errors.labels(mirror.name).inc()
             self.metrics.source_unreadable.labels(mirror.name).set(
@@ -659,18 +705,6 @@ class Sidecar:
         self.metrics.source_unreadable.labels(mirror.name).set(0)
         self._report(mirror, follower.notice)
         return result
-
-    def _forget_lease(self, mirror_id: str) -> None:
-        self._leases.pop(mirror_id, None)
-        self._renew_at.pop(mirror_id, None)
-
-    def _release(self, mirror_id: str) -> None:
-        """Let go of a mirror's lease (best effort: it expires anyway)."""
-        lease = self._leases.get(mirror_id)
-        self._forget_lease(mirror_id)
-        if lease is not None:
-            with contextlib.suppress(MirrorsDatabaseError):
-                self.table.release_lease(lease)
 
     def _report(self, mirror: Mirror, text: str) -> Mirror:
         """Show what keeps a mirror from being created or from following its source in
@@ -983,7 +1017,6 @@ class Sidecar:
                 continue
             with feed:
                 self.progress.feed_opened()
-                self.membership.feed_opened()
                 while not self._stop.is_set():
                     event = feed.get(timeout=0.5)
                     if event is not None:
@@ -994,6 +1027,7 @@ class Sidecar:
                             self.progress.changed(event)
                         elif event.kind is RowKind.LEASE:
                             self.membership.changed(event)
+                            self.shards.changed(event)
                         else:
                             self._groups_wake.set()
                             self.source_index.on_event(event)
@@ -1014,8 +1048,20 @@ class Sidecar:
             log.warning("mirrors of this region's repositories not read: %s", e)
             self._source_index_retry = time.monotonic() + self.error_cooldown
 
-    def on_ref_events(self, events: list[dict], source_region: str | None) -> int:
-        """Handle ref-move events; returns how many mirrors were woken or told."""
+    def on_ref_events(self, events: list[dict], source_region: str | None,
+                      mirrors: Iterable[str] = (), passed_from: str | None = None) -> int:
+        """Handle ref-move events, and ``mirrors`` whose news another replica of this
+        region (``passed_from``) passed on; returns how many mirrors were woken or told."""
+        passed = 0
+        for mirror_id in mirrors:
+            if mirror_id in self._mirrors:
+                with self._cond:
+                    if passed_from:
+                        self._passed[mirror_id] = passed_from
+                self.schedule(mirror_id)
+                passed += 1
+        if not events:
+            return passed
         repos = {e.get("repository", "") for e in events if e.get("repository")}
         if source_region is not None:
             # forwarded by a source region: wake our mirrors of those repositories

@@ -348,6 +348,10 @@ DYNAMODB_SECRET = {
 }
 
 
+#: what the pod's fields are in :func:`pod_env`
+POD_FIELDS = {"status.podIP": "10.1.2.3"}
+
+
 def pod_env(c: dict[str, Any], secrets: dict[str, dict[str, str]]) -> dict[str, str]:
     """The environment Kubernetes gives container ``c`` when ``secrets`` (name -> data)
     exist: plain values, optional keys a Secret lacks left out, then envFrom."""
@@ -355,8 +359,12 @@ def pod_env(c: dict[str, Any], secrets: dict[str, dict[str, str]]) -> dict[str, 
     for source in c.get("envFrom", []):
         env.update(secrets[source["secretRef"]["name"]])
     for var in c.get("env", []):
-        if "value" in var:
-            env[var["name"]] = var["value"]
+        if "value" in var:  # $(NAME) is a variable defined before, as Kubernetes does
+            env[var["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                      lambda m: env.get(m[1], m[0]), var["value"])
+            continue
+        if "fieldRef" in var["valueFrom"]:
+            env[var["name"]] = POD_FIELDS[var["valueFrom"]["fieldRef"]["fieldPath"]]
             continue
         ref = var["valueFrom"]["secretKeyRef"]
         data = secrets.get(ref["name"], {})
@@ -423,6 +431,8 @@ def test_dynamodb_server_and_replication_open_one_table(chart: helm.Chart,
     assert (rep_db.type, rep_db.dynamodb) == ("dynamodb", server_db.dynamodb)
     assert rep_cfg.mirrors_database.to_dict()["dynamodb"]["table_name"] == (
         "my-replication-table")
+    # the other replicas reach this one at its pod's address
+    assert rep_cfg.own_address() == "http://10.1.2.3:8008"
 
 
 def test_dynamodb_without_static_keys_uses_the_pod_identity(chart: helm.Chart,
