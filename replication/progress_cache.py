@@ -12,6 +12,7 @@ the feed has not told of yet) makes the mirror's rows be read again.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from mirrors_db.models import ChangeEvent, MirrorBranch
 from mirrors_db.table import MirrorsTable
@@ -61,6 +62,13 @@ class ProgressCache:
             for p in read:
                 self._keep(kept, p)
             return sorted(kept.values(), key=lambda p: p.branch)
+
+    def unkept(self, mirror_ids: Iterable[str]) -> int:
+        """How many of these mirrors' rows a read would fetch from the table."""
+        with self._lock:
+            if not self._feed_open:
+                return sum(1 for _ in mirror_ids)
+            return sum(1 for i in mirror_ids if i not in self._rows)
 
     def read_all(self, mirror_ids: list[str]) -> dict[str, list[MirrorBranch]]:
         """Read every row of these mirrors again, in one listing of the organization's

@@ -744,8 +744,9 @@ class Sidecar:
         While the change feed is open, the rows are read once and then kept current by
         the feed (read again every :data:`PROGRESS_REREAD` seconds, in case it missed a
         change); without it, they are all read at every sample. A reading of all of
-        them is a listing of the organization's rows, a request per page; only a
-        mirror that appears in between is read on its own.
+        them is a listing of the organization's rows, a request per page; a mirror
+        that appears in between is read on its own, unless so many do that the listing
+        costs fewer requests.
 
         Returns:
             The branches sampled.
@@ -767,6 +768,10 @@ class Sidecar:
             token = page.next_page_token
         sampled = {m.id for m in mirrors}
         self.progress.keep_only(sampled)
+        # many mirrors new since the last sample (created in bulk, or a sidecar that
+        # starts): one listing of every row costs fewer requests than a read of each
+        reread = reread or (self.progress.unkept(sampled)
+                            > 1 + len(sampled) // self.config.list_mirrors_page_size)
         read = self.progress.read_all(sorted(sampled)) if reread and mirrors else {}
         confirmations = self.confirmations()
         n = 0

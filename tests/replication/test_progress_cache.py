@@ -15,7 +15,14 @@ from lakefs_testing.regions import (
     create_source,
     two_regions,
 )
-from mirrors_db import MirrorBranch, MirrorSpec, MirrorsTable, RowKind, open_mirrors_table
+from mirrors_db import (
+    MirrorBranch,
+    MirrorSpec,
+    MirrorsTable,
+    MirrorState,
+    RowKind,
+    open_mirrors_table,
+)
 from replication.progress_cache import ProgressCache
 from tests.replication.traffic import commit_and_follow, table_requests
 
@@ -95,3 +102,25 @@ def test_rounds_do_not_read_the_progress_rows_per_commit(
         assert after.get("put_branch_progress", 0) > before.get("put_branch_progress", 0)
         for operation in ("list_branch_progress", "get_branch_progress"):
             assert after.get(operation, 0) == before.get(operation, 0), operation
+
+
+def test_many_new_mirrors_are_sampled_from_one_listing(
+        tmp_path: Path, sqlite_mirrors: dict[str, Any]) -> None:
+    """Mirrors created in bulk: the lag history reads their rows in one listing of the
+    organization's rows, not one read each."""
+    with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (_east, west):
+        sidecar = west.sidecars[0].sidecar
+        sidecar.sample_lag()  # the rows of the mirrors so far (none) are kept
+        with open_mirrors_table(sqlite_mirrors) as table:
+            for i in range(40):  # mirrors of west's repositories into another region
+                m = table.create_mirror(MirrorSpec(ORG, f"m{i}", "west", f"r{i}", "north",
+                                                   f"local://m{i}"))
+                table.update_mirror(m.with_state(MirrorState.ACTIVE, ""))
+                table.put_branch_progress(MirrorBranch(ORG, m.id, "main", source_head="c1"))
+        before = table_requests(west)
+        assert sidecar.sample_lag() == 40
+        after = table_requests(west)
+        assert after.get("list_branch_progress", 0) - before.get("list_branch_progress", 0) < 5
+        assert after.get("list_all_branch_progress", 0) > before.get(
+            "list_all_branch_progress", 0)
+        assert sidecar.progress.unkept([f"x{i}" for i in range(3)]) == 3
