@@ -121,7 +121,7 @@ def confirmed_heads(sidecar: Sidecar, m: Mirror, now: float, groups: list[Mirror
     rows = [{k: row[k] for k in ("branch", "mirror_head", "source_head", "source_confirmed_at",
                                  "lag_seconds", "stale", "current", "group")}
             for row in grouped.values()]
-    for p in sidecar.branch_progress(m.id, confirmations):
+    for p in sidecar.views.branch_progress(m.id, confirmations):
         if p.branch in grouped:
             continue  # a group moves it: its row is the group's
         fresh = branch_freshness(m, p, now, sidecar.stale_after)
@@ -235,7 +235,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
         results: list[dict[str, Any]] = []
         more = False
         groups = sidecar.table.list_groups(sidecar.org) if with_heads else []
-        confirmations = sidecar.confirmations() if with_heads else Confirmations()
+        confirmations = sidecar.views.confirmations() if with_heads else Confirmations()
         for m in mirrors:
             if after and m.id <= after:
                 continue
@@ -365,7 +365,7 @@ def create_app(sidecar: Sidecar) -> FastAPI:
             seen.append(row["source_seen_at"])
             stale = stale or (m.state is MirrorState.ACTIVE and row["stale"])
             branches.append(row)
-        for p in sidecar.branch_progress(m.id):
+        for p in sidecar.views.branch_progress(m.id):
             if p.branch in grouped:
                 continue
             fresh = branch_freshness(m, p, now, sidecar.stale_after)

@@ -133,7 +133,7 @@ class GroupHandover(Handover):
         cut even then.
         """
         sidecar = self.sidecar
-        with sidecar.group_round(group.id):
+        with sidecar.groups.round_lock(group.id):
             detached = [sidecar.detach(m) for m in mirrors]
             return detached, self._served_cut(group, mirrors)
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from mirrors_db.table import MirrorsTable
 
 
 class ReplicationMetrics:
@@ -110,3 +114,29 @@ class ReplicationMetrics:
         """Drop every series of a group this region no longer follows."""
         for gauge in self._group_gauges:
             gauge.remove_by_labels({"group": group})
+
+
+class CountingMirrorsTable:
+    """The mirrors table, each request made of it counted by operation (the
+    ``replication_mirrors_table_requests`` metric): what a sidecar costs the table is a
+    figure to watch as mirrors are added."""
+
+    def __init__(self, table: MirrorsTable, metrics: ReplicationMetrics) -> None:
+        self._table = table
+        self._counter = metrics.table_requests
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._table, name)
+        if name.startswith("_") or name in _NOT_REQUESTS or not callable(attr):
+            return attr
+        counter = self._counter.labels(name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter.inc()
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+#: methods of a mirrors table that send no request of their own
+_NOT_REQUESTS = frozenset({"close", "watch"})

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import heapq
-import json
 import logging
 import math
 import threading
@@ -32,8 +31,8 @@ import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, cast
+from datetime import datetime
+from typing import cast
 
 import httpx
 
@@ -43,42 +42,33 @@ from lakefs_core.block.registry import BlockStores
 from lakefs_core.config import DatabaseConfig
 from lakefs_core.errors import (
     LakeFSError,
-    RepositoryExistsError,
     StorageNotFoundError,
     ValidationError,
 )
 from lakefs_core.graveler.mirror import MirrorService
-from lakefs_core.graveler.model import MirrorMarking
 from lakefs_core.graveler.presence import CountingStore, RequestTimes
 from lakefs_core.graveler.ranges import RangeCache
-from lakefs_core.ref_events import SIGNATURE_HEADER, events_key, sign_events
 from mirrors_db import open_mirrors_table
 from mirrors_db.errors import (
-    LeaseHeldError,
-    MirrorNotFoundError,
     MirrorsDatabaseError,
     VersionConflictError,
 )
 from mirrors_db.models import (
-    Lease,
     Mirror,
-    MirrorBranch,
-    MirrorGroup,
     MirrorState,
     RowKind,
-    SensorReading,
     clip_error,
     default_lease_owner,
-    reading_pages,
 )
 from mirrors_db.table import MirrorsTable
+from replication.announcer import MoveAnnouncer
 from replication.config import ReplicationConfig
 from replication.copier import BuiltinCopier, CopySource
-from replication.freshness import Confirmations
-from replication.groups import GroupCutter, GroupFollower, grouped_branches
-from replication.lag_history import LagHistory, branch_lag
+from replication.group_rounds import GroupRounds
+from replication.groups import GroupCutter
+from replication.lag_history import LagHistory
 from replication.membership import Membership
-from replication.metrics import ReplicationMetrics
+from replication.metrics import CountingMirrorsTable, ReplicationMetrics
 from replication.mirroring import (
     SOURCE_UNREADABLE,
     MirrorContext,
@@ -86,17 +76,16 @@ from replication.mirroring import (
     SourceUnreadableError,
 )
 from replication.progress_cache import ProgressCache
+from replication.progress_views import ProgressViews
 from replication.remote_auth import RemoteAuthenticator
+from replication.repositories import MirrorRepositories
+from replication.sensor import RegionSensor
 from replication.shards import ShardKeeper, address_of, owner_id, shard_of
 from replication.source import SourceClient, SourceError, SourceForbiddenError, SourceHeads
 from replication.source_index import SourceIndex
 
 log = logging.getLogger("replication.sidecar")
 
-EVENTS_PATH = "/service/replication/v1/internal/ref-events"
-#: seconds after which the lag history reads the mirrors' progress rows again, rather
-#: than only trusting the change feed to have told every change
-PROGRESS_REREAD = 600.0
 #: seconds before asking again for the lease of a mirror that moved, held by another
 #: replica (which lets it go once the mirror is idle)
 LEASE_RETRY = 0.5
@@ -120,32 +109,6 @@ def refstore_database(config: ReplicationConfig) -> DatabaseConfig:
     if db.type == "local" and not db.local.path:
         raise ValidationError("refstore_database.local.path: required")
     return db
-
-
-class CountingMirrorsTable:
-    """The mirrors table, each request made of it counted by operation (the
-    ``replication_mirrors_table_requests`` metric): what a sidecar costs the table is a
-    figure to watch as mirrors are added."""
-
-    def __init__(self, table: MirrorsTable, metrics: ReplicationMetrics) -> None:
-        self._table = table
-        self._counter = metrics.table_requests
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._table, name)
-        if name.startswith("_") or name in _NOT_REQUESTS or not callable(attr):
-            return attr
-        counter = self._counter.labels(name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            counter.inc()
-            return attr(*args, **kwargs)
-
-        return counted
-
-
-#: methods of a mirrors table that send no request of their own
-_NOT_REQUESTS = frozenset({"close", "watch"})
 
 
 @dataclass(order=True)
@@ -199,6 +162,17 @@ class Sidecar:
                        if config.object_replication.mode == "builtin" else None)
         #: the progress rows of the mirrors followed and sampled, kept by the change feed
         self.progress = ProgressCache(self.table, self.org, config.list_mirrors_page_size)
+        lag = config.lag_history
+        #: the recent lag of the mirrors of this region (as source or destination)
+        self.lag_history = LagHistory(interval=lag.interval.total_seconds(),
+                                      window=lag.window.total_seconds(),
+                                      max_series=lag.max_series)
+        #: the progress rows as views read them, and the lag history's samples of them
+        self.views = ProgressViews(
+            self.table, self.org, self.region, config.list_mirrors_page_size, self.progress,
+            self.lag_history, config.commit_sensor.process_branches_duration.total_seconds())
+        #: the groups whose destination is this region, and the branches they move
+        self.groups = GroupRounds(self)
         self.ctx = MirrorContext(
             organization_id=self.org, table=self.table, mirrors=self.mirrors,
             metrics=self.metrics, source_client=self.client_for,
@@ -216,26 +190,16 @@ class Sidecar:
             validation_slots=threading.BoundedSemaphore(validator.num_workers),
             validation_concurrency=validator.request_concurrency,
             range_cache=RangeCache(max_bytes=validator.range_cache_size_bytes),
-            grouped=self._grouped_of,
-            stored_progress=self._stored_progress,
+            grouped=self.groups.grouped_of,
+            stored_progress=self.views.stored_progress,
             progress=self.progress,
         )
-        #: the sensors' readings as last read for starting followers, and when (monotonic)
-        self._confirmations: tuple[float, Confirmations] = (-math.inf, Confirmations())
         #: the mirrors and groups whose source is this region, kept by the change feed
         self.source_index = SourceIndex(self.table, self.org, self.region,
                                         config.list_mirrors_page_size)
         self._source_index_retry = 0.0
         #: cuts of the groups whose source is this region
         self.group_cutter = GroupCutter(self.table, self.mirrors, self.org, self.region)
-        #: followers of the groups whose destination is this region, by group id
-        self._group_followers: dict[str, GroupFollower] = {}
-        #: per mirror id, its branches that a group of this region moves
-        self._grouped: dict[str, frozenset[str]] = {}
-        self._groups_wake = threading.Event()
-        #: held by a round of a group's follower (and by a group handover, so that no
-        #: round of this sidecar moves the members meanwhile), by group id
-        self._group_rounds: dict[str, threading.Lock] = {}
         ranges = self.ctx.range_cache
         self.metrics.range_cache_bytes.set_function(lambda: ranges.weight)
         self.metrics.range_cache_max_bytes.set(ranges.max_weight)
@@ -259,48 +223,40 @@ class Sidecar:
         self.metrics.shards_held.set_function(lambda: len(self.shards.held()))
         #: per mirror, the replica (owner id) that passed news of it on to this one
         self._passed: dict[str, str] = {}
-        #: signs the news passed on to another replica of this region (as its server's)
-        self._events_key = events_key(config.auth.encrypt.secret_key.get_secret_value())
         self._followers: dict[str, MirrorFollower] = {}
         self._mirrors: dict[str, Mirror] = {}
         self._heap: list[_Due] = []
         self._due: dict[str, float] = {}
         self._running: set[str] = set()
-        #: the sensor's and the groups' leases this replica holds
-        self._leases: dict[str, Lease] = {}
         #: mirrors whose next round reads their source (an event, a new mirror, a caller)
         self._wake: set[str] = set()
         #: per mirror, when (monotonic) its last round that read the source began
         self._sensed_at: dict[str, float] = {}
-        #: source regions whose heads a sensor reads for all their mirrors at once (this
-        #: replica's or another's, under the region's sensor lease): their idle mirrors
-        #: run no round of their own until it finds them behind
-        self._sensed_regions: set[str] = set()
+        #: reads the heads of the sources at once, a source region at a time
+        self.sensor = RegionSensor(self)
         self._again: set[str] = set()
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._clients_lock = threading.Lock()
         self._manager_wake = threading.Event()
-        self._sensor_wake = threading.Event()
         self._threads: list[threading.Thread] = []
         self._notify_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="notify")
         #: one pooled client for requests to the other regions' servers
         self.http = httpx.Client(timeout=5.0)
+        #: tells other regions, and the other replicas of this one, of moves
+        self.announcer = MoveAnnouncer(config, self.table, self.http, self._notify_pool,
+                                       self.group_cutter, self.source_index, self.owner)
         self.last_errors: dict[str, str] = {}
-        lag = config.lag_history
-        #: the recent lag of the mirrors of this region (as source or destination)
-        self.lag_history = LagHistory(interval=lag.interval.total_seconds(),
-                                      window=lag.window.total_seconds(),
-                                      max_series=lag.max_series)
-        #: mirror repositories here whose mirror the table does not know (reported)
-        self._unknown_mirror_repositories: set[str] = set()
+        #: the mirror repositories of this region, created and deleted as rows say
+        self.repositories = MirrorRepositories(
+            self.table, self.org, self.region, self.mirrors, self.client_for, self.metrics,
+            self._report, config.list_repositories_page_size)
         #: the mirrors whose destination is here, as the last mirrors-manager round
         #: listed them (every state)
         self._listed: dict[str, Mirror] = {}
         #: per mirror id, its branches' progress rows as the change feed last told them
         #: (what the lag history samples: reading them all again each time would cost
         #: a request per mirror per sample); empty while the feed is not open
-        self._progress_read_at = 0.0
 
     # ----------------------------------------------------------------- plumbing
     def client_for(self, region: str) -> SourceClient:
@@ -353,16 +309,18 @@ class Sidecar:
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
         try:  # before any mirror round: a grouped branch never moves on its own
-            self._grouped = grouped_branches(self._my_groups())
+            self.groups.read_grouped()
         except MirrorsDatabaseError as e:
             log.warning("mirror groups not read yet: %s", e)
+        stop = self._stop
         targets = [("mirrors-manager", self._manager_loop), ("watch", self._watch_loop),
-                   ("groups", self._groups_loop), ("sensor", self._sensor_loop),
-                   ("membership", lambda: self.membership.run(self._stop)),
-                   ("shards", lambda: self.shards.run(self._stop))]
+                   ("groups", lambda: self.groups.run(stop)),
+                   ("sensor", lambda: self.sensor.run(stop)),
+                   ("membership", lambda: self.membership.run(stop)),
+                   ("shards", lambda: self.shards.run(stop))]
         targets += [(f"mirror-worker-{i}", self._worker_loop) for i in range(self.workers)]
         if self.lag_history.interval > 0:
-            targets.append(("lag-history", self._lag_loop))
+            targets.append(("lag-history", lambda: self.views.run(stop)))
         for name, target in targets:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -371,14 +329,14 @@ class Sidecar:
     def stop(self) -> None:
         self._stop.set()
         self._manager_wake.set()
-        self._groups_wake.set()
-        self._sensor_wake.set()
+        self.groups.wake()
+        self.sensor.wake()
         with self._cond:
             self._cond.notify_all()
         for t in self._threads:
             t.join(timeout=10)
         self.shards.release_all()
-        held = list(self._leases.values())
+        held = [*self.groups.leases.values(), *self.sensor.leases.values()]
         if self.membership.lease is not None:
             held.append(self.membership.lease)  # the others hear that this one stopped
         for lease in held:
@@ -460,96 +418,22 @@ class Sidecar:
             mirror = self._mirrors.get(mirror_id)
             if mirror is None:
                 continue
-            if next_at is None and not again and mirror.source_region in self._sensed_regions:
+            if next_at is None and not again and mirror.source_region in self.sensor.sensed_regions:
                 continue  # idle: the region's sensor wakes it when its source moves
             now = time.monotonic()
             fallback = max(now, self._sensed_at.get(mirror_id, now) + self.sense_interval)
             self.schedule(mirror_id, now if again else min(next_at or fallback, fallback),
                           sense=False)
 
-    # ---------------------------------------------------------------- the sensor
-    def _sensor_loop(self) -> None:
-        while not self._stop.is_set():
-            due = time.monotonic() + self.sense_interval
-            regions = {m.source_region for m in list(self._mirrors.values())}
-            for region in sorted(regions):
-                try:
-                    self.sense_region(region)
-                except (LakeFSError, MirrorsDatabaseError, httpx.HTTPError) as e:
-                    log.warning("sensor of %s: %s", region, e)
-                except Exception:  # noqa: BLE001 - the loop must survive anything
-                    log.exception("sensor of %s failed", region)
-            # a mirror of a region not sensed yet (the first ones, after a start) wakes it
-            self._sensor_wake.wait(max(0.0, due - time.monotonic()))
-            self._sensor_wake.clear()
+    def followed(self) -> list[Mirror]:
+        """The mirrors this sidecar follows now (active or not)."""
+        return list(self._mirrors.values())
 
-    def sense_region(self, region: str) -> int:
-        """Read the heads of every followed mirror's source in ``region`` at once (a
-        request per :data:`~replication.source.HEADS_BATCH` repositories, to that
-        region's replication service) and wake the mirrors that are behind them; the
-        others are confirmed current as of that read, as their own round would.
+    def follower(self, mirror_id: str) -> MirrorFollower | None:
+        """The follower of a mirror, if it has one here."""
+        return self._followers.get(mirror_id)
 
-        One replica of this region does it for all (the region's sensor lease); if the
-        source region cannot answer, each mirror reads its own source again every
-        ``commit_sensor.process_branches_duration``.
-
-        Returns:
-            The mirrors woken.
-        """
-        mirrors = [m for m in list(self._mirrors.values())
-                   if m.source_region == region and m.state is MirrorState.ACTIVE]
-        if not mirrors:
-            return 0
-        try:
-            self._leases[f"sensor:{region}"] = self.table.acquire_lease(
-                self.org, f"{self.region}/sensor/{region}", self.owner, self.lease_ttl)
-        except LeaseHeldError:
-            self._sensed_regions.add(region)  # another replica reads them
-            return 0
-        read_at = datetime.now(UTC)
-        try:
-            heads = self.client_for(region).heads(
-                sorted({m.source_repository for m in mirrors}))
-        except SourceError as e:
-            # not answered (an older version there, or unreachable): each mirror reads
-            # its own source, and says so if it cannot
-            log.warning("heads of %s's repositories not read: %s", region, e)
-            self._sensed_regions.discard(region)
-            for m in mirrors:
-                self.schedule(m.id)
-            return len(mirrors)
-        self._sensed_regions.add(region)
-        woken = 0
-        confirmed: dict[str, tuple[str, ...]] = {}
-        for m in mirrors:
-            branches = self._quiet(m, heads.get(m.source_repository), read_at)
-            if branches is None:
-                self.schedule(m.id)
-                woken += 1
-            elif branches:
-                confirmed[m.id] = branches
-        self._store_reading(region, read_at, confirmed)
-        return woken
-
-    def _store_reading(self, region: str, read_at: datetime,
-                       confirmed: dict[str, tuple[str, ...]]) -> None:
-        """Store what a reading of ``region``'s heads confirmed, a page per
-        :data:`SENSOR_READING_PAGE` mirrors (or :data:`SENSOR_READING_BRANCHES`
-        branches), and let their followers count their lag from it."""
-        for page, part in enumerate(reading_pages(confirmed)):
-            try:
-                if not self.table.put_sensor_reading(SensorReading(
-                        self.org, self.region, region, page, read_at, part)):
-                    continue  # another replica stored a later reading
-            except MirrorsDatabaseError as e:
-                log.warning("reading of %s's heads not stored: %s", region, e)
-                continue
-            for mirror_id, branches in part.items():
-                follower = self._followers.get(mirror_id)
-                if follower is not None:
-                    follower.confirmed_by_reading(branches, read_at)
-
-    def _quiet(self, mirror: Mirror, refs: SourceHeads | None,
+    def quiet(self, mirror: Mirror, refs: SourceHeads | None,
                read_at: datetime) -> tuple[str, ...] | None:
         """The branches a reading of the source's heads ``refs`` confirms, if the
         mirror is at them; None if it is not (or may not be: a round is due)."""
@@ -618,7 +502,7 @@ class Sidecar:
             woken = mirror_id in self._wake
         if (not woken and follower is not None and not follower.refs
                 and mirror_id not in self.last_errors
-                and mirror.source_region in self._sensed_regions):
+                and mirror.source_region in self.sensor.sensed_regions):
             return None  # idle, and its region's sensor reads its source: it wakes it
         with self.shards.round(mirror_id) as here:
             if not here:
@@ -648,19 +532,10 @@ class Sidecar:
     def _pass_on(self, address: str, mirror_id: str) -> None:
         """Tell the replica at ``address`` that ``mirror_id``'s source moved; if it
         cannot be told, this one asks again soon (the shard moves once it is gone)."""
-        body = json.dumps({"events": [], "mirrors": [mirror_id],
-                           "passed_from": self.owner}).encode()
-        try:
-            resp = self.http.post(
-                address + EVENTS_PATH, content=body,
-                headers={"content-type": "application/json",
-                         SIGNATURE_HEADER: sign_events(self._events_key, body)})
-            resp.raise_for_status()
+        if self.announcer.pass_on(address, mirror_id):
             self.metrics.passed_on.inc()
-        except httpx.HTTPError as e:
-            log.debug("could not pass news of mirror %s on to %s: %s", mirror_id, address, e)
-            if not self._stop.is_set():
-                self.schedule(mirror_id, time.monotonic() + LEASE_RETRY)
+        elif not self._stop.is_set():
+            self.schedule(mirror_id, time.monotonic() + LEASE_RETRY)
 
     def _shard_taken(self, shard: int) -> None:
         """This replica took ``shard``: a full round of each of its mirrors, as news sent
@@ -727,90 +602,6 @@ class Sidecar:
                 self._mirrors[mirror.id] = updated
         return updated
 
-    # ------------------------------------------------------------ lag history
-    def _lag_loop(self) -> None:
-        while not self._stop.wait(self.lag_history.interval):
-            try:
-                self.sample_lag()
-            except (LakeFSError, MirrorsDatabaseError) as e:
-                log.warning("lag history: %s", e)
-            except Exception:  # noqa: BLE001 - the loop must survive anything
-                log.exception("lag history round failed")
-
-    def sample_lag(self) -> int:
-        """Record the lag of every branch of the active mirrors whose source or
-        destination is this region, from the mirrors table.
-
-        While the change feed is open, the rows are read once and then kept current by
-        the feed (read again every :data:`PROGRESS_REREAD` seconds, in case it missed a
-        change); without it, they are all read at every sample. A reading of all of
-        them is a listing of the organization's rows, a request per page; a mirror
-        that appears in between is read on its own, unless so many do that the listing
-        costs fewer requests.
-
-        Returns:
-            The branches sampled.
-        """
-        now = time.time()
-        reread = (not self.progress.feed_open
-                  or time.monotonic() >= self._progress_read_at + PROGRESS_REREAD)
-        if reread:
-            self._progress_read_at = time.monotonic()
-        mirrors: list[Mirror] = []
-        token: str | None = None
-        while True:
-            page = self.table.list_mirrors(self.org, page_token=token,
-                                           page_size=self.config.list_mirrors_page_size)
-            mirrors += [m for m in page.mirrors if m.state is MirrorState.ACTIVE
-                        and self.region in (m.source_region, m.destination_region)]
-            if not page.next_page_token:
-                break
-            token = page.next_page_token
-        sampled = {m.id for m in mirrors}
-        self.progress.keep_only(sampled)
-        # many mirrors new since the last sample (created in bulk, or a sidecar that
-        # starts): one listing of every row costs fewer requests than a read of each
-        reread = reread or (self.progress.unkept(sampled)
-                            > 1 + len(sampled) // self.config.list_mirrors_page_size)
-        read = self.progress.read_all(sorted(sampled)) if reread and mirrors else {}
-        confirmations = self.confirmations()
-        n = 0
-        for m in mirrors:
-            rows = read.get(m.id)
-            for p in self.progress.rows(m.id) if rows is None else rows:
-                p = confirmations.apply(p)
-                self.lag_history.record(m.id, p.branch, now, branch_lag(p, now))
-                n += 1
-        self.lag_history.forget(sampled)
-        return n
-
-    def confirmations(self) -> Confirmations:
-        """What the sensors' stored readings confirm (one request or a few)."""
-        return Confirmations(self.table.list_sensor_readings(self.org))
-
-    def branch_progress(self, mirror_id: str,
-                        confirmations: Confirmations | None = None) -> list[MirrorBranch]:
-        """The mirror's branch progress rows as stored, each with what the sensors'
-        readings (``confirmations``, read now if not given) confirm of it."""
-        rows = self.table.list_branch_progress(self.org, mirror_id)
-        if not rows:
-            return rows
-        confirmations = self.confirmations() if confirmations is None else confirmations
-        return [confirmations.apply(p) for p in rows]
-
-    def _stored_progress(self, mirror_id: str) -> list[MirrorBranch]:
-        """A new follower's rows, with the readings' confirmations: read once a sensor
-        period, however many followers start (a restarted sidecar starts them all)."""
-        rows = self.progress.rows(mirror_id)
-        now = time.monotonic()
-        with self._cond:
-            read_at, confirmations = self._confirmations
-        if rows and now >= read_at + self.sense_interval:
-            confirmations = self.confirmations()
-            with self._cond:
-                self._confirmations = (now, confirmations)
-        return [confirmations.apply(p) for p in rows]
-
     # ------------------------------------------------------------ the manager
     def _manager_loop(self) -> None:
         next_sweep = 0.0
@@ -845,19 +636,19 @@ class Sidecar:
         listed: dict[str, Mirror] = {}
         for mirror in self._my_mirrors():
             seen.add(mirror.id)
-            mirror = listed[mirror.id] = self._manage(mirror)
+            mirror = listed[mirror.id] = self.repositories.manage(mirror)
             if mirror.state is MirrorState.ACTIVE:
                 new = mirror.id not in self._mirrors
                 if new and not groups_read:
                     # a group formed before its mirrors (a handover's reverse group) moves
                     # their branches from their first round
-                    self._grouped = grouped_branches(self._my_groups())
+                    self.groups.read_grouped()
                     groups_read = True
                 self._mirrors[mirror.id] = mirror
                 if new:
                     self.schedule(mirror.id)
-                    if mirror.source_region not in self._sensed_regions:
-                        self._sensor_wake.set()
+                    if mirror.source_region not in self.sensor.sensed_regions:
+                        self.sensor.wake()
             else:
                 self._unfollow(mirror.id)
         for gone in set(self._mirrors) - seen:
@@ -874,138 +665,9 @@ class Sidecar:
             self.metrics.forget_mirror(mirror.name)
 
     def sweep_repositories(self) -> list[str]:
-        """Delete this region's mirror repositories whose mirror is deleted.
-
-        A replica acting on a stale listing of the table (a DynamoDB index lags its
-        writes) can create a mirror's repository after another replica deleted it.
-        This region's repositories are listed through its lakeFS API
-        (``list_repositories_page_size`` a page); a mirror repository whose mirror row
-        is ``deleted`` is deleted. The rows are those the last mirrors-manager round
-        listed (a few requests for all of them); a mirror it did not list is read by
-        id. One whose row is missing is only reported: the table may not be the one the
-        mirror was created in.
-
-        Returns:
-            The repositories deleted.
-        """
-        deleted = []
-        unknown: set[str] = set()
-        listing = self.client_for(self.region).list_repositories(
-            self.config.list_repositories_page_size)
-        for repo in listing:
-            name = str(repo.get("id", ""))
-            marking = self.mirrors.marking(name) if repo.get("read_only") else None
-            if marking is None or marking.detached:
-                continue
-            try:
-                mirror = (self._listed.get(marking.mirror_id)
-                          or self.table.get_mirror(self.org, marking.mirror_id))
-            except MirrorNotFoundError:
-                unknown.add(name)
-                if name not in self._unknown_mirror_repositories:  # once, not every round
-                    log.warning("repository %s is mirror %s's, which the mirrors table does "
-                                "not know; left alone", name, marking.mirror_id,
-                                extra={"repository": name, "mirror": marking.mirror_id})
-                continue
-            if (mirror.state is MirrorState.DELETED
-                    and self.mirrors.delete_repository(name, mirror.id)):
-                log.info("deleted the repository of a deleted mirror",
-                         extra={"repository": name, "mirror": mirror.id})
-                deleted.append(name)
-        self._unknown_mirror_repositories = unknown  # those still there, reported once
-        return deleted
-
-    def _manage(self, mirror: Mirror) -> Mirror:
-        try:
-            if mirror.state is MirrorState.CREATING:
-                try:
-                    source = self.client_for(mirror.source_region).get_repository(
-                        mirror.source_repository)
-                    self.mirrors.create_repository(
-                        mirror.name, mirror.storage_namespace, source["default_branch"],
-                        MirrorMarking(mirror.id, mirror.source_region,
-                                      mirror.source_repository),
-                        storage_id=mirror.storage_id)
-                except (RepositoryExistsError, ValidationError, StorageNotFoundError) as e:
-                    return self.table.update_mirror(mirror.with_state(MirrorState.FAILED, str(e)))
-                return self.table.update_mirror(mirror.with_state(MirrorState.ACTIVE))
-            if mirror.state is MirrorState.DELETING:
-                self.mirrors.delete_repository(mirror.name, mirror.id)
-                return self.table.update_mirror(mirror.with_state(MirrorState.DELETED))
-        except VersionConflictError:
-            return self.table.get_mirror(self.org, mirror.id)
-        except (LakeFSError, httpx.HTTPError) as e:
-            log.warning("mirror %s: %s", mirror.id, e)
-            if isinstance(e, SourceForbiddenError):
-                self.metrics.permission_errors.labels(mirror.name, e.action).inc()
-            return self._report(mirror, str(e))
-        return mirror
-
-    # ------------------------------------------------------------ mirror groups
-    def _grouped_of(self, mirror_id: str) -> frozenset[str]:
-        return self._grouped.get(mirror_id, frozenset())
-
-    def _my_groups(self) -> list[MirrorGroup]:
-        return [g for g in self.table.list_groups(self.org)
-                if g.destination_region == self.region]
-
-    def group_round(self, group_id: str) -> threading.Lock:
-        """The lock a round of the group's follower in this sidecar holds."""
-        with self._cond:
-            return self._group_rounds.setdefault(group_id, threading.Lock())
-
-    def _groups_loop(self) -> None:
-        next_sweep = 0.0
-        while not self._stop.is_set():
-            due = time.monotonic() + self.sense_interval
-            try:
-                if time.monotonic() >= next_sweep:  # cuts of groups whose source is here
-                    next_sweep = time.monotonic() + self.sense_interval
-                    self.group_cutter.sweep()
-                due = min(due, self.follow_groups() or due)
-            except (LakeFSError, httpx.HTTPError) as e:
-                log.warning("mirror groups round: %s", e)
-            except Exception:  # noqa: BLE001 - the loop must survive anything
-                log.exception("mirror groups round failed")
-            self._groups_wake.wait(timeout=max(0.0, due - time.monotonic()))
-            self._groups_wake.clear()
-
-    def follow_groups(self) -> float | None:
-        """One round of every group whose destination is this region (each under its
-        lease). Returns when (monotonic) a group wants to run again, if any does."""
-        mine = self._my_groups()
-        self._grouped = grouped_branches(mine)
-        ids = {g.id for g in mine}
-        for gone in set(self._group_followers) - ids:
-            self._group_followers.pop(gone).close()
-            self._leases.pop(f"group:{gone}", None)
-            progress = self.table.get_group_progress(self.org, gone)
-            if progress is not None:  # this region's row of a deleted group
-                with contextlib.suppress(MirrorsDatabaseError):
-                    self.table.delete_group_progress(self.org, gone, progress.version)
-        due: list[float] = []
-        for group in mine:
-            try:
-                self._leases[f"group:{group.id}"] = self.table.acquire_lease(
-                    self.org, f"{self.region}/group/{group.id}", self.owner, self.lease_ttl)
-            except LeaseHeldError:
-                continue
-            follower = self._group_followers.get(group.id)
-            if follower is None:
-                follower = self._group_followers[group.id] = GroupFollower(
-                    self.ctx, group, self.stale_after)
-            try:
-                with self.group_round(group.id):
-                    at = follower.process()
-                self.last_errors.pop(f"group:{group.id}", None)
-            except (LakeFSError, httpx.HTTPError, OSError) as e:
-                log.warning("group %s (%s): %s", group.id, group.name, e,
-                            extra={"group": group.id})
-                self.last_errors[f"group:{group.id}"] = str(e)
-                at = time.monotonic() + min(self.error_cooldown, self.sense_interval)
-            if at is not None:
-                due.append(at)
-        return min(due) if due else None
+        """Delete this region's mirror repositories whose mirror is deleted (see
+        :meth:`MirrorRepositories.sweep`); returns them."""
+        return self.repositories.sweep(self._listed)
 
     # --------------------------------------------------------------- events
     def _watch_loop(self) -> None:
@@ -1034,7 +696,7 @@ class Sidecar:
                             self.membership.changed(event)
                             self.shards.changed(event)
                         else:
-                            self._groups_wake.set()
+                            self.groups.wake()
                             self.source_index.on_event(event)
                     if feed.closed:
                         break
@@ -1079,40 +741,7 @@ class Sidecar:
             if n == 0:
                 self._manager_wake.set()  # maybe a mirror we do not know yet
             return n
-        # from our own server: cut the groups of these repositories, and tell each
-        # destination region of them (as the feed keeps them; the table if it is closed)
-        self._notify_pool.submit(self.group_cutter.sweep, repos, self.source_index.groups())
-        known = self.source_index.mirrors_of(repos)
-        if known is not None:
-            for mirror in known:
-                self._notify_pool.submit(self._forward, mirror, mirror.source_repository)
-            return len(known)
-        told = 0
-        for repo in repos:
-            token: str | None = None
-            while True:
-                page = self.table.list_mirrors_by_source(
-                    self.org, self.region, repo, page_token=token,
-                    page_size=self.config.list_mirrors_page_size)
-                for mirror in page.mirrors:
-                    if mirror.state in (MirrorState.ACTIVE, MirrorState.CREATING):
-                        self._notify_pool.submit(self._forward, mirror, repo)
-                        told += 1
-                if not page.next_page_token:
-                    break
-                token = page.next_page_token
-        return told
-
-    def _forward(self, mirror: Mirror, repo: str) -> None:
-        try:
-            url = self.config.endpoint_for(mirror.destination_region).rstrip("/") + EVENTS_PATH
-            creds = self.config.source_lakefs  # the sidecars share the replication user's
-            self.http.post(url, json={"source_region": self.region,
-                                      "events": [{"repository": repo, "refs": []}]},
-                           auth=(creds.access_key_id.get_secret_value(),
-                                 creds.secret_access_key.get_secret_value()))
-        except (httpx.HTTPError, LakeFSError) as e:
-            log.debug("could not tell %s: %s", mirror.destination_region, e)
+        return self.announcer.announce(repos)
 
     # --------------------------------------------------------------- failover
     def detach(self, mirror: Mirror) -> Mirror:

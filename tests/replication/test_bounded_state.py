@@ -255,7 +255,7 @@ def test_a_reading_or_round_begun_before_a_mirror_was_deleted_leaves_nothing_of_
         wait_for(lambda: mirror["id"] not in sidecar._followers
                  and not _series(sidecar, "src-mirror"), 30, what="the mirror unfollowed")
         # then the reading confirms what it read, and the round runs
-        assert sidecar._quiet(before, heads[before.source_repository],
+        assert sidecar.quiet(before, heads[before.source_repository],
                               datetime.now(UTC)) is None
         assert sidecar._round(before.id, before) is None
         assert mirror["id"] not in sidecar._followers

@@ -110,7 +110,7 @@ def test_many_new_mirrors_are_sampled_from_one_listing(
     organization's rows, not one read each."""
     with two_regions(tmp_path, sqlite_mirrors, interval="1m") as (_east, west):
         sidecar = west.sidecars[0].sidecar
-        sidecar.sample_lag()  # the rows of the mirrors so far (none) are kept
+        sidecar.views.sample_lag()  # the rows of the mirrors so far (none) are kept
         with open_mirrors_table(sqlite_mirrors) as table:
             for i in range(40):  # mirrors of west's repositories into another region
                 m = table.create_mirror(MirrorSpec(ORG, f"m{i}", "west", f"r{i}", "north",
@@ -118,7 +118,7 @@ def test_many_new_mirrors_are_sampled_from_one_listing(
                 table.update_mirror(m.with_state(MirrorState.ACTIVE, ""))
                 table.put_branch_progress(MirrorBranch(ORG, m.id, "main", source_head="c1"))
         before = table_requests(west)
-        assert sidecar.sample_lag() == 40
+        assert sidecar.views.sample_lag() == 40
         after = table_requests(west)
         assert after.get("list_branch_progress", 0) - before.get("list_branch_progress", 0) < 5
         assert after.get("list_all_branch_progress", 0) > before.get(
