@@ -86,8 +86,9 @@ from replication.source_index import SourceIndex
 
 log = logging.getLogger("replication.sidecar")
 
-#: seconds before asking again for the lease of a mirror that moved, held by another
-#: replica (which lets it go once the mirror is idle)
+#: seconds before a replica told of a move of a mirror whose shard it does not hold
+#: looks again, while no replica holds the shard (or the holder passed the news back,
+#: or could not be told)
 LEASE_RETRY = 0.5
 #: events one request may carry (each wakes at most the mirrors of one repository)
 MAX_EVENTS = 100
@@ -544,6 +545,8 @@ class Sidecar:
             self.schedule(mirror_id)
 
     def _held_round(self, mirror_id: str, mirror: Mirror, now: float) -> float | None:
+        with self._cond:
+            self._passed.pop(mirror_id, None)  # told by another replica: heard here
         try:
             follower = self._followers.get(mirror_id)
             if follower is None or follower.mirror.storage_namespace != mirror.storage_namespace:
