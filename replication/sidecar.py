@@ -330,6 +330,7 @@ class Sidecar:
     def stop(self) -> None:
         self._stop.set()
         self._manager_wake.set()
+        self.shards.poke()  # each loop hears of the stop at once, not after its period
         self.groups.wake()
         self.sensor.wake()
         with self._cond:

@@ -3,6 +3,7 @@ of a region's mirrors (``replication.shards``)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -156,3 +157,16 @@ def test_stored_leases_name_the_shard_and_where_its_holder_listens(
     for k in range(SHARDS):
         lease = table.get_lease(ORG, f"west/shard/{k}")
         assert lease is not None and address_of(lease.owner) == "http://127.0.0.1:1"
+
+
+def test_the_keeper_stops_when_told_not_after_its_period(table: MirrorsTable) -> None:
+    a = Replica(table, "a", ttl=600.0)  # a pass every 5 s
+    stop = threading.Event()
+    thread = threading.Thread(target=a.keeper.run, args=(stop,), daemon=True)
+    thread.start()
+    while a.keeper.held() != list(range(SHARDS)):
+        time.sleep(0.01)
+    stop.set()
+    a.keeper.poke()  # what the sidecar's stop() does
+    thread.join(timeout=2.5)
+    assert not thread.is_alive()
