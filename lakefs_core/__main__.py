@@ -59,10 +59,11 @@ def setup_first_admin(auth: BaseAuthStore, username: str, access_key_id: str | N
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lakefs_core.memory import tune_allocator
+    from lakefs_core.memory import leave_pandas_unloaded, tune_allocator
 
     # before any thread starts and before Arrow loads (each worker process tunes its own)
     tune_allocator()
+    leave_pandas_unloaded()
     from lakefs_core.server import serve, serve_workers
     from lakefs_core.services import build_services
 

@@ -23,7 +23,7 @@ from lakefs_core.api.object_lane import ObjectLane
 from lakefs_core.config import ServerConfig
 from lakefs_core.gateway.app import create_gateway
 from lakefs_core.logs import configure_logging
-from lakefs_core.memory import MemoryReleaser, tune_allocator
+from lakefs_core.memory import MemoryReleaser, leave_pandas_unloaded, tune_allocator
 from lakefs_core.protocol.serving import uvicorn_http_options
 from lakefs_core.services import Services, build_services
 from lakefs_core.ui import UI_PREFIX, create_ui
@@ -128,6 +128,7 @@ def create_worker_app(config: ServerConfig) -> WorkerApp:
     The startup tasks ran in the first process before the workers started.
     """
     tune_allocator()
+    leave_pandas_unloaded()
     MemoryReleaser().start()  # for the worker's life: a daemon thread
     configure_logging(config.logging.level, config.logging.format)
     services = build_services(config, startup_tasks=False)

@@ -20,10 +20,11 @@ def uvicorn_options(listen_address: str) -> dict[str, Any]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lakefs_core.memory import MemoryReleaser, tune_allocator
+    from lakefs_core.memory import MemoryReleaser, leave_pandas_unloaded, tune_allocator
 
     # before any thread starts and before Arrow loads: weeks of rounds must not grow memory
     tune_allocator()
+    leave_pandas_unloaded()
     import uvicorn
 
     from replication.api import create_app

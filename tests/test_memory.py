@@ -7,6 +7,7 @@ import platform
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,26 +131,30 @@ table = pa.table({{"path": [f"data/{{i:08d}}" for i in range(50_000)]}})
 buf = io.BytesIO()
 pq.write_table(table, buf, compression="zstd")
 assert pq.ParquetFile(pa.BufferReader(buf.getvalue())).read(use_threads=False).equals(table)
-print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory())
+print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory(),
+      "pandas" in sys.modules)
 """
 
 
-@pytest.mark.parametrize("call", [
-    "from lakefs_core import memory; memory.tune_allocator()",
-    # the entry points tune before they load Arrow (here they stop at the missing file)
-    "from lakefs_core.__main__ import main\n"
-    "try: main(['run', '--config', '/nonexistent/lakefs.yaml'])\nexcept SystemExit: pass",
-    "from replication.__main__ import main\n"
-    "try: main(['run', '--config', '/nonexistent/replication.yaml'])\nexcept SystemExit: pass",
+@pytest.mark.parametrize(("call", "pandas"), [
+    ("from lakefs_core import memory; memory.tune_allocator()", "True"),
+    # the entry points tune before they load Arrow (here they stop at the missing file),
+    # and leave pandas out
+    ("from lakefs_core.__main__ import main\n"
+     "try: main(['run', '--config', '/nonexistent/lakefs.yaml'])\nexcept SystemExit: pass",
+     "False"),
+    ("from replication.__main__ import main\n"
+     "try: main(['run', '--config', '/nonexistent/replication.yaml'])\nexcept SystemExit: pass",
+     "False"),
 ])
-def test_arrow_allocates_nothing_on_its_own_allocator_once_tuned(call: str) -> None:
+def test_arrow_allocates_nothing_on_its_own_allocator_once_tuned(call: str, pandas: str) -> None:
     """Arrow picks its allocator when it loads: Parquet decoding went to mimalloc, whose
     freed pages stayed resident, though another pool was set from Python afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ARROW_", "MALLOC_"))}
     out = subprocess.run([sys.executable, "-c", _ARROW_AFTER.format(call=call)], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[-2:] == ["jemalloc", "0"], out.stdout + out.stderr
+    assert out.stdout.split()[-3:] == ["jemalloc", "0", pandas], out.stdout + out.stderr
 
 
 #: writes 200 MiB through Arrow's allocator, frees it, and tells how much of it was
@@ -183,3 +188,56 @@ def test_what_arrow_frees_goes_back_to_the_system_within_seconds() -> None:
     assert backend == "jemalloc"
     assert int(grown) >= 150 << 20  # the work was resident
     assert int(left) <= int(grown) / 4, out.stdout
+
+
+_WITHOUT_PANDAS = """
+import sys
+from lakefs_core import memory
+assert memory.leave_pandas_unloaded()
+from lakefs_core.graveler.model import Entry, EntryRecord
+from lakefs_core.graveler.rangefile import decode_range, encode_range
+records = [EntryRecord(f"p/{i}", Entry(f"a{i}", i, "e", 0.0, metadata={"k": "v"}))
+           for i in range(3)]
+assert decode_range(encode_range(records)) == records
+try:
+    import pandas
+except ImportError:
+    print("kept out")
+"""
+
+
+def test_pandas_is_kept_out_of_a_service_process() -> None:
+    """A process that kept pandas out writes and reads range files (pyarrow builds its
+    arrays from Python objects) without loading it; one that loaded it keeps it."""
+    import pandas  # noqa: F401 - installed here, as where the services run beside it
+
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_PANDAS], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["kept", "out"]
+    assert sys.modules["pandas"] is not None
+    assert not memory.leave_pandas_unloaded()  # loaded before: left as it is
+    assert sys.modules["pandas"] is not None
+
+
+def test_a_server_reads_committed_objects_without_loading_pandas(tmp_path: Any) -> None:
+    """The server as its command line runs it: its first read of a range (a stat of a
+    committed object) used to load pandas, through pyarrow, amid its first requests."""
+    import httpx
+
+    from lakefs_testing.live_server import ADMIN_KEY, ADMIN_SECRET, server_process
+
+    with server_process(tmp_path / "data") as server, httpx.Client(
+            base_url=f"{server.endpoint}/api/v1", auth=(ADMIN_KEY, ADMIN_SECRET),
+            timeout=60) as client:
+        assert client.post("/repositories", json={
+            "name": "repo", "storage_namespace": "local://repo"}).status_code == 201
+        assert client.post("/repositories/repo/branches/main/objects", params={"path": "a"},
+                           content=b"data").status_code == 201
+        assert client.post("/repositories/repo/branches/main/commits",
+                           json={"message": "m"}).status_code == 201
+        stat = client.get("/repositories/repo/refs/main/objects/stat", params={"path": "a"})
+        assert stat.status_code == 200, stat.text
+        maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+    assert "libarrow" in maps  # the check sees the libraries pyarrow loaded
+    assert "/pandas/" not in maps
