@@ -48,6 +48,7 @@ from lakefs_core.protocol.http import (
     UnsupportedConditionError,
     content_range,
     header_value_safe,
+    http_date,
     metadata_headers,
     object_content_headers,
     parse_range,
@@ -471,7 +472,7 @@ class Operations:
         content_type = entry.content_type or DEFAULT_CONTENT_TYPE
         headers = {
             "etag": xml.quote_etag(entry.etag),
-            "last-modified": xml.http_date(entry.mtime),
+            "last-modified": http_date(entry.mtime),
             "content-type": (content_type if header_value_safe(content_type)
                              else DEFAULT_CONTENT_TYPE),
             "accept-ranges": "bytes",

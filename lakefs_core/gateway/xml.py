@@ -7,7 +7,6 @@ import xml.parsers.expat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import formatdate
 from urllib.parse import quote
 
 from lakefs_core.gateway.errors import S3Error
@@ -26,11 +25,6 @@ def iso_timestamp(seconds: float) -> str:
     """``2024-01-31T12:00:00.000Z``, the timestamp form of S3 XML bodies."""
     moment = datetime.fromtimestamp(seconds, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def http_date(seconds: float) -> str:
-    """``Wed, 31 Jan 2024 12:00:00 GMT``, the form of ``Last-Modified``."""
-    return formatdate(seconds, usegmt=True)
 
 
 def _root(tag: str) -> ET.Element:

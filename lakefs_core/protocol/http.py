@@ -5,7 +5,8 @@
   ``If-None-Match``) and of a write (``If-None-Match: *``, ``If-Match: <etag>``);
 - which user metadata can travel as headers (the rest is kept, and left out);
 - what an answer carrying an object's bytes adds so that a browser runs none of them
-  in this server's origin (:func:`object_content_headers`).
+  in this server's origin (:func:`object_content_headers`);
+- the date form of ``Last-Modified`` (:func:`http_date`).
 
 Each front door turns the outcomes into its own answer (lakeFS's JSON errors, S3's
 XML ones).
@@ -14,11 +15,24 @@ XML ones).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
 from lakefs_core.errors import RangeNotSatisfiableError, ValidationError
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def http_date(seconds: float) -> str:
+    """``Wed, 31 Jan 2024 12:00:00 GMT``, the form of ``Last-Modified`` (RFC 9110's
+    IMF-fixdate), as ``email.utils.formatdate(seconds, usegmt=True)`` writes it, at a
+    fifth of its cost: every object read sends one."""
+    t = time.gmtime(seconds)
+    return (f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year:04d} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT")
 
 
 class UnsupportedConditionError(ValidationError):

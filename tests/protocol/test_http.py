@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lakefs_core.errors import RangeNotSatisfiableError, ValidationError
 from lakefs_core.protocol.http import (
@@ -11,6 +15,7 @@ from lakefs_core.protocol.http import (
     WriteConditions,
     content_range,
     etag_listed,
+    http_date,
     parse_range,
     quote_etag,
     read_outcome,
@@ -87,3 +92,14 @@ def test_write_conditions() -> None:
         write_conditions('"abc"', None)
     with pytest.raises(ValidationError):
         write_conditions(None, "  ")
+
+
+def test_http_date_is_the_imf_fixdate() -> None:
+    assert http_date(0) == "Thu, 01 Jan 1970 00:00:00 GMT"
+    assert http_date(1706702400.999) == "Wed, 31 Jan 2024 12:00:00 GMT"  # seconds cut
+    assert http_date(951782400) == "Tue, 29 Feb 2000 00:00:00 GMT"
+
+
+@given(st.floats(min_value=0, max_value=253402300799, allow_nan=False))
+def test_http_date_writes_what_formatdate_writes(seconds: float) -> None:
+    assert http_date(seconds) == email.utils.formatdate(seconds, usegmt=True)

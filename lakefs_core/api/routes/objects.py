@@ -14,7 +14,6 @@ that cannot pre-sign (the local store) answers 400.
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -57,6 +56,7 @@ from lakefs_core.protocol.http import (
     WriteConditions,
     content_range,
     header_value_safe,
+    http_date,
     metadata_headers,
     object_content_headers,
     parse_range,
@@ -178,10 +178,6 @@ def metadata_from_headers(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
     return meta
 
 
-def _http_date(mtime: float) -> str:
-    return email.utils.formatdate(mtime, usegmt=True)
-
-
 def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
     """ETag, Last-Modified, Content-Type and ``x-lakefs-meta-*`` of an object, and what
     keeps a browser from running its bytes in this origin.
@@ -192,7 +188,7 @@ def _object_headers(entry: Entry) -> list[tuple[bytes, bytes]]:
     content_type = _safe_header(entry.content_type or DEFAULT_CONTENT_TYPE, DEFAULT_CONTENT_TYPE)
     headers = [
         (b"etag", quote_etag(entry.etag).encode()),
-        (b"last-modified", _http_date(entry.mtime).encode()),
+        (b"last-modified", http_date(entry.mtime).encode()),
         (b"content-type", content_type),
         (b"accept-ranges", b"bytes"),
     ]
