@@ -11,10 +11,15 @@ A request that asks for ``Expect: 100-continue`` and declares no body gets its
 first reads the body, and an empty body may never be read: the final answer would
 then come without it, which leaves some clients' pooled connections (botocore's, so
 the AWS CLI's and boto3's) out of step for their next request.
+
+What a connection writes within one turn of the event loop goes out in one send
+(:class:`CorkedTransport`): uvicorn writes an answer's head and its body apart, and each
+write on its own was a system call and a TCP segment, which the client woke up for.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -29,6 +34,73 @@ _TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
               b"connection: close\r\n")
 
 
+#: buffered writes are sent at once from this size on, and a write this large is not
+#: copied into a buffer
+CORK_LIMIT = 64 << 10
+
+
+class CorkedTransport:
+    """A connection's transport whose writes are held until the end of the event loop's
+    turn, then sent together (or at once past :data:`CORK_LIMIT` bytes).
+
+    Closing sends what is held first; aborting drops it. Everything else is the
+    transport's own.
+    """
+
+    __slots__ = ("_held", "_loop", "_size", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+        self._size = 0
+
+    def write(self, data: bytes) -> None:
+        if not data:
+            return
+        if len(data) >= CORK_LIMIT:
+            self.flush()
+            self._transport.write(data)
+            return
+        if not self._held:
+            self._loop.call_soon(self.flush)
+        self._held.append(data)
+        self._size += len(data)
+        if self._size >= CORK_LIMIT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is held."""
+        held = self._held
+        if not held:
+            return
+        self._held, self._size = [], 0
+        if not self._transport.is_closing():
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def writelines(self, lines: Any) -> None:
+        for data in lines:
+            self.write(data)
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held, self._size = [], 0
+        self._transport.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + self._size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedHeadProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, refusing a request head longer than the bound.
 
@@ -40,6 +112,11 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     _in_head = True
     _head_bytes = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        # the flow control above stays on the transport itself
+        self.transport = CorkedTransport(transport, self.loop)  # type: ignore[assignment]
 
     def _limit(self) -> int:
         return self.config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD
