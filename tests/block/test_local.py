@@ -84,3 +84,22 @@ def test_etag_is_cached_with_the_file(tmp_path: Path) -> None:
     assert cached.startswith(md5(b"content") + ":7:")
     os.setxattr(path, "user.lakefs.etag", cached.replace(md5(b"content"), "f" * 32).encode())
     assert store.stat("local://ns/k").etag == "f" * 32
+
+
+def test_whole_reads_of_files_and_of_what_is_not_a_file(tmp_path: Path) -> None:
+    """A whole read opens, stats and reads the file; a directory, a missing file or a
+    path through a file is not found, as a ranged read says."""
+    from lakefs_core.errors import ObjectNotFoundError
+
+    store = LocalBlockStore(str(tmp_path))
+    big = os.urandom(3 << 20)
+    store.put("local://ns/big", big)
+    store.put("local://ns/empty", b"")
+    store.put("local://ns/dir/inside", b"x")
+    assert store.get("local://ns/big") == big
+    assert store.get("local://ns/empty") == b""
+    assert store.get("local://ns/big", (5, 9)) == big[5:10]
+    for address in ("local://ns/dir", "local://ns/missing", "local://ns/big/below"):
+        for byte_range in (None, (0, 0)):
+            with pytest.raises(ObjectNotFoundError):
+                store.get(address, byte_range)
