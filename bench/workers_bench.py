@@ -1,7 +1,7 @@
 """Throughput of many clients at once with 1, 2 and 4 server worker processes.
 
 Run ``python -m bench.workers_bench [--seconds 60] [--clients 16] [--workers 1 2 4]
-[--client-processes 4] [--operations stat get put]``.
+[--client-processes 4] [--operations stat get put] [--data-dir DIR]``.
 
 For each worker count it starts, in child processes:
 
@@ -19,6 +19,11 @@ seconds; the first tenth of that is warm-up and is not counted. It prints reques
 p50 and p99 per operation, and the server's requests/s as a fraction of the ceiling
 with the same number of workers. The clients run on the same machine as the servers:
 the load average before and after each run is printed beside the figures.
+
+Every upload creates a file, and what the kernel spends on that depends on the disk (and
+on what it still does for the files of an earlier run, deleted): ``--data-dir`` puts the
+server's data on the filesystem of your choice, for instance ``/dev/shm`` to leave the
+disk out. By default it is the system's temporary directory.
 """
 
 from __future__ import annotations
@@ -277,16 +282,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--operations", nargs="+", choices=OPERATIONS, default=list(OPERATIONS),
                         help="the operations each client sends in turn (default: all three)")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="where the server's data goes (default: the system's "
+                             "temporary directory)")
     args = parser.parse_args(argv)
+    if args.data_dir is not None and not args.data_dir.is_dir():
+        parser.error(f"--data-dir {args.data_dir}: not a directory")
     if args.seconds <= 0 or args.clients < 1 or args.client_processes < 1:
         parser.error("--seconds, --clients and --client-processes must be positive")
 
     from lakefs_testing.live_server import server_process
 
     print(f"{os.cpu_count()} CPUs; {args.clients} clients in {args.client_processes} "
-          f"processes; {args.seconds:g} s per run (first tenth not counted)", flush=True)
+          f"processes; {args.seconds:g} s per run (first tenth not counted); data under "
+          f"{args.data_dir or tempfile.gettempdir()}", flush=True)
     results: list[Result] = []
-    with tempfile.TemporaryDirectory(prefix="lakefs-workers-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="lakefs-workers-bench-", dir=args.data_dir) as tmp:
         root = Path(tmp)
         for workers in args.workers:
             with trivial_server(workers, root) as port:
