@@ -346,7 +346,9 @@ class Sidecar:
                 self.table.release_lease(lease)  # let another replica take over at once
             except MirrorsDatabaseError:
                 pass
-        self._notify_pool.shutdown(wait=False, cancel_futures=True)
+        # the notices being sent end (5 s at most) before their client closes: closing it
+        # under a request leaves that request's connection open
+        self._notify_pool.shutdown(wait=True, cancel_futures=True)
         self.http.close()
         if self.copier is not None:
             self.copier.close()

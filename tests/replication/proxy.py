@@ -47,6 +47,11 @@ class RecordingProxy:
         self.holding: list[str] = []
         self._released = threading.Event()
         self._lock = threading.Lock()
+        #: requests being forwarded now, and whether the proxy is stopping (a client
+        #: still running, a sidecar, may send more on its open connections)
+        self._forwarding = 0
+        self._stopping = False
+        self._idle = threading.Condition(self._lock)
         self._http = httpx.Client(base_url=self.target, timeout=60)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -73,10 +78,15 @@ class RecordingProxy:
         return self
 
     def stop(self) -> None:
+        """Stop serving; the client is closed once no request is forwarded through it
+        (closing it under a request leaves that request's connection open)."""
         self._released.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+        with self._idle:
+            self._stopping = True
+            self._idle.wait_for(lambda: self._forwarding == 0, timeout=30)
         self._http.close()
 
     def _forward(self, handler: BaseHTTPRequestHandler) -> None:
@@ -96,7 +106,18 @@ class RecordingProxy:
         body = handler.rfile.read(length) if length else b""
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _SKIPPED}
         headers["accept-encoding"] = "identity"
-        resp = self._http.request(method, handler.path, content=body, headers=headers)
+        with self._idle:
+            if self._stopping:  # a request on a connection opened before the stop
+                handler.close_connection = True
+                handler.send_error(503, "proxy stopped")
+                return
+            self._forwarding += 1
+        try:
+            resp = self._http.request(method, handler.path, content=body, headers=headers)
+        finally:
+            with self._idle:
+                self._forwarding -= 1
+                self._idle.notify_all()
         handler.send_response(resp.status_code)
         for k, v in resp.headers.items():
             if k.lower() not in _SKIPPED:

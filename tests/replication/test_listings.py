@@ -123,6 +123,7 @@ def test_repositories_of_deleted_mirrors_are_found_a_page_at_a_time(
         # the lost one is reported once, not at every listing (one a second here)
         wait_for(lambda: len(proxy.requests("GET", "/api/v1/repositories")) >= 3 * 5, 30,
                  what="three listings")
+        west.stop_sidecars()  # before the proxy it sends through stops
         reports = [r for r in caplog.records
                    if r.name == "replication.sidecar" and lost in r.getMessage()]
         assert len(reports) == 1 and "does not know" in reports[0].getMessage()
