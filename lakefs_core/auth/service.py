@@ -16,7 +16,7 @@ import hmac
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cachetools import LRUCache, TTLCache
@@ -37,8 +37,12 @@ class Principal:
 
     username: str
     policies: Sequence[Policy]
+    #: the policies arranged for deciding (kept with them where they are cached)
+    index: rbac.PolicyIndex | None = field(default=None, compare=False, repr=False)
 
     def allowed(self, requirement: rbac.Requirement) -> bool:
+        if self.index is not None:
+            return self.index.evaluate(requirement) is rbac.Decision.ALLOW
         return rbac.authorize(self.policies, requirement, username=self.username)
 
     def check(self, requirement: rbac.Requirement) -> None:
@@ -47,6 +51,9 @@ class Principal:
         Raises:
             PermissionDeniedError: "insufficient permissions".
         """
+        if self.index is not None:
+            self.index.check(requirement)
+            return
         rbac.check(self.policies, requirement, username=self.username)
 
 
@@ -82,7 +89,8 @@ class AuthService:
         #: by access key id: (changes, digest of the secret, the key's user)
         self._sign_ins: LRUCache[str, tuple[int, bytes, User]] = LRUCache(size)
         self._credentials: LRUCache[str, tuple[int, Credential]] = LRUCache(size)
-        self._policies: LRUCache[str, tuple[int, tuple[Policy, ...]]] = LRUCache(size)
+        self._policies: LRUCache[str, tuple[int, tuple[Policy, ...], rbac.PolicyIndex]] = (
+            LRUCache(size))
 
     @classmethod
     def open(cls, database: DatabaseConfig, secret_key: str) -> AuthService:
@@ -186,10 +194,11 @@ class AuthView:
         service = self._service
         found = service._reuse(service._policies, username, self.changes)
         if found is not None:
-            return Principal(username, found[1])
+            return Principal(username, found[1], found[2])
         policies = tuple(self._store.effective_policies(username))
-        service._keep(service._policies, username, (self.changes, policies))
-        return Principal(username, policies)
+        index = rbac.PolicyIndex(policies, username)
+        service._keep(service._policies, username, (self.changes, policies, index))
+        return Principal(username, policies, index)
 
 
 class CachingAuthenticator:

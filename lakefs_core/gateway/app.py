@@ -141,7 +141,7 @@ class Gateway:
             request = S3Request(
                 method=incoming.method, bucket=incoming.bucket, key=incoming.key,
                 query=query_dict(incoming.query_pairs), headers=incoming.headers,
-                signed=signed, user=user, policies=lambda: view.principal(user).policies,
+                signed=signed, user=user, principal=lambda: view.principal(user),
                 pull=body.pull, host=incoming.headers.get("host", ""))
             return self.operations.handle(request)
         except Exception as exc:  # every failure becomes an S3 error document

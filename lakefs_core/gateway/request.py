@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from lakefs_core.auth import rbac
-from lakefs_core.auth.model import Policy
+from lakefs_core.auth.service import Principal
 from lakefs_core.gateway.body import PullChunk, RequestBody
 from lakefs_core.gateway.errors import S3Error
 from lakefs_core.gateway.sigv4 import SignedRequest
@@ -76,7 +76,7 @@ class S3Request:
         headers: Lower-case header names; repeated headers joined with ``,``.
         signed: The verified signature.
         user: The user owning the signing key.
-        policies: Returns the user's effective policies (current: see
+        principal: Returns the user with its effective policies (current: see
             :class:`~lakefs_core.auth.service.AuthService`).
         pull: Returns the next raw body chunk and whether more follow.
         host: The ``Host`` header (for Location answers).
@@ -89,7 +89,7 @@ class S3Request:
     headers: dict[str, str]
     signed: SignedRequest
     user: str
-    policies: Callable[[], Sequence[Policy]] = field(repr=False)
+    principal: Callable[[], Principal] = field(repr=False)
     pull: PullChunk = field(repr=False)
     host: str = ""
     _body_taken: bool = field(default=False, repr=False)
@@ -112,7 +112,7 @@ class S3Request:
 
     def check(self, *permissions: rbac.Permission) -> None:
         """Raise PermissionDeniedError unless the user may do all of ``permissions``."""
-        rbac.check(self.policies(), rbac.all_of(*permissions), username=self.user)
+        self.principal().check(rbac.all_of(*permissions))
 
 
 def header_dict(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lakefs_core.auth import (
@@ -333,3 +333,75 @@ def test_policy_json_round_trip() -> None:
         Policy.from_dict({"id": "P", "statement": []})
     with pytest.raises(ValidationError):
         Policy.from_dict({"statement": [{"effect": "allow", "action": ["*"], "resource": "*"}]})
+
+
+_ACTIONS = [rbac.READ_OBJECT, rbac.WRITE_OBJECT, rbac.DELETE_OBJECT, rbac.CREATE_COMMIT,
+            rbac.CREATE_CREDENTIALS, rbac.LIST_REPOSITORIES]
+_ACTION_PATTERNS = st.sampled_from([*_ACTIONS, "*", "fs:*", "fs:Read*", "fs:?riteObject",
+                                    "auth:*", "ci:*"])
+_RESOURCE_PATTERNS = st.sampled_from([
+    "*", OBJ, REPO, BRANCH, "arn:lakefs:fs:::repository/repo1/*",
+    "arn:lakefs:fs:::repository/repo?/object/*", "arn:lakefs:fs:::repository/*",
+    "arn:lakefs:auth:::user/${user}", "arn:lakefs:auth:::user/*",
+    '["arn:lakefs:fs:::repository/a/*", "arn:lakefs:fs:::repository/repo1/object/*"]',
+    "arn:lakefs:*:::repository/repo1", "arn:lakefs:fs:::repository/repo1/object/a*b"])
+_RESOURCES = st.sampled_from([
+    "*", OBJ, REPO, BRANCH, rbac.object_arn("repo1", "a*b"), rbac.object_arn("repo2", "x"),
+    rbac.object_arn("a", "k?"), rbac.user_arn("alice"), rbac.user_arn("a*"),
+    rbac.user_arn("bob")])
+_STATEMENTS = st.builds(Statement, st.sampled_from([Effect.ALLOW, Effect.DENY]),
+                        st.lists(_ACTION_PATTERNS, min_size=1, max_size=3), _RESOURCE_PATTERNS)
+_POLICIES = st.lists(st.builds(Policy, st.just("P"), st.lists(_STATEMENTS, min_size=1, max_size=4)),
+                     max_size=3)
+_PERMISSIONS = st.builds(Permission, st.sampled_from(_ACTIONS), _RESOURCES)
+_REQUIREMENTS = st.recursive(
+    _PERMISSIONS, lambda children: st.one_of(
+        st.lists(children, max_size=3).map(lambda rs: all_of(*rs)),
+        st.lists(children, max_size=3).map(lambda rs: any_of(*rs))), max_leaves=6)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_POLICIES, st.lists(_REQUIREMENTS, min_size=1, max_size=4),
+       st.sampled_from([None, "alice", "a*", "bob"]))
+@example([Policy("Own", [_allow([rbac.CREATE_CREDENTIALS], "arn:lakefs:auth:::user/${user}")])],
+         [Permission(rbac.CREATE_CREDENTIALS, rbac.user_arn("a*"))], "a*")
+def test_the_policy_index_decides_as_the_statements_do(
+        policies: list[Policy], requirements: list[rbac.Requirement],
+        username: str | None) -> None:
+    """A user's policies arranged by action (what a request's check uses, kept with
+    the cached policies) decide every requirement as going through each statement
+    does, for the same requirement asked again too."""
+    index = rbac.PolicyIndex(policies, username)
+    for requirement in requirements * 2:
+        expected = evaluate(policies, requirement, username=username)
+        assert index.evaluate(requirement) is expected
+        if expected is Decision.ALLOW:
+            index.check(requirement)
+        else:
+            with pytest.raises(PermissionDeniedError, match="insufficient permissions"):
+                index.check(requirement)
+
+
+def test_the_principal_of_a_request_decides_with_the_index_kept_beside_its_policies(
+        store: BaseAuthStore) -> None:
+    """The index is made with the policies when they are read, and dropped with them
+    when the auth tables change: a detached policy stops allowing at once."""
+    from lakefs_core.auth.service import AuthService
+
+    store.create_user("carol")
+    store.create_policy(Policy("Writer", [_allow([rbac.WRITE_OBJECT],
+                                                 "arn:lakefs:fs:::repository/repo1/*")]))
+    store.attach_policy_to_user("carol", "Writer")
+    service = AuthService(store)
+    first = service.view().principal("carol")
+    assert first.index is not None
+    write = Permission(rbac.WRITE_OBJECT, OBJ)
+    first.check(write)
+    again = service.view().principal("carol")
+    assert again.index is first.index  # kept while the tables are unchanged
+    store.detach_policy_from_user("carol", "Writer")
+    after = service.view().principal("carol")
+    assert after.index is not first.index
+    with pytest.raises(PermissionDeniedError):
+        after.check(write)
+    assert not after.allowed(write)
