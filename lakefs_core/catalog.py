@@ -7,6 +7,7 @@ either door, and reads resolve addresses the same way.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -98,7 +99,8 @@ class Catalog:
                 self._prefix_uses = ADDRESSES_PER_PREFIX
             self._prefix_uses -= 1
             prefix = self._prefix
-        return f"{DATA_PREFIX}/{prefix}/{uuid.uuid4().hex}"
+        # 128 random bits, as a UUID's hex holds, without making the UUID
+        return f"{DATA_PREFIX}/{prefix}/{os.urandom(16).hex()}"
 
     def hand_out_address(self, repo: Repository) -> str:
         """A fresh physical address for a client to write to, recorded so that it can be

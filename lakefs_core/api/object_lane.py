@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import unquote
 
 import anyio
 import anyio.to_thread
@@ -37,6 +37,7 @@ from starlette.responses import Response
 
 from lakefs_core.api.errors import failure_response
 from lakefs_core.api.routes.objects import (
+    META_PREFIX,
     ObjectStats,
     content_type_of,
     get_object,
@@ -70,6 +71,7 @@ _FLAGS = {"true": True, "false": False, "1": True, "0": False}
 _STAT_QUERY = frozenset({"path", "user_metadata", "presign"})
 _READ_QUERY = frozenset({"path", "presign"})
 _UPLOAD_QUERY = frozenset({"path", "storageClass", "force"})
+_META = META_PREFIX.encode()
 
 
 class ObjectLane:
@@ -172,8 +174,10 @@ class ObjectLane:
             validate_path(path)
             conditions = write_conditions(_text(header(headers, b"if-none-match")),
                                           _text(header(headers, b"if-match")))
+            # names arrive lower-cased (ASGI): most uploads carry no metadata at all
             metadata = metadata_from_headers(
-                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers)
+                (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers
+                if k.startswith(_META)) if any(k.startswith(_META) for k, _ in headers) else {}
             checked = preflight_upload(services, repository, branch, path, conditions)
             return conditions, metadata, checked
 
@@ -231,11 +235,27 @@ class ObjectLane:
 def _query(scope: Scope, known: frozenset[str]) -> dict[str, str] | None:
     """The query's parameters if each is one the lane knows, given once, and ``path``
     is among them; None otherwise (FastAPI decides)."""
-    pairs = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    pairs = query_pairs(scope["query_string"].decode("latin-1"))
     query = dict(pairs)
     if len(query) != len(pairs) or "path" not in query or not query.keys() <= known:
         return None
     return query
+
+
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """``urllib.parse.parse_qsl(query, keep_blank_values=True)``, at a third of its cost:
+    only what is escaped is unescaped."""
+    pairs = []
+    for part in query.split("&"):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        if "%" in name or "+" in name:
+            name = unquote(name.replace("+", " "))
+        if "%" in value or "+" in value:
+            value = unquote(value.replace("+", " "))
+        pairs.append((name, value))
+    return pairs
 
 
 def _basic_credentials(scope: Scope) -> tuple[str, str] | None:

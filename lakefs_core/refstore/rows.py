@@ -40,6 +40,8 @@ def dump_tokens(tokens: tuple[str, ...]) -> str:
 
 
 def dump_map(values: Mapping[str, str]) -> str:
+    if not values:
+        return "{}"  # most objects carry no user metadata
     return json.dumps(dict(values), separators=(",", ":"))
 
 

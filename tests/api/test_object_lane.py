@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from lakefs_core.api.object_lane import query_pairs
 from lakefs_testing.live_server import LiveServer, live_server
 
 REPO = "lane"
@@ -151,3 +155,13 @@ def test_an_upload_waits_for_the_write_lock_off_the_event_loop(srv: LiveServer) 
     assert answer[0].status_code == 201, answer[0].text
     with srv.client() as api:
         assert api.get(OBJECTS, params={"path": "locked/x"}).content == b"waited"
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(["path", "=", "&", "%2F", "%", "%e9", "%C3%A9", "+", "a",
+                                 "é", "%zz", "force", "==", "&&", " ", "%2"]),
+                max_size=12).map("".join))
+def test_the_lane_reads_a_query_as_the_standard_library_does(query: str) -> None:
+    """The lane's own reading of a query string (only what is escaped is unescaped)
+    gives what ``parse_qsl(..., keep_blank_values=True)`` gives, FastAPI's reading."""
+    assert query_pairs(query) == parse_qsl(query, keep_blank_values=True)
