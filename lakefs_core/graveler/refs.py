@@ -75,6 +75,8 @@ class RefExpression:
 
 
 _MODIFIER = re.compile(r"([~^])(\d*)")
+#: a ref that is a name alone (most are): no modifier, no ``@``, no space, not too long
+_PLAIN_REF = re.compile(r"[^~^@\s]{1,1024}")
 
 
 def parse_ref(ref: str) -> RefExpression:
@@ -83,6 +85,13 @@ def parse_ref(ref: str) -> RefExpression:
     Raises:
         InvalidRefError: the expression is malformed.
     """
+    if isinstance(ref, str) and _PLAIN_REF.fullmatch(ref):
+        return RefExpression(ref)
+    return _parse_expression(ref)
+
+
+def _parse_expression(ref: str) -> RefExpression:
+    """:func:`parse_ref`, character by character."""
     if not isinstance(ref, str) or not ref:
         raise InvalidRefError("ref must not be empty")
     if len(ref) > 1024 or any(c.isspace() for c in ref):
