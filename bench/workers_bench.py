@@ -1,7 +1,7 @@
 """Throughput of many clients at once with 1, 2 and 4 server worker processes.
 
 Run ``python -m bench.workers_bench [--seconds 60] [--clients 16] [--workers 1 2 4]
-[--client-processes 4] [--operations stat get put] [--data-dir DIR]``.
+[--client-processes 4] [--operations stat get put] [--data-dir DIR] [--rounds 1]``.
 
 For each worker count it starts, in child processes:
 
@@ -20,6 +20,11 @@ p50 and p99 per operation, and the server's requests/s as a fraction of the ceil
 with the same number of workers. The clients run on the same machine as the servers:
 the load average before and after each run is printed beside the figures.
 
+What the machine gives both moves from one minute to the next (the ceiling by a fifth
+between runs here). ``--rounds N`` keeps both servers running and measures them in
+turn N times, the one that goes first alternating; each round's fraction is of the
+ceiling measured beside it, and the median of the rounds' fractions is printed last.
+
 Every upload creates a file, and what the kernel spends on that depends on the disk (and
 on what it still does for the files of an earlier run, deleted): ``--data-dir`` puts the
 server's data on the filesystem of your choice, for instance ``/dev/shm`` to leave the
@@ -35,6 +40,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -244,6 +250,7 @@ def _seed(endpoint: str) -> None:
 class Result:
     workers: int
     target: str
+    round: int
     requests_per_second: float
     p50: dict[str, float]
     p99: dict[str, float]
@@ -251,7 +258,8 @@ class Result:
     load: str
 
 
-def _measure(port: int, workers: int, target: str, args: argparse.Namespace) -> Result:
+def _measure(port: int, workers: int, target: str, args: argparse.Namespace,
+             round_: int = 0) -> Result:
     before = _load_average()
     samples, counted = run_clients(port, args.clients, args.client_processes, args.seconds,
                                    tuple(args.operations))
@@ -261,7 +269,7 @@ def _measure(port: int, workers: int, target: str, args: argparse.Namespace) -> 
     done = sum(len(v) for v in samples.latencies.values())
     everything = [x for v in samples.latencies.values() for x in v]
     return Result(
-        workers, target, done / counted,
+        workers, target, round_, done / counted,
         {**{op: _percentile(v, 0.5) for op, v in samples.latencies.items()},
          "all": _percentile(everything, 0.5)},
         {**{op: _percentile(v, 0.99) for op, v in samples.latencies.items()},
@@ -282,14 +290,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--operations", nargs="+", choices=OPERATIONS, default=list(OPERATIONS),
                         help="the operations each client sends in turn (default: all three)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measurements of each server, in turn (default 1)")
     parser.add_argument("--data-dir", type=Path, default=None,
                         help="where the server's data goes (default: the system's "
                              "temporary directory)")
     args = parser.parse_args(argv)
     if args.data_dir is not None and not args.data_dir.is_dir():
         parser.error(f"--data-dir {args.data_dir}: not a directory")
-    if args.seconds <= 0 or args.clients < 1 or args.client_processes < 1:
-        parser.error("--seconds, --clients and --client-processes must be positive")
+    if args.seconds <= 0 or args.clients < 1 or args.client_processes < 1 or args.rounds < 1:
+        parser.error("--seconds, --clients, --client-processes and --rounds must be positive")
 
     from lakefs_testing.live_server import server_process
 
@@ -300,27 +310,40 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="lakefs-workers-bench-", dir=args.data_dir) as tmp:
         root = Path(tmp)
         for workers in args.workers:
-            with trivial_server(workers, root) as port:
-                results.append(_measure(port, workers, "ceiling", args))
             data_dir = root / f"data-{workers}"
             # INFO: uvicorn says when each worker has started (no access log)
-            with server_process(data_dir, {"LAKEFS_LOGGING_LEVEL": "INFO"},
-                                workers=workers) as server:
+            with trivial_server(workers, root) as port, \
+                    server_process(data_dir, {"LAKEFS_LOGGING_LEVEL": "INFO"},
+                                   workers=workers) as server:
                 wait_started(server.output, workers)
                 _seed(server.endpoint)
-                results.append(_measure(server.port, workers, "lakefs", args))
+                for n in range(args.rounds):
+                    targets = [(port, "ceiling"), (server.port, "lakefs")]
+                    for target_port, target in targets[::-1] if n % 2 else targets:
+                        results.append(_measure(target_port, workers, target, args, n))
 
     print()
-    print("workers  target    req/s   p50 ms (stat/get/put)   p99 ms (stat/get/put/all)"
-          "    of ceiling  errors  load average (before -> after)")
-    ceilings = {r.workers: r.requests_per_second for r in results if r.target == "ceiling"}
+    print("workers  round  target    req/s   p50 ms (stat/get/put)   "
+          "p99 ms (stat/get/put/all)    of ceiling  errors  load average (before -> after)")
+    ceilings = {(r.workers, r.round): r.requests_per_second
+                for r in results if r.target == "ceiling"}
+    ratios: dict[int, list[float]] = {}
     for r in results:
-        ratio = (f"{r.requests_per_second / ceilings[r.workers]:.2f}"
-                 if r.target == "lakefs" and ceilings.get(r.workers) else "")
+        ratio = ""
+        if r.target == "lakefs" and ceilings.get((r.workers, r.round)):
+            fraction = r.requests_per_second / ceilings[(r.workers, r.round)]
+            ratios.setdefault(r.workers, []).append(fraction)
+            ratio = f"{fraction:.2f}"
         p50 = "/".join(f"{r.p50[op]:.1f}" for op in OPERATIONS)
         p99 = "/".join(f"{r.p99[op]:.1f}" for op in (*OPERATIONS, "all"))
-        print(f"{r.workers:>7}  {r.target:<8} {r.requests_per_second:>7.0f}   {p50:<22}  "
-              f"{p99:<27}  {ratio:>10}  {r.errors:>6}  {r.load}")
+        print(f"{r.workers:>7}  {r.round + 1:>5}  {r.target:<8} {r.requests_per_second:>7.0f}"
+              f"   {p50:<22}  {p99:<27}  {ratio:>10}  {r.errors:>6}  {r.load}")
+    if args.rounds > 1:
+        print()
+        for workers, fractions in ratios.items():
+            print(f"{workers} workers: this server at {statistics.median(fractions):.2f} of "
+                  f"the ceiling, median of {len(fractions)} rounds "
+                  f"({', '.join(f'{f:.2f}' for f in fractions)})")
 
 
 if __name__ == "__main__":
