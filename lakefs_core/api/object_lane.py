@@ -18,14 +18,16 @@ across the network) it runs in one thread of the API's pool. An upload is
 authenticated, authorized and checked before its body is read, as through
 :class:`~lakefs_core.api.guard.BodyGuard`. Where reads are answered on the event
 loop, so is an upload: its data is written to the disk there, and it is staged there
-too when SQLite's write lock is free at once (:func:`~lakefs_core.database.
-without_waiting`); when another writer holds the lock, the staging waits for it in one
-thread of the transfer pool instead. Elsewhere the upload is written and staged in one
-thread of the transfer pool.
+too when SQLite's write lock is free (:func:`~lakefs_core.database.without_waiting`);
+while another writer holds the lock, the staging is tried again a few times within
+4 ms, the loop answering other requests meanwhile, and then waits for the lock in one
+thread of the transfer pool (:func:`stage_without_blocking`). Elsewhere the upload is
+written and staged in one thread of the transfer pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, MutableMapping
 from typing import Any
@@ -72,6 +74,11 @@ _STAT_QUERY = frozenset({"path", "user_metadata", "presign"})
 _READ_QUERY = frozenset({"path", "presign"})
 _UPLOAD_QUERY = frozenset({"path", "storageClass", "force"})
 _META = META_PREFIX.encode()
+#: the pauses of an upload's staging on the event loop while SQLite's write lock is
+#: taken, before it waits for the lock in a thread: another worker's staging holds the
+#: lock for well under a millisecond, and a thread hand-off (with SQLite's first wait of
+#: a millisecond) cost more than these tries under load
+LOOP_RETRIES = (0.0002, 0.0005, 0.001, 0.002)
 
 
 class ObjectLane:
@@ -213,8 +220,7 @@ class ObjectLane:
                             data: bytes, kind: str, metadata: dict[str, str],
                             conditions: WriteConditions) -> ObjectStats:
         """What :func:`store_object` does, on the event loop: the data is written to
-        the local disk here, and staged here unless SQLite's write lock is taken, then
-        in one thread of the transfer pool, where waiting for it blocks no one else."""
+        the local disk here, and staged here too (:func:`stage_without_blocking`)."""
         services = self.services
         repo, current = checked
         entry = services.catalog.write_data(repo, [data], kind, metadata)
@@ -224,12 +230,30 @@ class ObjectLane:
                                             if_absent=conditions.if_absent,
                                             if_match=conditions.if_match)
 
+        await stage_without_blocking(stage, self.transfer_limiter)
+        return object_stats(services, repo, path, entry)
+
+
+async def stage_without_blocking(stage: Callable[[], None], limiter: anyio.CapacityLimiter,
+                                 delays: tuple[float, ...] = LOOP_RETRIES) -> None:
+    """Run ``stage``, a write to SQLite, on the event loop without waiting for the write
+    lock (:func:`~lakefs_core.database.without_waiting`). While another writer holds
+    the lock, try again after each of ``delays`` seconds, the loop answering other
+    requests meanwhile; then wait for the lock in one thread of ``limiter``, where
+    waiting blocks no one else.
+
+    ``stage`` may run more than once: a try refused for the lock wrote nothing.
+    """
+    for delay in (*delays, None):
         try:
             with without_waiting():
                 stage()
+            return
         except WouldWait:
-            await anyio.to_thread.run_sync(stage, limiter=self.transfer_limiter)
-        return object_stats(services, repo, path, entry)
+            if delay is None:
+                break
+        await asyncio.sleep(delay)
+    await anyio.to_thread.run_sync(stage, limiter=limiter)
 
 
 def _query(scope: Scope, known: frozenset[str]) -> dict[str, str] | None:

@@ -7,16 +7,18 @@ reads as true/false), so both answers come from the same server and data.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl
 
+import anyio
 import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakefs_core.api.object_lane import query_pairs
+from lakefs_core.api.object_lane import LOOP_RETRIES, query_pairs, stage_without_blocking
+from lakefs_core.database import WouldWait
 from lakefs_testing.live_server import LiveServer, live_server
 
 REPO = "lane"
@@ -165,3 +167,50 @@ def test_the_lane_reads_a_query_as_the_standard_library_does(query: str) -> None
     """The lane's own reading of a query string (only what is escaped is unescaped)
     gives what ``parse_qsl(..., keep_blank_values=True)`` gives, FastAPI's reading."""
     assert query_pairs(query) == parse_qsl(query, keep_blank_values=True)
+
+
+def _refusing(times: int, calls: list[int]) -> Callable[[], None]:
+    """A staging that SQLite's write lock refuses ``times`` times on the event loop's
+    thread (recording the thread of each call), and that a transfer thread, which
+    waits for the lock, always gets through."""
+    import threading
+
+    loop_thread = threading.get_ident()
+
+    def stage() -> None:
+        calls.append(threading.get_ident())
+        if threading.get_ident() == loop_thread and len(calls) <= times:
+            raise WouldWait("another process holds the write lock")
+
+    return stage
+
+
+@pytest.mark.parametrize("refusals", [0, 1, len(LOOP_RETRIES)])
+def test_a_staging_meeting_a_lock_held_briefly_is_tried_again_on_the_loop(
+        refusals: int) -> None:
+    """No thread hand-off while the lock comes free within the tries: each refused try
+    wrote nothing, the last one stages."""
+    import threading
+
+    calls: list[int] = []
+
+    async def run() -> None:
+        await stage_without_blocking(_refusing(refusals, calls), anyio.CapacityLimiter(1))
+
+    anyio.run(run)
+    assert calls == [threading.get_ident()] * (refusals + 1)
+
+
+def test_a_staging_meeting_a_lock_held_longer_waits_for_it_in_a_thread() -> None:
+    import threading
+
+    calls: list[int] = []
+    limiter = anyio.CapacityLimiter(1)
+
+    async def run() -> None:
+        await stage_without_blocking(_refusing(100, calls), limiter, delays=(0.001, 0.002))
+
+    anyio.run(run)
+    loop = threading.get_ident()
+    assert calls[:3] == [loop] * 3  # the first try, then one after each pause
+    assert len(calls) == 4 and calls[3] != loop  # then once, in a transfer thread
