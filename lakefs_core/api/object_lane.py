@@ -184,7 +184,7 @@ class ObjectLane:
             # names arrive lower-cased (ASGI): most uploads carry no metadata at all
             metadata = metadata_from_headers(
                 (k.decode("latin-1"), v.decode("latin-1")) for k, v in headers
-                if k.startswith(_META)) if any(k.startswith(_META) for k, _ in headers) else {}
+                if k.startswith(_META))
             checked = preflight_upload(services, repository, branch, path, conditions)
             return conditions, metadata, checked
 

@@ -321,12 +321,11 @@ class PolicyIndex:
     """
 
     def __init__(self, policies: Iterable[Policy], username: str | None) -> None:
-        self.policies = tuple(policies)
         self._statements = [
             (statement.effect is Effect.DENY,
              tuple(_matcher(a) for a in statement.action),
              tuple(_arn_matcher(_interpolate(r, username)) for r in statement.resources()))
-            for policy in self.policies for statement in policy.statements]
+            for policy in policies for statement in policy.statements]
         self._by_action: dict[str, tuple[tuple[Callable[[str], bool], ...],
                                          tuple[Callable[[str], bool], ...]]] = {}
 
@@ -361,8 +360,6 @@ class PolicyIndex:
 
     def evaluate(self, requirement: Requirement) -> Decision:
         """See :func:`evaluate`."""
-        if isinstance(requirement, Permission):
-            return self.decide(requirement)
         return _combine(self.decide, requirement)
 
     def check(self, requirement: Requirement) -> None:
@@ -373,8 +370,6 @@ class PolicyIndex:
 
 def _evaluate(policies: list[Policy], requirement: Requirement,
               username: str | None) -> Decision:
-    if isinstance(requirement, Permission):
-        return _evaluate_permission(policies, requirement, username)
     return _combine(lambda perm: _evaluate_permission(policies, perm, username), requirement)
 
 

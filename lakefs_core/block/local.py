@@ -169,8 +169,6 @@ class LocalBlockStore(BlockStore):
         fd = self._open_unnamed(address, directory) if self._unnamed else None
         if fd is not None:
             return self._put_unnamed(address, path, directory, name, fd, chunks)
-        # a name no other writer uses (this process, thread and write), without the
-        # random draws of tempfile.mkstemp, which cost as much as the write itself
         tmp = _tmp_name(directory, name)
         try:
             try:
