@@ -14,6 +14,8 @@ import errno
 import hashlib
 import itertools
 import os
+import struct
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from stat import S_ISREG
@@ -42,6 +44,10 @@ _UNNAMED_FLAGS = (os.O_WRONLY | getattr(os, "O_TMPFILE", 0) | getattr(os, "O_CLO
 _NO_UNNAMED = (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL)
 _anchor_lock = threading.Lock()
 _anchor: list[int] = []
+#: Linux's FS_IOC_GETFLAGS and FS_IOC_SETFLAGS, and FS_TOPDIR_FL: "the top of a directory
+#: hierarchy", whose subdirectories ext4 spreads over the disk as it does the root's
+_GET_FLAGS, _SET_FLAGS, _TOP_FLAG = 0x80086601, 0x40086602, 0x00020000
+_MARKS_TOPS = sys.platform.startswith("linux")
 
 
 class LocalBlockStore(BlockStore):
@@ -75,7 +81,7 @@ class LocalBlockStore(BlockStore):
         self._root_dir = os.path.join(self.root, "")
         self.allowed_external_prefixes = tuple(allowed_external_prefixes)
         self.import_enabled = import_enabled
-        os.makedirs(self.root, exist_ok=True)
+        _make_directories(self.root)
         # where the root and the prefixes are once symbolic links are followed
         self._real_root = os.path.realpath(self.root)
         self._real_prefixes = tuple(os.path.realpath(p) for p in self.allowed_external_prefixes)
@@ -174,7 +180,7 @@ class LocalBlockStore(BlockStore):
             try:
                 fd = os.open(tmp, _TMP_FLAGS, 0o600)
             except FileNotFoundError:  # the first object in its directory
-                os.makedirs(directory, exist_ok=True)
+                _make_directories(directory)
                 fd = os.open(tmp, _TMP_FLAGS, 0o600)
         except OSError as e:
             raise StorageError(f"local put {address}: {e}") from e
@@ -201,7 +207,7 @@ class LocalBlockStore(BlockStore):
             try:
                 return os.open(directory, _UNNAMED_FLAGS, 0o600)
             except FileNotFoundError:  # the first object in its directory
-                os.makedirs(directory, exist_ok=True)
+                _make_directories(directory)
                 return os.open(directory, _UNNAMED_FLAGS, 0o600)
         except OSError as e:
             if e.errno in _NO_UNNAMED:
@@ -430,6 +436,56 @@ def _etag(path: str, st: os.stat_result) -> str:
     with contextlib.suppress(OSError):
         _cache_etag(path, etag, st)
     return etag
+
+
+def _make_directories(path: str) -> None:
+    """Make the directory ``path`` and its missing parents (an existing one is left as it
+    is), each marked as the top of a hierarchy where the filesystem keeps the mark.
+
+    The mark matters on ext4. There a new directory goes near its parent, and a file
+    into its directory's group of inodes, so every object directory of a store would
+    share a few groups. Under a marked directory, new ones are spread over the groups
+    with the most room. Where files were deleted by the thousand (a test run, a
+    garbage collection), ext4 without a journal skips each recently deleted inode
+    when it makes a file, one by one (``recently_deleted`` in its inode allocator):
+    measured here, 280-380 us of CPU per 4 KiB file near those inodes against 28 us
+    elsewhere."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        if parent == path:
+            raise
+        _make_directories(parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # made meanwhile by another writer
+            return
+    _mark_top(path)
+
+
+def _mark_top(path: str) -> None:
+    """Mark the directory ``path`` as the top of a hierarchy (``chattr +T``), where the
+    filesystem has the mark (ext4, ext3); elsewhere nothing happens."""
+    if not _MARKS_TOPS:
+        return
+    import fcntl  # POSIX only
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, _GET_FLAGS, bytes(4)))
+        if not flags & _TOP_FLAG:
+            fcntl.ioctl(fd, _SET_FLAGS, struct.pack("i", flags | _TOP_FLAG))
+    except OSError:  # a filesystem without flags, or without this one
+        pass
+    finally:
+        os.close(fd)
 
 
 def _tmp_name(directory: str, name: str) -> str:

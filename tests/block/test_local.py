@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,3 +208,112 @@ def test_named_temporary_files_where_unnamed_ones_cannot_be_made(
         assert (tmp_path / "ns" / "d" / "b").read_bytes() == b"cd"
         assert s.stat("local://ns/a").etag == md5(b"bbb")
         assert sorted(os.listdir(tmp_path / "ns")) == ["a", "d"]
+
+
+def _is_top(path: Path) -> bool:
+    """Whether ``path`` carries the "top of a directory hierarchy" mark (``lsattr``'s T)."""
+    import fcntl
+    import struct
+
+    from lakefs_core.block import local
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, local._GET_FLAGS, bytes(4)))
+    finally:
+        os.close(fd)
+    return bool(flags & local._TOP_FLAG)
+
+
+def _can_mark_tops(directory: Path) -> bool:
+    """Whether the filesystem of ``directory`` keeps the mark: tried on a directory of its
+    own, as ``chattr +T`` would."""
+    import fcntl
+    import struct
+
+    from lakefs_core.block import local
+
+    probe = directory / "probe"
+    probe.mkdir()
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, local._GET_FLAGS, bytes(4)))
+        fcntl.ioctl(fd, local._SET_FLAGS, struct.pack("i", flags | local._TOP_FLAG))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        probe.rmdir()
+    return True
+
+
+def test_directories_the_store_makes_are_tops_of_hierarchies(tmp_path: Path) -> None:
+    """Every directory the store makes (root included) is marked, where the filesystem
+    keeps the mark, so that ext4 spreads object directories over the disk; directories
+    that were there before are left as they are."""
+    existing = tmp_path / "existing"
+    existing.mkdir()
+    marks = _can_mark_tops(tmp_path)
+    store = LocalBlockStore(str(tmp_path / "root"))
+    store.put("local://ns/data/prefix/object", b"x")
+    store.put("local://ns/data/prefix/second", b"y")  # its directory is there already
+    store.put("local://ns/_lakefs/range", [b"r"])
+    made = [tmp_path / "root", tmp_path / "root" / "ns", tmp_path / "root" / "ns" / "data",
+            tmp_path / "root" / "ns" / "data" / "prefix", tmp_path / "root" / "ns" / "_lakefs"]
+    assert [_is_top(d) for d in made] == [marks] * len(made)
+    LocalBlockStore(str(existing)).put("local://ns/object", b"z")
+    assert not _is_top(existing)
+    assert _is_top(existing / "ns") == marks
+    assert store.get("local://ns/data/prefix/object") == b"x"
+    # this machine's temporary directory (ext4) keeps the mark: the test is not vacuous
+    if Path(tempfile.gettempdir()).resolve() == Path("/tmp") and _fs_type("/tmp") == "ext4":
+        assert marks
+
+
+def test_directories_where_the_filesystem_has_no_marks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filesystem refusing the mark (tmpfs, XFS...): the store makes its directories and
+    writes as before; two writers making one directory at once both succeed."""
+    import errno
+
+    from lakefs_core.block import local
+
+    calls: list[int] = []
+
+    def refusing(fd: int, request: int, arg: Any = 0) -> Any:
+        calls.append(request)
+        raise OSError(errno.ENOTTY, "inappropriate ioctl for device")
+
+    import fcntl
+
+    monkeypatch.setattr(fcntl, "ioctl", refusing)
+    store = LocalBlockStore(str(tmp_path / "root"))
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        barrier.wait()
+        try:
+            store.put(f"local://ns/deep/dir/{n}", b"%d" % n)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(os.listdir(tmp_path / "root" / "ns" / "deep" / "dir")) == ["0", "1", "2", "3"]
+    assert calls and set(calls) == {local._GET_FLAGS}  # asked, refused, nothing more
+
+
+def _fs_type(path: str) -> str:
+    """The filesystem type of the mount holding ``path`` (from /proc/self/mounts)."""
+    best, kind = "", ""
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if len(fields) > 2 and path.startswith(fields[1]) and len(fields[1]) > len(best):
+                best, kind = fields[1], fields[2]
+    return kind
