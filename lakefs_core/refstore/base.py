@@ -456,12 +456,17 @@ class RefStore(ABC):
 
         A commit that sealed ``token`` before the branch was read here may have missed
         the record: the branch's live token is then another, and the caller stages
-        again under it. Stores override this to do both in one transaction.
+        again under it. Without the branch, the record is taken back. Stores override
+        this to do both in one transaction.
 
         Raises RepositoryNotFoundError, BranchNotFoundError.
         """
         self.put_staged(repo_id, token, record)
-        return self.get_branch(repo_id, branch_name)
+        try:
+            return self.get_branch(repo_id, branch_name)
+        except BranchNotFoundError:
+            self.delete_staged(repo_id, token, record.path)
+            raise
 
     @abstractmethod
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:

@@ -168,35 +168,40 @@ class StagedRecords:
         """See :meth:`RefStore.stage_on_branch`: one transaction. The branch row is read
         after the record is written, under a share lock on PostgreSQL (SQLite runs one
         writer at a time): a commit sealing ``token`` either moved the branch before
-        this read, or waits for this transaction and then sees the record."""
+        this read, or waits for this transaction and then sees the record. Without the
+        branch nothing is written."""
         row = {"repo": repo_id, "staging_token": token, "path": record.path,
                **entry_values(record)}
         params = {"repo": repo_id, "name": branch_name}
 
-        def work(conn: Connection) -> Branch | None:
+        def work(conn: Connection) -> Branch:
             self._require_repository(conn, repo_id, lock="share")
             self._upsert(conn, staged_entries, [row])
             found = conn.execute(SELECT_BRANCH_SHARED if conn.dialect.name == "postgresql"
                                  else SELECT_BRANCH, params).first()
-            return None if found is None else branch_of(found)
+            if found is None:  # raised inside the transaction: the record is rolled back
+                raise BranchNotFoundError(f"branch {branch_name!r} not found")
+            return branch_of(found)
 
         writers = self._writers
         if writers is None:
             branch = self._write(work)
-        else:  # the same statements on the thread's own driver connection
+        else:  # on the thread's own driver connection, one writer at a time
             upsert = sqlite_text(self._upsert_statement(staged_entries), tuple(row))
-            exists, select_branch = sqlite_text(REPOSITORY_EXISTS), sqlite_text(SELECT_BRANCH)
+            select_branch = sqlite_text(SELECT_BRANCH)
 
-            def on_driver(conn: sqlite3.Connection) -> Branch | None:
-                if conn.execute(exists, {"repo": repo_id}).fetchone() is None:
-                    raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+            def on_driver(conn: sqlite3.Connection) -> Branch:
                 conn.execute(upsert, row)
                 found = conn.execute(select_branch, params).fetchone()
-                return None if found is None else branch_of(found)
+                if found is not None:  # and so the repository: branches go with it
+                    return branch_of(found)
+                # raised inside the transaction: the record is rolled back
+                if conn.execute(sqlite_text(REPOSITORY_EXISTS), {"repo": repo_id}
+                                ).fetchone() is None:
+                    raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+                raise BranchNotFoundError(f"branch {branch_name!r} not found")
 
             branch = self._run(lambda _: writers.write(on_driver), write=True, driver=True)
-        if branch is None:
-            raise BranchNotFoundError(f"branch {branch_name!r} not found")
         return branch
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:

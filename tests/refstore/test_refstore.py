@@ -757,6 +757,21 @@ def test_staged_entry_round_trip(store: RefStore) -> None:
     assert store.get_staged("r1", "t1", "b") == EntryRecord("b", plain)
 
 
+def test_staging_on_a_branch_writes_nothing_without_the_branch(store: RefStore) -> None:
+    """Staging on a branch that is not there (deleted since it was read) raises, and the
+    record is not left behind under the token; on the branch, the branch comes back."""
+    new_repo(store)
+    with pytest.raises(BranchNotFoundError, match="'gone' not found"):
+        store.stage_on_branch("repo", "gone", "t9", EntryRecord("a", entry(1)))
+    assert not store.has_staged("repo", "t9")
+    with pytest.raises(RepositoryNotFoundError):
+        store.stage_on_branch("nope", "main", "t0", EntryRecord("a", entry(1)))
+    assert not store.has_staged("nope", "t0")
+    branch = store.stage_on_branch("repo", "main", "t0", EntryRecord("a", entry(2)))
+    assert branch == store.get_branch("repo", "main")
+    assert store.get_staged("repo", "t0", "a") == EntryRecord("a", entry(2))
+
+
 def test_staging_replace_tombstone_and_undo(store: RefStore) -> None:
     new_repo(store, "r1")
     assert store.get_staged("r1", "t1", "a") is None
