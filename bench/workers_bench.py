@@ -18,7 +18,9 @@ processes, one keep-alive connection each) send, in turn, a stat
 seconds; the first tenth of that is warm-up and is not counted. It prints requests/s,
 p50 and p99 per operation, and the server's requests/s as a fraction of the ceiling
 with the same number of workers. The clients run on the same machine as the servers:
-the load average before and after each run is printed beside the figures.
+beside the figures it prints the CPU microseconds per answered request spent by the
+server's processes (from ``/proc``) and by the clients (their own processes' CPU
+time), and the load average before and after each run.
 
 What the machine gives both moves from one minute to the next (the ceiling by a fifth
 between runs here). ``--rounds N`` keeps both servers running and measures them in
@@ -28,7 +30,10 @@ ceiling measured beside it, and the median of the rounds' fractions is printed l
 Every upload creates a file, and what the kernel spends on that depends on the disk (and
 on what it still does for the files of an earlier run, deleted): ``--data-dir`` puts the
 server's data on the filesystem of your choice, for instance ``/dev/shm`` to leave the
-disk out. By default it is the system's temporary directory.
+disk out. By default it is the system's temporary directory. Before the servers start,
+it writes 2,000 objects of 4 KiB there through the local store and prints the CPU one
+cost: on ext4 without a journal that figure grows several times over for some minutes
+after many files were deleted nearby (an earlier run's, a test run's).
 """
 
 from __future__ import annotations
@@ -93,8 +98,8 @@ async def trivial_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @contextlib.contextmanager
-def trivial_server(workers: int, work_dir: Path) -> Iterator[int]:
-    """The trivial app under ``uvicorn --workers``; yields its port."""
+def trivial_server(workers: int, work_dir: Path) -> Iterator[tuple[int, int]]:
+    """The trivial app under ``uvicorn --workers``; yields its port and process id."""
     from lakefs_testing.servers import child_server, free_port
 
     port = free_port()
@@ -103,9 +108,9 @@ def trivial_server(workers: int, work_dir: Path) -> Iterator[int]:
                        "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
                        "--log-level", "info", "--no-access-log",
                        "--timeout-worker-healthcheck", "60"],
-                      f"http://127.0.0.1:{port}/", output):
+                      f"http://127.0.0.1:{port}/", output) as proc:
         wait_started(output, workers)
-        yield port
+        yield port, proc.pid
 
 
 def wait_started(output: Path, workers: int, timeout: float = 300) -> None:
@@ -126,6 +131,9 @@ class Samples:
         default_factory=lambda: {op: [] for op in OPERATIONS})
     failed: int = 0
     errors: list[str] = field(default_factory=list)
+    #: requests answered, warm-up included, and the CPU seconds the clients spent
+    completed: int = 0
+    client_cpu: float = 0.0
 
     def fail(self, error: str) -> None:
         self.failed += 1
@@ -137,6 +145,8 @@ class Samples:
             self.latencies[op].extend(values)
         self.failed += other.failed
         self.errors.extend(other.errors[:5 - len(self.errors)])
+        self.completed += other.completed
+        self.client_cpu += other.client_cpu
 
 
 def _client(port: int, client_id: int, operations: tuple[str, ...],
@@ -174,6 +184,7 @@ def _client(port: int, client_id: int, operations: tuple[str, ...],
         if status not in (200, 201):
             samples.fail(f"{op}: HTTP {status}")
             continue
+        samples.completed += 1
         if began >= warm_until:
             samples.latencies[op].append((time.monotonic() - began) * 1000)
     conn.close()
@@ -183,6 +194,7 @@ def _client_process(port: int, ids: list[int], operations: tuple[str, ...], go: 
                     times: Any, out: Any) -> None:
     out.put("ready")
     go.wait()
+    cpu = time.process_time()
     each = [Samples() for _ in ids]
     threads = [threading.Thread(target=_client, args=(port, i, operations, tuple(times), mine))
                for i, mine in zip(ids, each, strict=True)]
@@ -193,6 +205,7 @@ def _client_process(port: int, ids: list[int], operations: tuple[str, ...], go: 
     total = Samples()
     for mine in each:
         total.add(mine)
+    total.client_cpu = time.process_time() - cpu
     out.put(total)
 
 
@@ -256,13 +269,35 @@ class Result:
     p99: dict[str, float]
     errors: int
     load: str
+    #: CPU microseconds per answered request: the server's processes, the clients'
+    server_cpu: float = float("nan")
+    client_cpu: float = float("nan")
 
 
-def _measure(port: int, workers: int, target: str, args: argparse.Namespace,
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and of its children (a server's
+    workers), read from ``/proc``."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = Path(entry.path, "stat").read_text().rpartition(")")[2].split()
+        except OSError:  # ended meanwhile
+            continue
+        if entry.name == str(pid) or fields[1] == str(pid):
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def _measure(port: int, pid: int, workers: int, target: str, args: argparse.Namespace,
              round_: int = 0) -> Result:
     before = _load_average()
+    server_before = tree_cpu(pid)
     samples, counted = run_clients(port, args.clients, args.client_processes, args.seconds,
                                    tuple(args.operations))
+    server_cpu = tree_cpu(pid) - server_before
     if samples.failed:
         print(f"  {target} ({workers} workers): {samples.failed} failed requests, "
               f"e.g. {samples.errors}", flush=True)
@@ -274,7 +309,24 @@ def _measure(port: int, workers: int, target: str, args: argparse.Namespace,
          "all": _percentile(everything, 0.5)},
         {**{op: _percentile(v, 0.99) for op, v in samples.latencies.items()},
          "all": _percentile(everything, 0.99)},
-        samples.failed, f"{before} -> {_load_average()}")
+        samples.failed, f"{before} -> {_load_average()}",
+        server_cpu / max(samples.completed, 1) * 1e6,
+        samples.client_cpu / max(samples.completed, 1) * 1e6)
+
+
+def disk_probe(directory: Path, files: int = 2000) -> float:
+    """CPU microseconds this process spends writing one 4 KiB object through the local
+    store under ``directory``, as the server writes an upload. The files stay until the
+    run ends: on ext4 without a journal, files deleted in the last minutes make the next
+    ones dearer near them."""
+    from lakefs_core.block.local import LocalBlockStore
+
+    store = LocalBlockStore(str(directory))
+    data = os.urandom(OBJECT_SIZE)
+    began = time.process_time()
+    for n in range(files):
+        store.put(f"local://probe/data/{n // 1000}/{n}", data)
+    return (time.process_time() - began) / files * 1e6
 
 
 def _load_average() -> str:
@@ -309,22 +361,27 @@ def main(argv: list[str] | None = None) -> None:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="lakefs-workers-bench-", dir=args.data_dir) as tmp:
         root = Path(tmp)
+        print(f"writing a 4 KiB object there costs {disk_probe(root / 'probe'):.0f} us of "
+              f"CPU (2,000 through the local store)", flush=True)
         for workers in args.workers:
             data_dir = root / f"data-{workers}"
             # INFO: uvicorn says when each worker has started (no access log)
-            with trivial_server(workers, root) as port, \
+            with trivial_server(workers, root) as (port, pid), \
                     server_process(data_dir, {"LAKEFS_LOGGING_LEVEL": "INFO"},
                                    workers=workers) as server:
                 wait_started(server.output, workers)
                 _seed(server.endpoint)
                 for n in range(args.rounds):
-                    targets = [(port, "ceiling"), (server.port, "lakefs")]
-                    for target_port, target in targets[::-1] if n % 2 else targets:
-                        results.append(_measure(target_port, workers, target, args, n))
+                    targets = [(port, pid, "ceiling"),
+                               (server.port, server.process.pid, "lakefs")]
+                    for target_port, target_pid, target in targets[::-1] if n % 2 else targets:
+                        results.append(_measure(target_port, target_pid, workers, target,
+                                                args, n))
 
     print()
     print("workers  round  target    req/s   p50 ms (stat/get/put)   "
-          "p99 ms (stat/get/put/all)    of ceiling  errors  load average (before -> after)")
+          "p99 ms (stat/get/put/all)    of ceiling  errors  CPU us/request (server, clients)  "
+          "load average (before -> after)")
     ceilings = {(r.workers, r.round): r.requests_per_second
                 for r in results if r.target == "ceiling"}
     ratios: dict[int, list[float]] = {}
@@ -337,7 +394,8 @@ def main(argv: list[str] | None = None) -> None:
         p50 = "/".join(f"{r.p50[op]:.1f}" for op in OPERATIONS)
         p99 = "/".join(f"{r.p99[op]:.1f}" for op in (*OPERATIONS, "all"))
         print(f"{r.workers:>7}  {r.round + 1:>5}  {r.target:<8} {r.requests_per_second:>7.0f}"
-              f"   {p50:<22}  {p99:<27}  {ratio:>10}  {r.errors:>6}  {r.load}")
+              f"   {p50:<22}  {p99:<27}  {ratio:>10}  {r.errors:>6}  "
+              f"{r.server_cpu:>14.0f} {r.client_cpu:>8.0f}{'':>10}  {r.load}")
     if args.rounds > 1:
         print()
         for workers, fractions in ratios.items():
