@@ -3,8 +3,8 @@ the servers and the clients spent per request."""
 
 from __future__ import annotations
 
-import contextlib
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -41,19 +41,14 @@ def test_tree_cpu_counts_a_process_and_its_children() -> None:
             "while time.process_time() - t < 0.3: pass\ntime.sleep(20)\n")
     parent = subprocess.Popen([sys.executable, "-c",
                                "import subprocess, sys, time\n"
-                               f"child = subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
-                               "time.sleep(20)\nchild.kill()\n"])
+                               f"subprocess.Popen([sys.executable, '-c', {busy!r}])\n"
+                               "time.sleep(20)\n"], start_new_session=True)
     try:
         deadline = time.monotonic() + 20
         while workers_bench.tree_cpu(parent.pid) < 0.3:  # the child's 0.3 s, then some
             assert time.monotonic() < deadline, "the child's CPU was not counted"
             time.sleep(0.1)
     finally:
-        for entry in os.scandir("/proc"):  # the child, then the parent
-            with contextlib.suppress(OSError, IndexError):
-                if (entry.name.isdigit() and Path(entry.path, "stat").read_text()
-                        .rpartition(")")[2].split()[1] == str(parent.pid)):
-                    os.kill(int(entry.name), 9)
-        parent.kill()
+        os.killpg(parent.pid, signal.SIGKILL)  # the parent and its child
         parent.wait()
     assert workers_bench.tree_cpu(os.getpid()) > 0

@@ -185,24 +185,23 @@ class StagedRecords:
 
         writers = self._writers
         if writers is None:
-            branch = self._write(work)
-        else:  # on the thread's own driver connection, one writer at a time
-            upsert = sqlite_text(self._upsert_statement(staged_entries), tuple(row))
-            select_branch = sqlite_text(SELECT_BRANCH)
+            return self._write(work)
+        # on the thread's own driver connection, one writer at a time
+        upsert = sqlite_text(self._upsert_statement(staged_entries), tuple(row))
+        select_branch = sqlite_text(SELECT_BRANCH)
 
-            def on_driver(conn: sqlite3.Connection) -> Branch:
-                conn.execute(upsert, row)
-                found = conn.execute(select_branch, params).fetchone()
-                if found is not None:  # and so the repository: branches go with it
-                    return branch_of(found)
-                # raised inside the transaction: the record is rolled back
-                if conn.execute(sqlite_text(REPOSITORY_EXISTS), {"repo": repo_id}
-                                ).fetchone() is None:
-                    raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
-                raise BranchNotFoundError(f"branch {branch_name!r} not found")
+        def on_driver(conn: sqlite3.Connection) -> Branch:
+            conn.execute(upsert, row)
+            found = conn.execute(select_branch, params).fetchone()
+            if found is not None:  # and so the repository: branches go with it
+                return branch_of(found)
+            # raised inside the transaction: the record is rolled back
+            if conn.execute(sqlite_text(REPOSITORY_EXISTS), {"repo": repo_id}
+                            ).fetchone() is None:
+                raise RepositoryNotFoundError(f"repository {repo_id!r} not found")
+            raise BranchNotFoundError(f"branch {branch_name!r} not found")
 
-            branch = self._run(lambda _: writers.write(on_driver), write=True, driver=True)
-        return branch
+        return self._run(lambda _: writers.write(on_driver), write=True, driver=True)
 
     def get_staged(self, repo_id: str, token: str, path: str) -> EntryRecord | None:
         """The staged record at ``path`` (maybe a tombstone), or None if nothing staged."""

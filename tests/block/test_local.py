@@ -210,19 +210,26 @@ def test_named_temporary_files_where_unnamed_ones_cannot_be_made(
         assert sorted(os.listdir(tmp_path / "ns")) == ["a", "d"]
 
 
-def _is_top(path: Path) -> bool:
-    """Whether ``path`` carries the "top of a directory hierarchy" mark (``lsattr``'s T)."""
+def _flags(fd: int) -> int:
+    """A directory's attribute flags (``lsattr``), read through ``fd``."""
     import fcntl
     import struct
 
     from lakefs_core.block import local
 
+    (flags,) = struct.unpack("i", fcntl.ioctl(fd, local._GET_FLAGS, bytes(4)))
+    return int(flags)
+
+
+def _is_top(path: Path) -> bool:
+    """Whether ``path`` carries the "top of a directory hierarchy" mark (``lsattr``'s T)."""
+    from lakefs_core.block import local
+
     fd = os.open(path, os.O_RDONLY)
     try:
-        (flags,) = struct.unpack("i", fcntl.ioctl(fd, local._GET_FLAGS, bytes(4)))
+        return bool(_flags(fd) & local._TOP_FLAG)
     finally:
         os.close(fd)
-    return bool(flags & local._TOP_FLAG)
 
 
 def _can_mark_tops(directory: Path) -> bool:
@@ -237,8 +244,7 @@ def _can_mark_tops(directory: Path) -> bool:
     probe.mkdir()
     fd = os.open(probe, os.O_RDONLY)
     try:
-        (flags,) = struct.unpack("i", fcntl.ioctl(fd, local._GET_FLAGS, bytes(4)))
-        fcntl.ioctl(fd, local._SET_FLAGS, struct.pack("i", flags | local._TOP_FLAG))
+        fcntl.ioctl(fd, local._SET_FLAGS, struct.pack("i", _flags(fd) | local._TOP_FLAG))
     except OSError:
         return False
     finally:
@@ -273,7 +279,7 @@ def test_directories_the_store_makes_are_tops_of_hierarchies(tmp_path: Path) -> 
 def test_directories_where_the_filesystem_has_no_marks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A filesystem refusing the mark (tmpfs, XFS...): the store makes its directories and
-    writes as before; two writers making one directory at once both succeed."""
+    writes as before; four writers making one directory at once all succeed."""
     import errno
 
     from lakefs_core.block import local
